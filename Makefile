@@ -1,0 +1,29 @@
+# The two set-up commands of the README are `make run` and `make test`; each creates or
+# updates the local virtual environment .venv (plain venv + pip) before doing its job.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+CORES  ?= 2
+
+.PHONY: run test bench venv clean-results
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	@touch $(STAMP)
+
+run: $(STAMP)
+	$(VENV)/bin/snakemake --cores $(CORES) --profile profiles/default
+
+test: $(STAMP)
+	$(PY) -m pytest -n 2 tests
+
+bench: $(STAMP)
+	$(PY) -m bench
+
+clean-results:
+	rm -rf results

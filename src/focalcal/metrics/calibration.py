@@ -1,0 +1,92 @@
+"""Binned calibration errors: ECE, AdaECE, MCE, classwise ECE, reliability-diagram bins.
+
+All values are fractions in [0, 1] (multiply by 100 for the papers' "%" tables).
+Binning (edges, the right-closed convention, equal-mass ties) is defined once, in
+:mod:`focalcal.metrics.binning`; read its docstring for exactly which bin a sample
+lands in.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from focalcal._validation import check_labels, check_probs
+from focalcal.metrics.binning import BinStatistics, bin_statistics, check_binning, check_n_bins, top_label
+
+
+def _top_label_bins(probs, labels, n_bins: int, binning: str) -> BinStatistics:
+    probs = check_probs(probs)
+    labels = check_labels(labels, probs.shape[0], probs.shape[1])
+    confidence, predicted = top_label(probs)
+    return bin_statistics(confidence, predicted == labels, check_n_bins(n_bins), check_binning(binning))
+
+
+def ece(probs, labels, n_bins: int = 15, binning: str = "width") -> float:
+    """Top-label expected calibration error, ``sum_i |B_i|/N * |acc_i - conf_i|``.
+
+    ``binning="width"`` is the ECE of mukhoti2020 eq. 1 (M equal-width bins);
+    ``binning="mass"`` is their AdaECE (eq. 3) and komisarenko2024's equal-mass ECE.
+    ``probs`` is (N, K) probabilities (numpy or torch), ``labels`` N integer classes.
+    Bins are right-closed, ``((i-1)/M, i/M]`` for width. Equal-mass bins hold every
+    sample (without ties their sizes differ by at most one) but never split tied
+    confidences, so with ties fewer than ``n_bins`` bins may be non-empty;
+    ``reliability_bins`` shows which.
+    Empty bins contribute nothing. Returns a fraction, not a percentage.
+    """
+    bins = _top_label_bins(probs, labels, n_bins, binning)
+    # |B_i|/N * |A_i - C_i| = |sum of confidences - number correct| / N: no per-bin division.
+    return float(np.abs(bins.score_sum - bins.hit_sum).sum() / bins.count.sum())
+
+
+def mce(probs, labels, n_bins: int = 15, binning: str = "width") -> float:
+    """Maximum calibration error, ``max_i |acc_i - conf_i|`` over the non-empty bins (mukhoti2020 eq. 2)."""
+    bins = _top_label_bins(probs, labels, n_bins, binning)
+    filled = bins.count > 0
+    return float(np.max(np.abs(bins.score_sum[filled] - bins.hit_sum[filled]) / bins.count[filled]))
+
+
+def reliability_bins(probs, labels, n_bins: int = 15, binning: str = "width") -> pd.DataFrame:
+    """What a reliability diagram draws: one row per bin, all ``n_bins`` rows always present.
+
+    Columns: ``lower``, ``upper`` (the bin is ``(lower, upper]``; the first bin also holds
+    ``lower``), ``count`` (samples in the bin), ``confidence`` (mean top-label confidence)
+    and ``accuracy`` (fraction correct). An empty bin has ``count == 0`` and NaN
+    confidence/accuracy; with ``binning="mass"`` empty bins are how tied confidences show
+    (see :mod:`focalcal.metrics.binning`). ``ece``/``mce`` are computed from the same bins.
+    """
+    bins = _top_label_bins(probs, labels, n_bins, binning)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        confidence = bins.score_sum / bins.count
+        accuracy = bins.hit_sum / bins.count
+    frame = pd.DataFrame(
+        {
+            "lower": bins.edges[:-1],
+            "upper": bins.edges[1:],
+            "count": bins.count,
+            "confidence": np.where(bins.count > 0, confidence, np.nan),
+            "accuracy": np.where(bins.count > 0, accuracy, np.nan),
+        }
+    )
+    frame.index.name = "bin"
+    return frame
+
+
+def classwise_ece(probs, labels, n_bins: int = 15, binning: str = "width") -> float:
+    """Classwise ECE (Kull et al. 2019; Kumar et al. 2019's marginal calibration error with L1).
+
+    For every class k, bin the probabilities ``probs[:, k]`` of all N samples and compare
+    each bin's mean ``probs[:, k]`` with the fraction of its samples whose label is k:
+    ``classwise_ece = (1/K) sum_k sum_i |B_ki|/N * |freq_ki - conf_ki|``. Unlike ``ece``
+    it looks at every class, not only the predicted one; per-class probabilities can be
+    exactly 0 or 1 and both land in a bin. Same bins and units as ``ece``.
+    """
+    probs = check_probs(probs)
+    labels = check_labels(labels, probs.shape[0], probs.shape[1])
+    n_bins, binning = check_n_bins(n_bins), check_binning(binning)
+    n_samples, n_classes = probs.shape
+    total = 0.0
+    for k in range(n_classes):  # a loop over classes; each class's binning is vectorised
+        bins = bin_statistics(np.ascontiguousarray(probs[:, k]), labels == k, n_bins, binning)
+        total += np.abs(bins.score_sum - bins.hit_sum).sum()
+    return float(total / (n_samples * n_classes))
