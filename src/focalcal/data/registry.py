@@ -1,0 +1,191 @@
+"""Datasets by name: ``load("cifar10", root="data", split_seed=0)`` -> :class:`SplitDataset`.
+
+Every dataset returns unsplit pools; this module alone decides the split, so all datasets
+split the same way: deterministic from ``split_seed`` (independent of the training seed),
+stratified by class, val (and test, where there is no official test set) carved first,
+the rest is train. ``subset_fraction`` then keeps that fraction of every class of the
+*train* split only ("CIFAR10-s" of charoenphakdee2021 §6.2); the name ``<dataset>-s``
+means ``subset_fraction=0.1``.
+
+Options: every dataset takes ``val_size`` (and ``test_size`` where there is no official
+test set), as a count or a fraction of the pool, plus the options its loader declares
+(e.g. ``n_samples``); anything else is a ValueError naming the accepted options.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import torch
+
+from ._dataset import RawData, Split, SplitDataset
+from .splits import per_class_subset, resolve_size, split_hash, split_indices
+
+TASKS = ("classification", "segmentation")
+SUBSET_SUFFIX = "-s"
+SUBSET_ALIAS_FRACTION = 0.1
+
+
+@dataclass(frozen=True)
+class DatasetSpec:
+    """A registered dataset: its loader, split defaults and training conventions."""
+
+    name: str
+    loader: Callable[..., RawData]
+    task: str
+    num_classes: int
+    val_size: int | float
+    test_size: int | float | None  # None: the dataset has an official test set
+    augmentation: dict
+    mean: tuple[float, ...] | None
+    std: tuple[float, ...] | None
+    needs_download: bool
+    summary: str
+
+    def loader_options(self) -> dict:
+        """The loader's keyword-only options and their defaults."""
+        parameters = inspect.signature(self.loader).parameters.values()
+        return {p.name: p.default for p in parameters if p.kind is inspect.Parameter.KEYWORD_ONLY}
+
+    def options(self) -> dict:
+        """Every option load() accepts for this dataset, with its default."""
+        split = {"val_size": self.val_size} if self.test_size is None else {"val_size": self.val_size, "test_size": self.test_size}
+        return {**split, **self.loader_options()}
+
+
+_REGISTRY: dict[str, DatasetSpec] = {}
+
+
+def register(name: str, loader: Callable[..., RawData], *, task: str = "classification", num_classes: int,
+             val_size, test_size=None, augmentation: dict, mean=None, std=None, needs_download: bool = False,
+             summary: str = "") -> None:
+    """Add a dataset; ``loader(root, download, **options) -> RawData``."""
+    if not isinstance(name, str) or not name or name.endswith(SUBSET_SUFFIX):
+        raise ValueError(f"dataset name must be a non-empty string not ending in {SUBSET_SUFFIX!r}, got {name!r}")
+    if name in _REGISTRY:
+        raise ValueError(f"dataset name {name!r} is already registered")
+    if task not in TASKS:
+        raise ValueError(f"task must be one of {TASKS}, got {task!r}")
+    _REGISTRY[name] = DatasetSpec(name, loader, task, num_classes, val_size, test_size, dict(augmentation),
+                                  None if mean is None else tuple(mean), None if std is None else tuple(std),
+                                  needs_download, summary)
+
+
+def available(task: str | None = None) -> list[str]:
+    """Sorted dataset names, with the ``-s`` (10 % per class of train) alias of each classification set."""
+    if task is not None and task not in TASKS:
+        raise ValueError(f"task must be one of {TASKS} or None, got {task!r}")
+    names = []
+    for name, entry in _REGISTRY.items():
+        if task is None or entry.task == task:
+            names.append(name)
+            if entry.task == "classification":
+                names.append(name + SUBSET_SUFFIX)
+    return sorted(names)
+
+
+def spec(name: str) -> DatasetSpec:
+    """The registry entry of ``name`` (an ``-s`` alias gives its base entry)."""
+    base = name[: -len(SUBSET_SUFFIX)] if isinstance(name, str) and name.endswith(SUBSET_SUFFIX) else name
+    if base not in _REGISTRY or (base != name and _REGISTRY[base].task != "classification"):
+        raise ValueError(f"unknown dataset {name!r}; known datasets: {', '.join(available())}")
+    return _REGISTRY[base]
+
+
+def _check_fraction(subset_fraction) -> float | None:
+    if subset_fraction is None:
+        return None
+    if isinstance(subset_fraction, bool) or not isinstance(subset_fraction, (int, float)) or not 0 < subset_fraction <= 1:
+        raise ValueError(f"subset_fraction must be None or a number in (0, 1], got {subset_fraction!r}")
+    return float(subset_fraction)
+
+
+def _to_tensor(x: np.ndarray) -> torch.Tensor:
+    """uint8 images to float32 in [0, 1]; other inputs to float32 unchanged."""
+    if x.dtype == np.uint8:
+        return torch.from_numpy(np.ascontiguousarray(x)).to(torch.float32).div_(255.0)
+    return torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32))
+
+
+def load(name: str, root: str | Path = "data", split_seed: int = 0, subset_fraction: float | None = None,
+         download: bool = False, **options) -> SplitDataset:
+    """Load dataset ``name`` from ``root`` and split it deterministically by ``split_seed``.
+
+    ``download=False`` never touches the network: missing files raise
+    :class:`~focalcal.data.download.DatasetNotFoundError` saying which URL (and md5) to save
+    where. See the module docstring for splits, subsets and options.
+    """
+    entry = spec(name)
+    is_alias = name != entry.name
+    fraction = _check_fraction(subset_fraction)
+    if is_alias:
+        if fraction is not None:
+            raise ValueError(f"{name!r} already means subset_fraction={SUBSET_ALIAS_FRACTION}; pass subset_fraction with {entry.name!r} instead")
+        fraction = SUBSET_ALIAS_FRACTION
+    if isinstance(split_seed, bool) or not isinstance(split_seed, (int, np.integer)) or split_seed < 0:
+        raise ValueError(f"split_seed must be a non-negative int, got {split_seed!r}")
+    accepted = entry.options()
+    unknown = sorted(set(options) - set(accepted))
+    if unknown:
+        raise ValueError(f"unknown option(s) {unknown} for dataset {entry.name!r}; accepted: {sorted(accepted)}")
+    resolved = {**accepted, **options}
+    loader_kwargs = {key: resolved[key] for key in entry.loader_options()}
+
+    raw = entry.loader(Path(root), download=bool(download), **loader_kwargs)
+    rng = np.random.default_rng(int(split_seed))
+    if entry.test_size is None:
+        pool_of = {"train": "train", "val": "train", "test": "test"}
+        labels = raw.pools["train"][1]
+        carve = {"val": resolve_size(resolved["val_size"], len(labels), "val_size")}
+    else:
+        pool_of = {"train": "all", "val": "all", "test": "all"}
+        labels = raw.pools["all"][1]
+        carve = {"val": resolve_size(resolved["val_size"], len(labels), "val_size"),
+                 "test": resolve_size(resolved["test_size"], len(labels), "test_size")}
+    stratify = labels.ndim == 1
+    indices = split_indices(labels, len(labels), carve, rng, stratify=stratify)
+    if entry.test_size is None:
+        indices["test"] = np.arange(len(raw.pools["test"][1]), dtype=np.int64)
+    if fraction is not None and fraction < 1:
+        indices["train"] = indices["train"][per_class_subset(labels[indices["train"]], fraction, rng)]
+
+    splits = {}
+    for split, pool in pool_of.items():
+        x, y = raw.pools[pool]
+        splits[split] = Split(_to_tensor(x[indices[split]]), torch.from_numpy(np.ascontiguousarray(y[indices[split]], dtype=np.int64)))
+    meta = {
+        "dataset": entry.name,
+        "task": entry.task,
+        "split_seed": int(split_seed),
+        "subset_fraction": fraction,
+        "options": resolved,
+        "pools": pool_of,
+        "augmentation": dict(entry.augmentation),
+        "mean": entry.mean,
+        "std": entry.std,
+        "class_names": raw.class_names,
+        **raw.info,
+    }
+    for key, per_pool in raw.per_sample.items():
+        meta[key] = {split: per_pool[pool][indices[split]] for split, pool in pool_of.items()}
+    if fraction is None:
+        display_name = entry.name
+    elif fraction == SUBSET_ALIAS_FRACTION:
+        display_name = entry.name + SUBSET_SUFFIX
+    else:
+        display_name = f"{entry.name}{SUBSET_SUFFIX}{fraction:g}"
+    return SplitDataset(
+        name=display_name,
+        train=splits["train"],
+        val=splits["val"],
+        test=splits["test"],
+        num_classes=entry.num_classes,
+        input_shape=tuple(splits["train"].x.shape[1:]),
+        split_indices=indices,
+        split_hash=split_hash(indices, pool_of),
+        meta=meta,
+    )

@@ -1,0 +1,86 @@
+"""Where the downloadable datasets come from: URLs, file names and md5 checksums, in one place.
+
+The CIFAR and SVHN entries are the ones torchvision checks (the same files it downloads, so
+an existing torchvision download under ``root`` is reused as is); the Tiny-ImageNet archive's
+md5 is the one recorded by every public loader of cs231n's zip (248,100,043 bytes).
+The loaders look these objects up at call time, so tests can swap in checksums of the small
+archives they build.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class RemoteFile:
+    """One file to download: its URL, the name it gets on disk and its md5."""
+
+    url: str
+    filename: str
+    md5: str
+
+
+@dataclass(frozen=True)
+class RemoteArchive:
+    """An archive that extracts to ``folder``; ``files`` are md5s of members checked on every load."""
+
+    archive: RemoteFile
+    folder: str
+    files: dict[str, str] = field(default_factory=dict)
+
+
+CIFAR10 = RemoteArchive(
+    archive=RemoteFile(
+        url="https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz",
+        filename="cifar-10-python.tar.gz",
+        md5="c58f30108f718f92721af3b95e74349a",
+    ),
+    folder="cifar-10-batches-py",
+    files={
+        "data_batch_1": "c99cafc152244af753f735de768cd75f",
+        "data_batch_2": "d4bba439e000b95fd0a9bffe97cbabec",
+        "data_batch_3": "54ebc095f3ab1f0389bbae665268c751",
+        "data_batch_4": "634d18415352ddfa80567beed471001a",
+        "data_batch_5": "482c414d41f54cd18b22e5b47cb7c3cb",
+        "test_batch": "40351d587109b95175f43aff81a1287e",
+        "batches.meta": "5ff9c542aee3614f3951f8cda6e48888",
+    },
+)
+
+CIFAR100 = RemoteArchive(
+    archive=RemoteFile(
+        url="https://www.cs.toronto.edu/~kriz/cifar-100-python.tar.gz",
+        filename="cifar-100-python.tar.gz",
+        md5="eb9058c3a382ffc7106e4002c42a8d85",
+    ),
+    folder="cifar-100-python",
+    files={
+        "train": "16019d7e3df5f24257cddd939b257f8d",
+        "test": "f0ef6b0ae62326f3e7ffdfab6717acfc",
+        "meta": "7973b15100ade9c7d40fb424638fde48",
+    },
+)
+
+SVHN = {
+    "train": RemoteFile(
+        url="http://ufldl.stanford.edu/housenumbers/train_32x32.mat",
+        filename="train_32x32.mat",
+        md5="e26dedcc434d2e4c54c9b2d4a06d8373",
+    ),
+    "test": RemoteFile(
+        url="http://ufldl.stanford.edu/housenumbers/test_32x32.mat",
+        filename="test_32x32.mat",
+        md5="eb5a983be6a315427106f1b164d9cef3",
+    ),
+}
+SVHN_FOLDER = "svhn"
+
+TINY_IMAGENET = RemoteArchive(
+    archive=RemoteFile(
+        url="http://cs231n.stanford.edu/tiny-imagenet-200.zip",
+        filename="tiny-imagenet-200.zip",
+        md5="90528d7ca1a48142e341f4ef8d21d0de",
+    ),
+    folder="tiny-imagenet-200",
+)
