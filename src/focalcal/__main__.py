@@ -1,0 +1,5 @@
+import sys
+
+from focalcal.cli import main
+
+sys.exit(main())

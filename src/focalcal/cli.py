@@ -1,0 +1,50 @@
+"""Command line: ``focalcal train``, ``focalcal export-logits`` (also ``python -m focalcal``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+
+def _read_config(path: str) -> dict:
+    import yaml
+
+    text = Path(path).read_text()
+    return json.loads(text) if path.endswith(".json") else yaml.safe_load(text)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="focalcal", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    for name, help_text in (
+        ("train", "train (or resume) one run and dump its logits"),
+        ("export-logits", "re-dump logits.npz from a finished run's checkpoint, without training"),
+    ):
+        sub = commands.add_parser(name, help=help_text)
+        sub.add_argument("--config", required=True, help="run config (YAML or JSON): dataset, model, loss, recipe, seed")
+        sub.add_argument("--run-dir", required=True, help="run directory (checkpoint, history.csv, logits.npz, run.json)")
+        sub.add_argument("--data-root", default="data", help="where datasets live or are generated (default: data)")
+        if name == "train":
+            sub.add_argument("--no-export", action="store_true", help="train only; do not write logits.npz")
+            sub.add_argument("--progress", choices=("auto", "bar", "lines"), default="auto")
+    args = parser.parse_args(argv)
+
+    from focalcal.training import RunConfig, export_run_logits, train_run
+
+    try:
+        config = RunConfig.from_dict(_read_config(args.config))
+    except (ValueError, TypeError) as error:
+        print(f"focalcal: invalid run config {args.config}: {error}", file=sys.stderr)
+        return 2
+    if args.command == "train":
+        progress = {"auto": None, "bar": True, "lines": False}[args.progress]
+        train_run(config, args.run_dir, data_root=args.data_root, progress=progress, export=not args.no_export)
+    else:
+        export_run_logits(config, args.run_dir, data_root=args.data_root)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

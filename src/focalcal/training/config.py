@@ -1,0 +1,121 @@
+"""The run configuration: everything that determines one training run.
+
+A run is (dataset, model, loss, recipe, seed). The recipe is the named set of training
+hyperparameters a study shares (epochs, optimiser, LR milestones, batch size,
+augmentation). The whole config is stored in the run directory's ``run.json``; resuming a
+run with a different config is an error rather than a silent mix of two runs.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+OPTIMIZERS = ("sgd", "adam")
+AUGMENTATIONS = ("dataset", "none", "crop_flip", "crop")
+DEVICES = ("auto", "cpu", "cuda")
+
+
+@dataclass
+class OptimizerConfig:
+    name: str = "sgd"
+    lr: float = 0.1
+    momentum: float = 0.9
+    weight_decay: float = 5e-4
+    nesterov: bool = False
+    betas: tuple[float, float] = (0.9, 0.999)
+
+
+@dataclass
+class Recipe:
+    """Training hyperparameters shared by every run of a study (papers' §Experimental setup)."""
+
+    epochs: int = 30
+    batch_size: int = 128
+    optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
+    lr_milestones: list[int] = field(default_factory=list)
+    lr_decay: float = 0.1
+    # hossain2021 §4.2: "drop factor 0.3 every 10 epochs" = lr_step_every=10, lr_decay=0.3
+    lr_step_every: int | None = None
+    # "dataset": what the papers train this dataset with (crop+flip for CIFAR, crop for SVHN, none for 1-D data)
+    augmentation: str = "dataset"
+    eval_batch_size: int = 1024
+    # Epochs (1-based) at which to record the training set's reliability bins (mukhoti2020 Fig 1).
+    reliability_epochs: list[int] = field(default_factory=list)
+    reliability_bins: int = 25
+
+
+@dataclass
+class RunConfig:
+    dataset: dict[str, Any]
+    model: dict[str, Any]
+    loss: dict[str, Any]
+    recipe: Recipe = field(default_factory=Recipe)
+    seed: int = 0
+    device: str = "auto"
+    compile: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["recipe"]["optimizer"]["betas"] = list(out["recipe"]["optimizer"]["betas"])
+        return out
+
+    def fingerprint(self) -> str:
+        """Hash of the settings that determine the run's numbers (not the device)."""
+        settings = self.to_dict()
+        for key in ("device", "compile"):
+            settings.pop(key)
+        return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> "RunConfig":
+        raw = copy.deepcopy(dict(raw))
+        _reject_unknown(raw, cls, "run config")
+        for key in ("dataset", "model", "loss"):
+            if key not in raw:
+                raise ValueError(f"run config is missing {key!r}")
+            if not isinstance(raw[key], dict) or "name" not in raw[key]:
+                raise ValueError(f"run config {key!r} must be a mapping with a 'name', got {raw[key]!r}")
+        recipe = dict(raw.pop("recipe", {}) or {})
+        _reject_unknown(recipe, Recipe, "recipe")
+        optimizer = dict(recipe.pop("optimizer", {}) or {})
+        _reject_unknown(optimizer, OptimizerConfig, "recipe.optimizer")
+        if "betas" in optimizer:
+            optimizer["betas"] = tuple(optimizer["betas"])
+        config = cls(recipe=Recipe(optimizer=OptimizerConfig(**optimizer), **recipe), **raw)
+        config.validate()
+        return config
+
+    def validate(self) -> None:
+        recipe = self.recipe
+        _check_choice("recipe.optimizer.name", recipe.optimizer.name, OPTIMIZERS)
+        _check_choice("recipe.augmentation", recipe.augmentation, AUGMENTATIONS)
+        _check_choice("device", self.device, DEVICES)
+        if recipe.epochs < 1:
+            raise ValueError(f"recipe.epochs must be >= 1, got {recipe.epochs}")
+        if recipe.batch_size < 1:
+            raise ValueError(f"recipe.batch_size must be >= 1, got {recipe.batch_size}")
+        if recipe.optimizer.lr <= 0:
+            raise ValueError(f"recipe.optimizer.lr must be > 0, got {recipe.optimizer.lr}")
+        if list(recipe.lr_milestones) != sorted(set(recipe.lr_milestones)):
+            raise ValueError(f"recipe.lr_milestones must be strictly increasing, got {recipe.lr_milestones}")
+        if recipe.lr_milestones and recipe.lr_step_every:
+            raise ValueError("set either recipe.lr_milestones or recipe.lr_step_every, not both")
+        bad = [e for e in recipe.reliability_epochs if not 1 <= e <= recipe.epochs]
+        if bad:
+            raise ValueError(f"recipe.reliability_epochs {bad} outside 1..{recipe.epochs}")
+
+
+def _reject_unknown(raw: dict, cls, where: str) -> None:
+    known = {f.name for f in fields(cls)}
+    unknown = sorted(set(raw) - known)
+    if unknown:
+        raise ValueError(f"unknown key(s) {unknown} in {where}; allowed: {sorted(known)}")
+
+
+def _check_choice(name: str, value: str, allowed) -> None:
+    if value not in allowed:
+        raise ValueError(f"{name} = {value!r} is not one of {list(allowed)}")

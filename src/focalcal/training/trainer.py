@@ -1,0 +1,386 @@
+"""One training loop for every classification run of the workflow.
+
+Data sets are held as tensors on the training device and augmented there
+(cifar10-airbench style), so there is no DataLoader in the hot path. Each epoch draws its
+randomness from (seed, epoch), and the checkpoint written atomically at the end of every
+epoch holds model, optimiser, LR schedule and loss state: a killed run resumes where it
+stopped and, on CPU, ends with bit-identical logits.
+"""
+
+from __future__ import annotations
+
+import platform
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+import torch.nn.functional as F
+
+from focalcal import data as data_lib
+from focalcal import losses as loss_lib
+from focalcal import models as model_lib
+from focalcal.training.config import RunConfig
+from focalcal.training.device import DeviceSetup, choose_device, epoch_seed, seed_everything
+from focalcal.training.diagnostics import split_statistics, training_reliability, weight_norm
+from focalcal.training.io import atomic_savez, atomic_torch_save, atomic_write_json, atomic_write_text
+from focalcal.training.progress import Progress, log
+
+CHECKPOINT = "checkpoint.pt"
+HISTORY = "history.csv"
+RELIABILITY = "train_reliability.csv"
+LOGITS = "logits.npz"
+RUN_INFO = "run.json"
+
+
+class TrainingDiverged(RuntimeError):
+    """The loss became NaN/Inf; the message names epoch and batch."""
+
+
+@dataclass
+class RunPaths:
+    root: Path
+
+    @property
+    def checkpoint(self) -> Path:
+        return self.root / CHECKPOINT
+
+    @property
+    def history(self) -> Path:
+        return self.root / HISTORY
+
+    @property
+    def reliability(self) -> Path:
+        return self.root / RELIABILITY
+
+    @property
+    def logits(self) -> Path:
+        return self.root / LOGITS
+
+    @property
+    def info(self) -> Path:
+        return self.root / RUN_INFO
+
+
+class Trainer:
+    """Train one run; ``fit()`` resumes from the run directory's checkpoint when there is one."""
+
+    def __init__(self, config: RunConfig, run_dir, data_root="data", progress: bool | None = None):
+        self.config = config
+        self.paths = RunPaths(Path(run_dir))
+        self.data_root = Path(data_root)
+        self.progress = progress
+        self.setup: DeviceSetup = choose_device(config.device)
+        seed_everything(config.seed)
+        self.dataset = load_dataset(config, self.data_root)
+        device = self.setup.device
+        self.augmentation = resolve_augmentation(config.recipe.augmentation, self.dataset.meta)
+        mean, std = self.dataset.meta.get("mean"), self.dataset.meta.get("std")
+        self.normalise = lambda x: data_lib.normalise(x, mean, std)
+        # Training images stay un-normalised so that crop padding is black, as in the papers;
+        # val/test are normalised once here.
+        self.train_x, self.train_y = (t.to(device) for t in self.dataset.train)
+        self.eval_splits = {
+            split: (self.normalise(getattr(self.dataset, split).x.to(device)), getattr(self.dataset, split).y.to(device))
+            for split in ("val", "test")
+        }
+        self.model = model_lib.build(config.model["name"], num_classes=self.dataset.num_classes, **_options(config.model))
+        self.model.to(device)
+        if self.setup.channels_last and self.train_x.dim() == 4:
+            self.model.to(memory_format=torch.channels_last)
+        self.forward = torch.compile(self.model) if config.compile else self.model
+        self.loss_fn = loss_lib.build(config.loss)
+        if isinstance(self.loss_fn, torch.nn.Module):
+            self.loss_fn.to(device)
+        _call_hook(self.loss_fn, "set_training_targets", self.train_y, self.dataset.num_classes)
+        self.optimizer = build_optimizer(self.model, config)
+        self.scheduler = build_scheduler(self.optimizer, config)
+        self.history: list[dict] = []
+        self.reliability: list[pd.DataFrame] = []
+        self.epochs_done = 0
+
+    # ------------------------------------------------------------------ state
+    def state(self) -> dict:
+        return {
+            "fingerprint": self.config.fingerprint(),
+            "epochs_done": self.epochs_done,
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+            "loss": self.loss_fn.state_dict() if isinstance(self.loss_fn, torch.nn.Module) else {},
+            "loss_extra": _loss_extra_state(self.loss_fn),
+            "history": self.history,
+            "reliability": [t.to_dict("list") for t in self.reliability],
+        }
+
+    def load_state(self, state: dict) -> None:
+        if state["fingerprint"] != self.config.fingerprint():
+            raise ValueError(
+                f"{self.paths.checkpoint} belongs to a run with different settings "
+                f"(fingerprint {state['fingerprint']} != {self.config.fingerprint()}); "
+                "refusing to resume it with this config — delete the run directory or fix the config"
+            )
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        if isinstance(self.loss_fn, torch.nn.Module):
+            self.loss_fn.load_state_dict(state["loss"])
+        _set_loss_extra_state(self.loss_fn, state.get("loss_extra", {}))
+        self.history = list(state["history"])
+        self.reliability = [pd.DataFrame(t) for t in state["reliability"]]
+        self.epochs_done = int(state["epochs_done"])
+
+    def resume_if_possible(self) -> bool:
+        if not self.paths.checkpoint.exists():
+            return False
+        self.load_state(torch.load(self.paths.checkpoint, map_location=self.setup.device, weights_only=False))
+        return True
+
+    # ------------------------------------------------------------------ loop
+    def fit(self, stop_after_epoch: int | None = None) -> list[dict]:
+        """Train to ``recipe.epochs`` (or stop after ``stop_after_epoch``, for tests), resuming if possible."""
+        epochs = self.config.recipe.epochs
+        if self.resume_if_possible():
+            log(f"[{self.paths.root}] resuming after epoch {self.epochs_done}/{epochs}")
+        wall_start = time.monotonic() - (self.history[-1]["wall_time_s"] if self.history else 0.0)
+        while self.epochs_done < epochs:
+            epoch = self.epochs_done + 1
+            epoch_start = time.monotonic()
+            row = {"epoch": epoch, "lr": self.optimizer.param_groups[0]["lr"]}
+            row.update(self.train_one_epoch(epoch))
+            row.update(self.evaluate_epoch(epoch))
+            row["weight_norm"] = weight_norm(model_lib.last_layer(self.model))
+            row["epoch_time_s"] = time.monotonic() - epoch_start
+            row["wall_time_s"] = time.monotonic() - wall_start
+            self.scheduler.step()
+            self.history.append(row)
+            self.epochs_done = epoch
+            self.save()
+            log(
+                f"[{self.paths.root}] epoch {epoch}/{epochs} lr {row['lr']:.3g} "
+                f"train loss {row['train_loss']:.4f} err {row['train_error']:.4f} | "
+                f"val nll {row['val_nll']:.4f} err {row['val_error']:.4f} ece {row['val_ece']:.4f} "
+                f"({row['epoch_time_s']:.1f} s)"
+            )
+            if stop_after_epoch is not None and epoch >= stop_after_epoch:
+                break
+        return self.history
+
+    def train_one_epoch(self, epoch: int) -> dict:
+        recipe = self.config.recipe
+        seed = epoch_seed(self.config.seed, epoch)
+        torch.manual_seed(seed)  # dropout and any other global-RNG use inside the epoch
+        device = self.setup.device
+        generator = torch.Generator(device=device).manual_seed(seed)
+        _call_hook(self.loss_fn, "set_epoch", epoch - 1, recipe.epochs)
+        self.model.train()
+        n = self.train_y.shape[0]
+        order = torch.randperm(n, generator=generator, device=device)
+        n_batches = (n + recipe.batch_size - 1) // recipe.batch_size
+        loss_sum = torch.zeros((), dtype=torch.float64, device=device)
+        nll_sum = torch.zeros((), dtype=torch.float64, device=device)
+        correct = torch.zeros((), dtype=torch.int64, device=device)
+        progress = Progress(n_batches, f"epoch {epoch}/{recipe.epochs}", self.progress)
+        for batch in range(n_batches):
+            index = order[batch * recipe.batch_size : (batch + 1) * recipe.batch_size]
+            inputs, targets = self.train_x[index], self.train_y[index]
+            if self.augmentation:
+                inputs = data_lib.apply_augmentation(inputs, self.augmentation, generator=generator)
+            inputs = self.normalise(inputs)
+            if self.setup.channels_last and inputs.dim() == 4:
+                inputs = inputs.contiguous(memory_format=torch.channels_last)
+            with self.setup.autocast():
+                logits = self.forward(inputs)
+            logits = logits.float()
+            if not torch.isfinite(logits).all():
+                progress.close()
+                raise self._diverged("the model's logits became non-finite", epoch, batch, n_batches)
+            loss = self.loss_fn(logits, targets)
+            if not torch.isfinite(loss):
+                progress.close()
+                raise self._diverged(f"the loss became {float(loss)}", epoch, batch, n_batches)
+            self.optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            self.optimizer.step()
+            detached = logits.detach()
+            loss_sum += loss.detach().double() * targets.shape[0]
+            nll_sum += F.cross_entropy(detached, targets, reduction="sum").double()
+            correct += (detached.argmax(1) == targets).sum()
+            progress.update()
+        progress.close()
+        return {
+            "train_loss": float(loss_sum) / n,
+            "train_nll": float(nll_sum) / n,
+            "train_error": 1.0 - float(correct) / n,
+        }
+
+    def _diverged(self, what: str, epoch: int, batch: int, n_batches: int) -> TrainingDiverged:
+        return TrainingDiverged(
+            f"{what} at epoch {epoch}, batch {batch + 1}/{n_batches} (loss {self.config.loss}, "
+            f"lr {self.optimizer.param_groups[0]['lr']:.3g}); the checkpoint of epoch {epoch - 1} is kept"
+        )
+
+    @torch.no_grad()
+    def predict(self, inputs: torch.Tensor) -> torch.Tensor:
+        """Logits of the model in eval mode, float32 on the CPU."""
+        self.model.eval()
+        outputs = []
+        for start in range(0, inputs.shape[0], self.config.recipe.eval_batch_size):
+            chunk = inputs[start : start + self.config.recipe.eval_batch_size].to(self.setup.device)
+            if self.setup.channels_last and chunk.dim() == 4:
+                chunk = chunk.contiguous(memory_format=torch.channels_last)
+            with self.setup.autocast():
+                outputs.append(self.forward(chunk).float().cpu())
+        return torch.cat(outputs)
+
+    @torch.no_grad()
+    def batched_loss(self, logits: torch.Tensor, labels: torch.Tensor) -> float:
+        """The training objective on a whole split, averaged over eval-size batches (MMCE is O(batch²))."""
+        size = self.config.recipe.eval_batch_size
+        total = 0.0
+        for start in range(0, labels.shape[0], size):
+            part = slice(start, start + size)
+            value = self.loss_fn(logits[part].to(self.setup.device), labels[part].to(self.setup.device))
+            total += float(value) * labels[part].shape[0]
+        return total / labels.shape[0]
+
+    def evaluate_epoch(self, epoch: int) -> dict:
+        row = {}
+        for split, (inputs, labels) in self.eval_splits.items():
+            logits = self.predict(inputs)
+            row.update(split_statistics(logits, labels.cpu(), self.batched_loss(logits, labels), split))
+            if split == "val":
+                _call_hook(self.loss_fn, "update_from_validation", logits.to(self.setup.device), labels.to(self.setup.device))
+        recipe = self.config.recipe
+        if epoch in recipe.reliability_epochs:
+            train_logits = self.predict(self.normalise(self.train_x))
+            self.reliability.append(training_reliability(train_logits, self.train_y.cpu(), epoch, recipe.reliability_bins))
+        return row
+
+    # ------------------------------------------------------------------ outputs
+    def save(self) -> None:
+        self.paths.root.mkdir(parents=True, exist_ok=True)
+        atomic_torch_save(self.state(), self.paths.checkpoint)
+        atomic_write_text(pd.DataFrame(self.history).to_csv(index=False), self.paths.history)
+        if self.reliability:
+            atomic_write_text(pd.concat(self.reliability).to_csv(index=False), self.paths.reliability)
+
+    def export_logits(self) -> Path:
+        """Write ``logits.npz`` (val/test logits and labels) and ``run.json`` from the current model."""
+        arrays = {}
+        for split, (inputs, labels) in self.eval_splits.items():
+            arrays[f"{split}_logits"] = self.predict(inputs).numpy().astype(np.float32)
+            arrays[f"{split}_labels"] = labels.cpu().numpy().astype(np.int64)
+        posterior = self.dataset.meta.get("posterior")
+        if posterior is not None:  # known class posterior η(x) (synthetic data): KL(η‖q) becomes measurable
+            for split in ("val", "test"):
+                arrays[f"{split}_posterior"] = np.asarray(posterior[split], dtype=np.float64)
+        atomic_savez(self.paths.logits, **arrays)
+        atomic_write_json(self.run_info(), self.paths.info)
+        return self.paths.logits
+
+    def run_info(self) -> dict:
+        return {
+            "config": self.config.to_dict(),
+            "fingerprint": self.config.fingerprint(),
+            "epochs_done": self.epochs_done,
+            "split_hash": self.dataset.split_hash,
+            "dataset": self.dataset.record(),
+            "num_classes": self.dataset.num_classes,
+            "split_sizes": {s: int(getattr(self.dataset, s)[1].shape[0]) for s in ("train", "val", "test")},
+            "parameters": sum(p.numel() for p in self.model.parameters()),
+            "device": self.setup.describe(),
+            "train_time_s": self.history[-1]["wall_time_s"] if self.history else 0.0,
+            "versions": {
+                "python": platform.python_version(),
+                "torch": torch.__version__,
+                "numpy": np.__version__,
+                "focalcal": _focalcal_version(),
+            },
+            "host": platform.node(),
+            "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        }
+
+
+def train_run(config: RunConfig, run_dir, data_root="data", progress: bool | None = None, export: bool = True) -> Trainer:
+    """Train (or resume) one run to completion and, by default, dump its logits."""
+    trainer = Trainer(config, run_dir, data_root=data_root, progress=progress)
+    trainer.fit()
+    if export:
+        trainer.export_logits()
+    return trainer
+
+
+def export_run_logits(config: RunConfig, run_dir, data_root="data") -> Path:
+    """Re-dump ``logits.npz`` from a finished run's checkpoint without training."""
+    trainer = Trainer(config, run_dir, data_root=data_root, progress=False)
+    if not trainer.resume_if_possible():
+        raise FileNotFoundError(f"no checkpoint at {trainer.paths.checkpoint}; train the run first")
+    if trainer.epochs_done < config.recipe.epochs:
+        raise RuntimeError(
+            f"{trainer.paths.checkpoint} holds {trainer.epochs_done}/{config.recipe.epochs} epochs; finish training first"
+        )
+    return trainer.export_logits()
+
+
+def load_dataset(config: RunConfig, data_root: Path):
+    options = _options(config.dataset)
+    options.setdefault("root", str(data_root))
+    return data_lib.load(config.dataset["name"], **options)
+
+
+AUGMENTATION_PRESETS = {
+    "none": {},
+    "crop": {"random_crop_padding": 4},
+    "crop_flip": {"random_crop_padding": 4, "horizontal_flip": True},
+}
+
+
+def resolve_augmentation(name: str, meta: dict) -> dict:
+    """The recipe's augmentation: "dataset" means what the papers use for this dataset."""
+    return dict(meta.get("augmentation") or {}) if name == "dataset" else dict(AUGMENTATION_PRESETS[name])
+
+
+def build_optimizer(model: torch.nn.Module, config: RunConfig) -> torch.optim.Optimizer:
+    opt = config.recipe.optimizer
+    if opt.name == "sgd":
+        return torch.optim.SGD(
+            model.parameters(), lr=opt.lr, momentum=opt.momentum, weight_decay=opt.weight_decay, nesterov=opt.nesterov
+        )
+    return torch.optim.Adam(model.parameters(), lr=opt.lr, betas=tuple(opt.betas), weight_decay=opt.weight_decay)
+
+
+def build_scheduler(optimizer: torch.optim.Optimizer, config: RunConfig):
+    recipe = config.recipe
+    if recipe.lr_step_every:
+        return torch.optim.lr_scheduler.StepLR(optimizer, step_size=recipe.lr_step_every, gamma=recipe.lr_decay)
+    return torch.optim.lr_scheduler.MultiStepLR(optimizer, milestones=list(recipe.lr_milestones), gamma=recipe.lr_decay)
+
+
+def _options(section: dict) -> dict:
+    return {k: v for k, v in section.items() if k != "name"}
+
+
+def _call_hook(loss_fn, hook: str, *args) -> None:
+    method = getattr(loss_fn, hook, None)
+    if callable(method):
+        method(*args)
+
+
+def _loss_extra_state(loss_fn) -> dict:
+    getter = getattr(loss_fn, "extra_state", None)
+    return getter() if callable(getter) else {}
+
+
+def _set_loss_extra_state(loss_fn, state: dict) -> None:
+    setter = getattr(loss_fn, "load_extra_state", None)
+    if callable(setter) and state:
+        setter(state)
+
+
+def _focalcal_version() -> str:
+    import focalcal
+
+    return focalcal.__version__

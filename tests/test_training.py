@@ -1,0 +1,176 @@
+"""The trainer: resume gives bit-identical logits, diagnostics, hooks, divergence, config errors."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from focalcal.training import RunConfig, Trainer, TrainingDiverged, export_run_logits, train_run
+
+
+def make_config(**overrides):
+    raw = {
+        "dataset": {"name": "synthetic1d", "n_samples": 1200},
+        "model": {"name": "mlp", "hidden": 16},
+        "loss": {"name": "focal", "gamma": 2},
+        "recipe": {
+            "epochs": 4,
+            "batch_size": 64,
+            "optimizer": {"name": "sgd", "lr": 0.1, "momentum": 0.9, "weight_decay": 5e-4},
+            "lr_milestones": [2, 3],
+            "reliability_epochs": [1, 4],
+        },
+        "seed": 3,
+        "device": "cpu",
+    }
+    for key, value in overrides.items():
+        raw[key] = value
+    return RunConfig.from_dict(raw)
+
+
+@pytest.fixture(scope="module")
+def data_root(tmp_path_factory):
+    return tmp_path_factory.mktemp("data")
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory, data_root):
+    run_dir = tmp_path_factory.mktemp("full")
+    train_run(make_config(), run_dir, data_root=data_root, progress=False)
+    return run_dir
+
+
+def test_killed_run_resumes_to_identical_logits(uninterrupted, tmp_path, data_root):
+    config = make_config()
+    Trainer(config, tmp_path, data_root=data_root, progress=False).fit(stop_after_epoch=2)
+    assert len(pd.read_csv(tmp_path / "history.csv")) == 2
+    assert not (tmp_path / "logits.npz").exists()
+    # a fresh process would build a new Trainer from the same config and directory
+    train_run(config, tmp_path, data_root=data_root, progress=False)
+    full, resumed = np.load(uninterrupted / "logits.npz"), np.load(tmp_path / "logits.npz")
+    for key in ("val_logits", "test_logits", "val_labels", "test_labels"):
+        assert np.array_equal(full[key], resumed[key]), key
+    columns = ["train_loss", "val_nll", "test_ece", "weight_norm", "lr"]
+    pd.testing.assert_frame_equal(
+        pd.read_csv(uninterrupted / "history.csv")[columns], pd.read_csv(tmp_path / "history.csv")[columns]
+    )
+
+
+def test_outputs_and_history(uninterrupted):
+    logits = np.load(uninterrupted / "logits.npz")
+    assert logits["val_logits"].dtype == np.float32 and logits["test_labels"].dtype == np.int64
+    assert logits["val_logits"].shape == (len(logits["val_labels"]), 3)
+    # synthetic data carries its true posterior, so KL(η‖q) can be measured downstream
+    assert np.allclose(logits["test_posterior"].sum(1), 1.0)
+    history = pd.read_csv(uninterrupted / "history.csv")
+    assert list(history["epoch"]) == [1, 2, 3, 4]
+    # multi-step schedule: lr 0.1, drops by 10 after epochs 2 and 3
+    assert np.allclose(history["lr"], [0.1, 0.1, 0.01, 0.001])
+    for column in ("train_nll", "val_ece", "test_nll_correct", "test_nll_incorrect", "test_entropy_incorrect",
+                   "weight_norm", "wall_time_s"):
+        assert history[column].notna().all(), column
+    assert (history["wall_time_s"].diff().dropna() > 0).all()
+    reliability = pd.read_csv(uninterrupted / "train_reliability.csv")
+    assert sorted(reliability["epoch"].unique()) == [1, 4]
+    assert reliability.groupby("epoch")["count"].sum().eq(reliability.groupby("epoch")["count"].sum().iloc[0]).all()
+    info = json.loads((uninterrupted / "run.json").read_text())
+    assert info["epochs_done"] == 4 and info["split_hash"] and info["versions"]["torch"] == torch.__version__
+    assert info["config"] == make_config().to_dict()
+
+
+def test_history_nll_matches_logits(uninterrupted):
+    """The last epoch's test NLL in history.csv is the NLL of the dumped test logits."""
+    logits = np.load(uninterrupted / "logits.npz")
+    nll = torch.nn.functional.cross_entropy(torch.from_numpy(logits["test_logits"]).double(),
+                                            torch.from_numpy(logits["test_labels"])).item()
+    assert pd.read_csv(uninterrupted / "history.csv")["test_nll"].iloc[-1] == pytest.approx(nll, rel=1e-6)
+
+
+def test_export_logits_without_training_is_identical(uninterrupted, data_root):
+    before = dict(np.load(uninterrupted / "logits.npz"))
+    (uninterrupted / "logits.npz").unlink()
+    export_run_logits(make_config(), uninterrupted, data_root=data_root)
+    after = np.load(uninterrupted / "logits.npz")
+    assert np.array_equal(before["test_logits"], after["test_logits"])
+    assert len(pd.read_csv(uninterrupted / "history.csv")) == 4  # nothing retrained
+
+
+def test_resume_with_different_settings_is_refused(uninterrupted, data_root):
+    changed = make_config(loss={"name": "focal", "gamma": 3})
+    with pytest.raises(ValueError, match="different settings"):
+        Trainer(changed, uninterrupted, data_root=data_root, progress=False).fit()
+
+
+def test_nan_loss_names_epoch_and_batch_and_keeps_checkpoint(tmp_path, data_root):
+    config = make_config()
+    config.recipe.epochs = 3
+    trainer = Trainer(config, tmp_path, data_root=data_root, progress=False)
+    trainer.fit(stop_after_epoch=1)
+    saved = (tmp_path / "checkpoint.pt").read_bytes()
+    real_loss = trainer.loss_fn
+    calls = {"n": 0}
+
+    def poisoned(logits, targets):
+        calls["n"] += 1
+        value = real_loss(logits, targets)
+        return value * float("nan") if calls["n"] == 5 else value
+
+    trainer.loss_fn = poisoned
+    with pytest.raises(TrainingDiverged, match=r"epoch 2, batch 5/"):
+        trainer.fit()
+    assert (tmp_path / "checkpoint.pt").read_bytes() == saved
+    assert len(pd.read_csv(tmp_path / "history.csv")) == 1
+
+
+def test_stateful_losses_get_their_hooks(tmp_path, data_root):
+    scheduled = make_config(loss={"name": "focal_scheduled", "milestones": [0.25, 0.75], "gammas": [5, 3, 1]})
+    trainer = Trainer(scheduled, tmp_path / "sc", data_root=data_root, progress=False)
+    trainer.fit(stop_after_epoch=2)
+    assert trainer.loss_fn.gamma == 3  # epochs (1-based) 1 → γ 5, 2–3 → γ 3, 4 → γ 1
+
+    adaptive = make_config(loss={"name": "adafocal"})
+    trainer = Trainer(adaptive, tmp_path / "ada", data_root=data_root, progress=False)
+    initial = trainer.loss_fn.state_dict()["gammas"].clone()
+    trainer.fit(stop_after_epoch=2)
+    updated = trainer.loss_fn.state_dict()["gammas"].clone()
+    assert not torch.equal(initial, updated)  # γ per bin moved with validation calibration
+    resumed = Trainer(adaptive, tmp_path / "ada", data_root=data_root, progress=False)
+    resumed.resume_if_possible()
+    assert torch.equal(resumed.loss_fn.state_dict()["gammas"], updated)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"recipe": {"optimizer": {"name": "rmsprop"}}}, r"recipe.optimizer.name = 'rmsprop' is not one of \['sgd', 'adam'\]"),
+        ({"recipe": {"epochs": 0}}, "recipe.epochs must be >= 1"),
+        ({"recipe": {"lr_milestones": [5, 2]}}, "strictly increasing"),
+        ({"recipe": {"epoch": 3}}, r"unknown key\(s\) \['epoch'\] in recipe"),
+        ({"model": "resnet20"}, "'model' must be a mapping with a 'name'"),
+        ({"recipe": {"augmentation": "mixup"}}, "recipe.augmentation"),
+    ],
+)
+def test_bad_config_names_the_key(change, message):
+    with pytest.raises(ValueError, match=message):
+        make_config(**change)
+
+
+def test_cli_train_and_export(tmp_path, data_root):
+    config = make_config().to_dict()
+    config["recipe"].update(epochs=1, reliability_epochs=[1], lr_milestones=[])
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(config))
+    run_dir = tmp_path / "run"
+    command = [sys.executable, "-m", "focalcal", "train", "--config", str(path), "--run-dir", str(run_dir),
+               "--data-root", str(data_root), "--progress", "lines"]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert "epoch 1/1" in result.stderr and (run_dir / "logits.npz").exists()
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({**config, "loss": {"gamma": 2}}))
+    result = subprocess.run(command[:5] + [str(bad)] + command[6:], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 2 and "'loss' must be a mapping with a 'name'" in result.stderr
