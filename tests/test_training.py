@@ -174,3 +174,71 @@ def test_cli_train_and_export(tmp_path, data_root):
     bad.write_text(json.dumps({**config, "loss": {"gamma": 2}}))
     result = subprocess.run(command[:5] + [str(bad)] + command[6:], capture_output=True, text=True, timeout=300)
     assert result.returncode == 2 and "'loss' must be a mapping with a 'name'" in result.stderr
+
+
+def test_early_stopping_keeps_the_best_epoch(tmp_path, data_root, monkeypatch):
+    config = make_config()
+    config.recipe.epochs, config.recipe.early_stopping_patience = 10, 2
+    config.recipe.reliability_epochs = []
+    scripted_val_loss = iter([1.0, 0.5, 0.7, 0.6, 0.9, 0.1])
+    real_evaluate = Trainer.evaluate_epoch
+
+    def evaluate(self, epoch):
+        row = real_evaluate(self, epoch)
+        row["val_loss"] = next(scripted_val_loss)
+        return row
+
+    monkeypatch.setattr(Trainer, "evaluate_epoch", evaluate)
+    trainer = train_run(config, tmp_path / "early", data_root=data_root, progress=False)
+    # best at epoch 2; epochs 3 and 4 do not improve → stop after epoch 4
+    assert trainer.epochs_done == 4 and trainer.stopped_early and trainer.best["epoch"] == 2
+    info = json.loads((tmp_path / "early" / "run.json").read_text())
+    assert info["best_epoch"] == 2 and info["stopped_early"]
+    # the dumped logits are those of epoch 2's weights
+    reference = Trainer(config, tmp_path / "two", data_root=data_root, progress=False)
+    scripted_val_loss = iter([1.0, 0.5])
+    reference.fit(stop_after_epoch=2)
+    reference.best = {"epoch": 0, "val_loss": float("inf"), "model": None}
+    reference.export_logits()
+    early, two = np.load(tmp_path / "early" / "logits.npz"), np.load(tmp_path / "two" / "logits.npz")
+    assert np.array_equal(early["test_logits"], two["test_logits"])
+    # a finished early-stopped run re-dumps without training
+    export_run_logits(config, tmp_path / "early", data_root=data_root)
+
+
+def _tiny_segmentation(root, download, *, n_samples=24):
+    from focalcal.data import RawData
+
+    rng = np.random.default_rng(0)
+    masks = np.zeros((n_samples, 16, 16), dtype=np.int64)
+    masks[:, 4:9, 4:9] = 1
+    masks[:, 10:14, 2:6] = 2
+    masks[:, 0, :] = 255  # unlabelled row, like CamVid's void
+    images = rng.normal(0.3, 0.1, size=(n_samples, 3, 16, 16)).astype(np.float32)
+    images += (masks[:, None] == 1) * 0.5 + (masks[:, None] == 2) * np.array([0.0, 0.4, 0.0])[None, :, None, None]
+    return RawData(pools={"all": (images.astype(np.float32), masks)})
+
+
+def test_segmentation_run_trains_on_pixels(tmp_path, data_root):
+    from focalcal import data
+
+    if "tiny_segmentation_test" not in data.available():
+        data.register("tiny_segmentation_test", _tiny_segmentation, task="segmentation", num_classes=3,
+                      val_size=0.25, test_size=0.25, augmentation={})
+    config = RunConfig.from_dict({
+        "dataset": {"name": "tiny_segmentation_test"},
+        "model": {"name": "unet_small", "base_channels": 4, "depth": 2},
+        "loss": {"name": "dual_focal", "ignore_index": 255},
+        "recipe": {"epochs": 2, "batch_size": 4, "optimizer": {"name": "adam", "lr": 1e-3, "weight_decay": 0},
+                   "lr_step_every": 1, "lr_decay": 0.3, "reliability_epochs": [2]},
+        "device": "cpu",
+    })
+    train_run(config, tmp_path, data_root=data_root, progress=False)
+    history = pd.read_csv(tmp_path / "history.csv")
+    assert np.allclose(history["lr"], [1e-3, 3e-4])
+    assert history[["train_nll", "val_nll", "test_ece", "weight_norm"]].notna().all().all()
+    logits = np.load(tmp_path / "logits.npz")
+    assert logits["test_logits"].shape == (6, 3, 16, 16) and logits["test_labels"].shape == (6, 16, 16)
+    # pixel-level diagnostics skip the unlabelled row: 6 images × 15 labelled rows × 16 columns
+    reliability = pd.read_csv(tmp_path / "train_reliability.csv")
+    assert reliability["count"].sum() == 12 * 15 * 16

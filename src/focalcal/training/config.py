@@ -46,6 +46,9 @@ class Recipe:
     # Epochs (1-based) at which to record the training set's reliability bins (mukhoti2020 Fig 1).
     reliability_epochs: list[int] = field(default_factory=list)
     reliability_bins: int = 25
+    # Stop when the validation loss has not improved for this many epochs (hossain2021 §4.2);
+    # the logits are then dumped from the best epoch's weights. None: train all epochs.
+    early_stopping_patience: int | None = None
 
 
 @dataclass
@@ -104,6 +107,8 @@ class RunConfig:
             raise ValueError(f"recipe.lr_milestones must be strictly increasing, got {recipe.lr_milestones}")
         if recipe.lr_milestones and recipe.lr_step_every:
             raise ValueError("set either recipe.lr_milestones or recipe.lr_step_every, not both")
+        if recipe.early_stopping_patience is not None and recipe.early_stopping_patience < 1:
+            raise ValueError(f"recipe.early_stopping_patience must be >= 1 or null, got {recipe.early_stopping_patience}")
         bad = [e for e in recipe.reliability_epochs if not 1 <= e <= recipe.epochs]
         if bad:
             raise ValueError(f"recipe.reliability_epochs {bad} outside 1..{recipe.epochs}")

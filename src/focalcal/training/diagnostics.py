@@ -13,9 +13,28 @@ import torch.nn.functional as F
 
 from focalcal import metrics
 
+# Segmentation masks mark unlabelled pixels with this value (CamVid "void"); diagnostics skip them.
+IGNORE_INDEX = 255
+
+
+def as_samples(logits: torch.Tensor, labels: torch.Tensor):
+    """(N, K, *spatial) logits and (N, *spatial) labels → (M, K) and (M,) over labelled pixels.
+
+    Segmentation diagnostics are pixel-level: every labelled pixel counts as one prediction.
+    """
+    if logits.dim() > 2:
+        logits = logits.movedim(1, -1).reshape(-1, logits.shape[1])
+        labels = labels.reshape(-1)
+    keep = labels != IGNORE_INDEX
+    if not bool(keep.all()):
+        logits, labels = logits[keep], labels[keep]
+    return logits, labels
+
+
 
 def split_statistics(logits: torch.Tensor, labels: torch.Tensor, loss_value: float, prefix: str) -> dict[str, float]:
     """Loss, NLL, error, ECE (15 equal-width bins), NLL/entropy by correctness, for one split."""
+    logits, labels = as_samples(logits, labels)
     logits = logits.double()
     log_probs = F.log_softmax(logits, dim=1)
     nll_per_sample = -log_probs.gather(1, labels[:, None]).squeeze(1)
@@ -40,6 +59,7 @@ def split_statistics(logits: torch.Tensor, labels: torch.Tensor, loss_value: flo
 
 def training_reliability(logits: torch.Tensor, labels: torch.Tensor, epoch: int, n_bins: int):
     """Reliability bins and confidence histogram of the training set at one epoch (mukhoti2020 Fig 1)."""
+    logits, labels = as_samples(logits, labels)
     probs = F.softmax(logits.double(), dim=1).numpy()
     table = metrics.reliability_bins(probs, labels.numpy(), n_bins=n_bins)
     table.insert(0, "epoch", epoch)

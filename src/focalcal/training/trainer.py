@@ -24,7 +24,7 @@ from focalcal import losses as loss_lib
 from focalcal import models as model_lib
 from focalcal.training.config import RunConfig
 from focalcal.training.device import DeviceSetup, choose_device, epoch_seed, seed_everything
-from focalcal.training.diagnostics import split_statistics, training_reliability, weight_norm
+from focalcal.training.diagnostics import IGNORE_INDEX, split_statistics, training_reliability, weight_norm
 from focalcal.training.io import atomic_savez, atomic_torch_save, atomic_write_json, atomic_write_text
 from focalcal.training.progress import Progress, log
 
@@ -100,6 +100,8 @@ class Trainer:
         self.history: list[dict] = []
         self.reliability: list[pd.DataFrame] = []
         self.epochs_done = 0
+        self.stopped_early = False
+        self.best = {"epoch": 0, "val_loss": float("inf"), "model": None}  # for early stopping
 
     # ------------------------------------------------------------------ state
     def state(self) -> dict:
@@ -112,6 +114,8 @@ class Trainer:
             "loss": self.loss_fn.state_dict() if isinstance(self.loss_fn, torch.nn.Module) else {},
             "loss_extra": _loss_extra_state(self.loss_fn),
             "history": self.history,
+            "stopped_early": self.stopped_early,
+            "best": self.best,
             "reliability": [t.to_dict("list") for t in self.reliability],
         }
 
@@ -131,6 +135,8 @@ class Trainer:
         self.history = list(state["history"])
         self.reliability = [pd.DataFrame(t) for t in state["reliability"]]
         self.epochs_done = int(state["epochs_done"])
+        self.stopped_early = bool(state.get("stopped_early", False))
+        self.best = state.get("best", self.best)
 
     def resume_if_possible(self) -> bool:
         if not self.paths.checkpoint.exists():
@@ -145,7 +151,7 @@ class Trainer:
         if self.resume_if_possible():
             log(f"[{self.paths.root}] resuming after epoch {self.epochs_done}/{epochs}")
         wall_start = time.monotonic() - (self.history[-1]["wall_time_s"] if self.history else 0.0)
-        while self.epochs_done < epochs:
+        while not self.finished:
             epoch = self.epochs_done + 1
             epoch_start = time.monotonic()
             row = {"epoch": epoch, "lr": self.optimizer.param_groups[0]["lr"]}
@@ -157,6 +163,7 @@ class Trainer:
             self.scheduler.step()
             self.history.append(row)
             self.epochs_done = epoch
+            self.track_early_stopping(row)
             self.save()
             log(
                 f"[{self.paths.root}] epoch {epoch}/{epochs} lr {row['lr']:.3g} "
@@ -166,7 +173,27 @@ class Trainer:
             )
             if stop_after_epoch is not None and epoch >= stop_after_epoch:
                 break
+        if self.stopped_early:
+            log(f"[{self.paths.root}] early stop after epoch {self.epochs_done}: best val loss at epoch {self.best['epoch']}")
         return self.history
+
+    @property
+    def finished(self) -> bool:
+        return self.stopped_early or self.epochs_done >= self.config.recipe.epochs
+
+    def track_early_stopping(self, row: dict) -> None:
+        """hossain2021 §4.2: stop when the validation loss has not improved for ``patience`` epochs.
+
+        The best model's weights are kept in the checkpoint; the logits are dumped from them.
+        """
+        patience = self.config.recipe.early_stopping_patience
+        if patience is None:
+            return
+        if row["val_loss"] < self.best["val_loss"]:
+            self.best = {"epoch": row["epoch"], "val_loss": row["val_loss"],
+                         "model": {k: v.detach().clone() for k, v in self.model.state_dict().items()}}
+        elif row["epoch"] - self.best["epoch"] >= patience:
+            self.stopped_early = True
 
     def train_one_epoch(self, epoch: int) -> dict:
         recipe = self.config.recipe
@@ -206,14 +233,15 @@ class Trainer:
             self.optimizer.step()
             detached = logits.detach()
             loss_sum += loss.detach().double() * targets.shape[0]
-            nll_sum += F.cross_entropy(detached, targets, reduction="sum").double()
+            nll_sum += F.cross_entropy(detached, targets, reduction="sum", ignore_index=IGNORE_INDEX).double()
             correct += (detached.argmax(1) == targets).sum()
             progress.update()
         progress.close()
+        labelled = int((self.train_y != IGNORE_INDEX).sum())  # samples, or pixels for segmentation
         return {
             "train_loss": float(loss_sum) / n,
-            "train_nll": float(nll_sum) / n,
-            "train_error": 1.0 - float(correct) / n,
+            "train_nll": float(nll_sum) / labelled,
+            "train_error": 1.0 - float(correct) / labelled,
         }
 
     def _diverged(self, what: str, epoch: int, batch: int, n_batches: int) -> TrainingDiverged:
@@ -268,7 +296,12 @@ class Trainer:
             atomic_write_text(pd.concat(self.reliability).to_csv(index=False), self.paths.reliability)
 
     def export_logits(self) -> Path:
-        """Write ``logits.npz`` (val/test logits and labels) and ``run.json`` from the current model."""
+        """Write ``logits.npz`` (val/test logits and labels) and ``run.json``.
+
+        The logits come from the final model, or from the best one when early stopping is on.
+        """
+        if self.best["model"] is not None:
+            self.model.load_state_dict(self.best["model"])
         arrays = {}
         for split, (inputs, labels) in self.eval_splits.items():
             arrays[f"{split}_logits"] = self.predict(inputs).numpy().astype(np.float32)
@@ -286,6 +319,8 @@ class Trainer:
             "config": self.config.to_dict(),
             "fingerprint": self.config.fingerprint(),
             "epochs_done": self.epochs_done,
+            "stopped_early": self.stopped_early,
+            "best_epoch": self.best["epoch"] or self.epochs_done,
             "split_hash": self.dataset.split_hash,
             "dataset": self.dataset.record(),
             "num_classes": self.dataset.num_classes,
@@ -318,7 +353,7 @@ def export_run_logits(config: RunConfig, run_dir, data_root="data") -> Path:
     trainer = Trainer(config, run_dir, data_root=data_root, progress=False)
     if not trainer.resume_if_possible():
         raise FileNotFoundError(f"no checkpoint at {trainer.paths.checkpoint}; train the run first")
-    if trainer.epochs_done < config.recipe.epochs:
+    if not trainer.finished:
         raise RuntimeError(
             f"{trainer.paths.checkpoint} holds {trainer.epochs_done}/{config.recipe.epochs} epochs; finish training first"
         )
