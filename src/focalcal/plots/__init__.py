@@ -1,0 +1,41 @@
+"""Figures of the four papers, each a function that takes data and returns a matplotlib Figure.
+
+Nothing here writes files except :func:`save` (PNG at a fixed dpi, or SVG). Figures are built
+on an Agg canvas without pyplot, with one style (:mod:`focalcal.plots.style`): report-width
+fonts and a fixed colour per loss, post-hoc method and γ.
+
+Theory (exact, no training) — :mod:`.theory_figures`, :mod:`.simplex`:
+    phi_figure (C21 Fig 1), posterior_vs_minimizer_figure (C21 Fig 2),
+    focal_calibration_map_figure (K24 Fig 1), closest_temperature_figure (K24 Figs 2, 6),
+    temperature_bounds_figure (K24 Fig 3), conditional_risk_isolines_figure (K24 Fig 4),
+    calibration_arrows_figure (K24 Fig 5), calibration_difference_figure (K24 Fig 7),
+    gradient_ratio_figure (M20 Fig 4a, γ*), loss_derivatives_figure (H21 Fig 1).
+From runs — :mod:`.experiment_figures`, :mod:`.reliability`:
+    synthetic_posterior_figure (C21 Fig 3), raw_vs_psi_reliability_figure (C21 Fig 4),
+    ece_box_plots (C21 Figs 5-6), optimal_temperature_figure (K24 Fig 8),
+    training_reliability_figure (M20 Fig 1), training_curves_figure (M20 Fig 2),
+    training_comparison_figure (M20 Fig 3), reliability_diagram (any run).
+
+C21 = charoenphakdee2021, K24 = komisarenko2024, M20 = mukhoti2020, H21 = hossain2021.
+"""
+
+from .experiment_figures import (ece_box_plots, optimal_temperature_figure, posterior_scores,
+                                 synthetic_posterior_figure, training_comparison_figure, training_curves_figure)
+from .reliability import (draw_reliability, raw_vs_psi_reliability_figure, reliability_diagram,
+                          training_reliability_figure)
+from .simplex import (barycentric_grid, calibration_arrows_figure, calibration_difference_figure,
+                      conditional_risk, conditional_risk_isolines_figure, map_difference, to_cartesian)
+from .style import color_for, gamma_color, plot_style, save
+from .theory_figures import (closest_temperature_figure, focal_calibration_map_figure, gradient_ratio_figure,
+                             loss_derivatives, loss_derivatives_figure, numerical_temperature_bounds, phi_figure,
+                             posterior_vs_minimizer_figure, temperature_bounds_figure)
+
+__all__ = [
+    "barycentric_grid", "calibration_arrows_figure", "calibration_difference_figure", "closest_temperature_figure",
+    "color_for", "conditional_risk", "conditional_risk_isolines_figure", "draw_reliability", "ece_box_plots",
+    "focal_calibration_map_figure", "gamma_color", "gradient_ratio_figure", "loss_derivatives",
+    "loss_derivatives_figure", "map_difference", "numerical_temperature_bounds", "optimal_temperature_figure",
+    "phi_figure", "plot_style", "posterior_scores", "posterior_vs_minimizer_figure", "raw_vs_psi_reliability_figure",
+    "reliability_diagram", "save", "synthetic_posterior_figure", "temperature_bounds_figure", "to_cartesian",
+    "training_comparison_figure", "training_curves_figure", "training_reliability_figure",
+]

@@ -1,0 +1,226 @@
+"""One look for every figure: fonts sized for a ~900 px report column, a fixed colour per
+loss / post-hoc method / γ, and a ``save`` helper.
+
+Figures are built on ``matplotlib.figure.Figure`` with an Agg canvas, never through pyplot's
+global state: a figure function can run in a worker, a test or a notebook without a display
+and without leaking open figures. Styling is applied with :func:`styled` (a context-managed
+rc/seaborn theme), so importing this module changes no global matplotlib setting.
+
+Size convention: a full-width figure is ``REPORT_WIDTH`` = 9 in wide; at 900 px that is 100 px
+per inch, so 11 pt text renders at ~15 px. ``save`` writes PNG at ``DPI`` = 150 (1350 px: crisp
+when the report scales it down), or SVG when the path ends in ``.svg``.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import zlib
+from collections.abc import Callable
+from contextlib import contextmanager
+from pathlib import Path
+
+import matplotlib as mpl
+import numpy as np
+import seaborn as sns
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.colors import to_hex
+from matplotlib.figure import Figure
+
+REPORT_WIDTH = 9.0  # inches; one report column (~900 px)
+PANEL_HEIGHT = 3.0  # inches per row of panels
+DPI = 150
+BASE_FONT_SIZE = 11
+
+# Colour-blind-safe base (seaborn "colorblind" + a few darker companions).
+_PALETTE = sns.color_palette("colorblind", 10).as_hex() + ["#1b3a5c", "#7a3d00", "#3c6e47", "#5e3c99", "#8c510a"]
+
+# The paper convention of charoenphakdee2021 Fig 4: raw scores red, Ψ^γ-transformed green.
+RAW_COLOR = "#c62828"
+PSI_COLOR = "#2e7d32"
+
+LOSS_COLORS = {
+    "cross_entropy": _PALETTE[0],
+    "focal": _PALETTE[1],
+    "brier": _PALETTE[2],
+    "dual_focal": _PALETTE[3],
+    "dual_cross_entropy": _PALETTE[4],
+    "generalized_dice": _PALETTE[5],
+    "label_smoothing": _PALETTE[6],
+    "mmce": _PALETTE[7],
+    "weighted_cross_entropy": _PALETTE[9],
+    "flsd53": _PALETTE[10],
+    "flsd532": _PALETTE[11],
+    "flsc531": _PALETTE[12],
+    "flsc532": _PALETTE[13],
+    "adafocal": _PALETTE[14],
+    "focal_sample_dependent": _PALETTE[10],
+    "focal_scheduled": _PALETTE[12],
+}
+
+METHOD_COLORS = {
+    "raw": RAW_COLOR,
+    "uncalibrated": RAW_COLOR,
+    "identity": RAW_COLOR,
+    "psi": PSI_COLOR,
+    "temperature_scaling": "#1565c0",
+    "ts_nll": "#1565c0",
+    "ts_ece": "#00838f",
+    "ts_fl": "#6a1b9a",
+    "ts_fl+psi": "#9e9d24",
+    "focal_temperature_scaling": "#ef6c00",
+    "vector_scaling": "#4e342e",
+    "matrix_scaling": "#37474f",
+    "histogram_binning": "#ad1457",
+    "isotonic": "#558b2f",
+}
+
+# Short names people type (and the papers print) -> the registry names above.
+ALIASES = {
+    "ce": "cross_entropy",
+    "nll": "cross_entropy",
+    "fl": "focal",
+    "focal_loss": "focal",
+    "dfl": "dual_focal",
+    "dce": "dual_cross_entropy",
+    "wce": "weighted_cross_entropy",
+    "gdl": "generalized_dice",
+    "ls": "label_smoothing",
+    "flsd_53": "flsd53",
+    "flsd_532": "flsd532",
+    "flsc_531": "flsc531",
+    "flsc_532": "flsc532",
+    "ψ": "psi",
+    "ψ^γ": "psi",
+    "ts": "temperature_scaling",
+    "fts": "focal_temperature_scaling",
+    "focal_ts": "focal_temperature_scaling",
+}
+
+# Class colours for per-class curves (synthetic posteriors, simplex corners).
+CLASS_COLORS = ["#0072b2", "#e69f00", "#009e73", "#cc79a7", "#56b4e9", "#d55e00"]
+
+_GAMMA_CMAP = mpl.colormaps["plasma"]
+_GAMMA_KNOTS = (0.0, 0.5, 1.0, 2.0, 3.0, 4.0, 5.0, 7.0, 10.0)
+
+
+def canonical_name(name: str) -> str:
+    """Registry spelling of a loss/method name: lower case, '-'/' ' -> '_', aliases resolved."""
+    if not isinstance(name, str) or not name.strip():
+        raise ValueError(f"a loss/method name must be a non-empty string, got {name!r}")
+    key = re.sub(r"[\s\-]+", "_", name.strip().lower())
+    return ALIASES.get(key, key)
+
+
+def gamma_color(gamma: float) -> str:
+    """Colour of a focal parameter γ on one fixed scale, so the same γ has the same colour in
+    every figure. The scale is piecewise linear through the γ values the papers use
+    (``_GAMMA_KNOTS``), evenly spaced in colour, so γ = 0.5, 1, 2, 3 are told apart;
+    γ = 0 is darkest, γ >= 10 lightest. Negative γ (γ_ev) get a separate green-blue scale.
+    """
+    gamma = float(gamma)
+    if not np.isfinite(gamma):
+        raise ValueError(f"gamma must be finite, got {gamma!r}")
+    if gamma < 0:
+        return to_hex(mpl.colormaps["viridis"](0.45 + 0.4 * min(-gamma, 1.0)))
+    position = np.interp(gamma, _GAMMA_KNOTS, np.linspace(0.0, 1.0, len(_GAMMA_KNOTS)))
+    return to_hex(_GAMMA_CMAP(0.05 + 0.85 * position))
+
+
+def color_for(name: str, gamma: float | None = None) -> str:
+    """The fixed colour of a loss or post-hoc method, the same in every figure.
+
+    ``focal`` with a ``gamma`` (or a name like ``focal_gamma3``/``FL-3``) takes the γ scale,
+    so FL γ=1, 2, 3 are told apart. Unknown names get a stable colour from a hash of the name
+    (never a colour that depends on plotting order).
+    """
+    key = canonical_name(name)
+    match = re.fullmatch(r"(?:focal|fl)_*(?:loss)?[_(]*(?:gamma|γ)?[_=]*(\d+(?:\.\d+)?)\)?", key)
+    if match and gamma is None:
+        key, gamma = "focal", float(match.group(1))
+    if key == "focal" and gamma is not None:
+        return gamma_color(gamma)
+    if key in METHOD_COLORS:
+        return METHOD_COLORS[key]
+    if key in LOSS_COLORS:
+        return LOSS_COLORS[key]
+    return _PALETTE[zlib.crc32(key.encode()) % len(_PALETTE)]
+
+
+def _rc() -> dict:
+    return {
+        "font.size": BASE_FONT_SIZE,
+        "axes.titlesize": BASE_FONT_SIZE,
+        "axes.labelsize": BASE_FONT_SIZE,
+        "xtick.labelsize": BASE_FONT_SIZE - 1,
+        "ytick.labelsize": BASE_FONT_SIZE - 1,
+        "legend.fontsize": BASE_FONT_SIZE - 1,
+        "legend.title_fontsize": BASE_FONT_SIZE - 1,
+        "figure.titlesize": BASE_FONT_SIZE + 1,
+        "lines.linewidth": 1.8,
+        "axes.linewidth": 0.8,
+        "savefig.dpi": DPI,
+        "svg.fonttype": "none",
+    }
+
+
+@contextmanager
+def plot_style():
+    """The seaborn ``whitegrid`` theme with report font sizes, restored on exit."""
+    with mpl.rc_context(), sns.axes_style("whitegrid"):
+        mpl.rcParams.update(_rc())
+        yield
+
+
+def styled(function: Callable) -> Callable:
+    """Decorator: build the figure under :func:`plot_style` (fonts are fixed when artists are made)."""
+
+    @functools.wraps(function)
+    def wrapper(*args, **kwargs):
+        with plot_style():
+            return function(*args, **kwargs)
+
+    return wrapper
+
+
+def new_figure(nrows: int = 1, ncols: int = 1, *, width: float = REPORT_WIDTH, height: float | None = None,
+               sharex=False, sharey=False, squeeze: bool = False, **subplot_kw):
+    """A constrained-layout Figure on an Agg canvas and its axes grid (2-D array unless squeeze).
+
+    Call inside :func:`plot_style` (figure functions are ``@styled``).
+    """
+    if height is None:
+        height = PANEL_HEIGHT * nrows + 0.4
+    figure = Figure(figsize=(width, height), layout="constrained")
+    FigureCanvasAgg(figure)
+    axes = figure.subplots(nrows, ncols, sharex=sharex, sharey=sharey, squeeze=squeeze, subplot_kw=subplot_kw or None)
+    return figure, axes
+
+
+def paper_title(figure: Figure, what: str, reproduces: str) -> None:
+    """Suptitle naming what the figure shows and which paper figure it reproduces."""
+    figure.suptitle(f"{what}\n(reproduces {reproduces})")
+
+
+def corner_text(ax, text: str, *, loc: str = "upper right") -> None:
+    """A small boxed annotation (the papers print metric values in a panel corner)."""
+    x, ha = (0.97, "right") if "right" in loc else (0.03, "left")
+    y, va = (0.97, "top") if "upper" in loc else (0.03, "bottom")
+    ax.text(x, y, text, transform=ax.transAxes, ha=ha, va=va, fontsize=BASE_FONT_SIZE - 2,
+            bbox={"boxstyle": "round,pad=0.3", "facecolor": "white", "edgecolor": "0.7", "alpha": 0.9})
+
+
+def save(figure: Figure, path) -> Path:
+    """Write ``figure`` to ``path`` (PNG at ``DPI``; SVG if the suffix is .svg) and release it.
+
+    Parent directories are created. Returns the path. The figure must not be used afterwards.
+    """
+    path = Path(path)
+    if path.suffix.lower() not in (".png", ".svg"):
+        raise ValueError(f"save writes .png or .svg files, got {str(path)!r}")
+    if not isinstance(figure, Figure):
+        raise ValueError(f"figure must be a matplotlib Figure, got {type(figure).__name__}")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=DPI, format=path.suffix[1:].lower())
+    figure.clear()
+    return path

@@ -1,0 +1,325 @@
+"""Figures drawn from runs (reliability diagrams, box plots, training diagnostics, synthetic
+posteriors, optimal temperatures) on synthetic inputs made here. Drawn values are compared
+with focalcal.metrics / focalcal.theory and with the input tables, and the tables use the
+trainer's own diagnostics so their columns are the real ones."""
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from matplotlib.colors import to_hex
+from scipy import special
+
+from focalcal import metrics, theory
+from focalcal.plots import experiment_figures as ef
+from focalcal.plots import reliability, style
+from focalcal.training import diagnostics
+
+
+def _logits(n=600, k=4, seed=0, scale=3.0):
+    rng = np.random.default_rng(seed)
+    labels = rng.integers(0, k, n)
+    logits = rng.normal(size=(n, k)) * scale
+    logits[np.arange(n), labels] += rng.normal(1.5, 1.0, n)  # better than chance, not perfect
+    return logits.astype(np.float32), labels
+
+
+def _bar_heights(container):
+    return np.array([bar.get_height() for bar in container])
+
+
+# ------------------------------------------------------------------------------ reliability
+
+
+def test_reliability_diagram_bars_are_the_metrics_bins():
+    logits, labels = _logits()
+    probs = special.softmax(logits.astype(np.float64), axis=1)
+    figure = reliability.reliability_diagram(probs, labels, n_bins=12, binning="mass")
+    top, bottom = figure.axes[:2]
+    bins = metrics.reliability_bins(probs, labels, n_bins=12, binning="mass")
+    np.testing.assert_allclose(_bar_heights(top.containers[0]), bins["accuracy"].fillna(0.0).to_numpy())
+    np.testing.assert_allclose([bar.get_x() for bar in top.containers[0]], bins["lower"])
+    np.testing.assert_allclose(_bar_heights(bottom.containers[0]).sum(), 100.0)
+    ece = metrics.ece(probs, labels, n_bins=12, binning="mass")
+    assert f"ECE = {100 * ece:.2f} %" in top.texts[0].get_text()
+
+
+def test_raw_vs_psi_grid_draws_red_raw_and_green_psi_bars_from_the_same_bins():
+    panels = {}
+    for paradigm in ("Standard", "LS"):
+        for gamma in (1.0, 3.0):
+            panels[(paradigm, gamma)] = _logits(seed=int(gamma) + len(paradigm))
+    del panels[("LS", 3.0)]  # a missing combination leaves its panel hidden
+    figure = reliability.raw_vs_psi_reliability_figure(panels, n_bins=10, dataset="synthetic")
+    visible = [ax for ax in figure.axes if ax.get_visible()]
+    assert len(visible) == 3 and len(figure.axes) == 4
+    for ax in visible:
+        paradigm, gamma = ax.get_title().split(", γ = ")
+        logits, labels = panels[(paradigm, float(gamma))]
+        raw = special.softmax(logits.astype(np.float64), axis=1)
+        psi = theory.psi_from_logits(logits.astype(np.float64), float(gamma))
+        raw_bars, psi_bars = ax.containers
+        for bars, probs, colour in ((raw_bars, raw, style.RAW_COLOR), (psi_bars, psi, style.PSI_COLOR)):
+            expected = metrics.reliability_bins(probs, labels, n_bins=10)["accuracy"].fillna(0.0)
+            np.testing.assert_allclose(_bar_heights(bars), expected.to_numpy())
+            assert to_hex(bars[0].get_facecolor()) == colour
+        text = ax.texts[0].get_text()
+        assert f"ECE-raw = {100 * metrics.ece(raw, labels, n_bins=10):.2f}" in text
+        assert f"ECE-Ψ = {100 * metrics.ece(psi, labels, n_bins=10):.2f}" in text
+        assert f"ERR = {100 * metrics.error(raw, labels):.2f}" in text
+    assert "charoenphakdee2021 Fig. 4" in figure.get_suptitle()
+
+
+def test_raw_vs_psi_grid_handles_extreme_float32_logits():
+    logits, labels = _logits(n=300)
+    extreme = (logits * 1e3).astype(np.float32)  # softmax saturates to one-hot in float32
+    figure = reliability.raw_vs_psi_reliability_figure({("Standard", 3.0): (extreme, labels)})
+    raw_bars, psi_bars = figure.axes[0].containers
+    raw = special.softmax(extreme.astype(np.float64), axis=1)
+    psi = theory.psi_from_logits(extreme.astype(np.float64), 3.0)
+    assert np.all(np.isfinite(psi)) and np.all(np.isfinite(_bar_heights(psi_bars)))
+    for bars, probs in ((raw_bars, raw), (psi_bars, psi)):
+        expected = metrics.reliability_bins(probs, labels, n_bins=10)["accuracy"].fillna(0.0).to_numpy()
+        np.testing.assert_allclose(_bar_heights(bars), expected)
+    # Nearly every prediction is at confidence ~1, so the top bin holds them and has the accuracy.
+    assert _bar_heights(raw_bars)[-1] == pytest.approx(1.0 - metrics.error(raw, labels), abs=0.02)
+
+
+def test_raw_vs_psi_grid_rejects_bad_panels():
+    with pytest.raises(ValueError, match="panels"):
+        reliability.raw_vs_psi_reliability_figure({})
+    logits, labels = _logits()
+    with pytest.raises(ValueError, match="NaN"):
+        bad = logits.copy()
+        bad[0, 0] = np.nan
+        reliability.raw_vs_psi_reliability_figure({("Standard", 1.0): (bad, labels)})
+
+
+def _training_reliability_table():
+    frames = []
+    for epoch, scale in ((1, 0.5), (5, 2.0), (30, 6.0)):
+        logits, labels = _logits(n=800, seed=epoch, scale=scale)
+        frames.append(diagnostics.training_reliability(torch.from_numpy(logits), torch.from_numpy(labels), epoch, 25))
+    return pd.concat(frames)
+
+
+def test_training_reliability_figure_columns_per_epoch(tmp_path):
+    table = _training_reliability_table()
+    path = tmp_path / "train_reliability.csv"
+    table.to_csv(path, index=False)
+    figure = reliability.training_reliability_figure(path, epochs=[1, 30])
+    assert len(figure.axes) == 4
+    for column, epoch in enumerate((1, 30)):
+        rows = table[table["epoch"] == epoch]
+        top, bottom = figure.axes[column], figure.axes[2 + column]
+        np.testing.assert_allclose(_bar_heights(top.containers[0]), rows["accuracy"].fillna(0.0).to_numpy())
+        np.testing.assert_allclose(_bar_heights(bottom.containers[0]), 100 * rows["share"].to_numpy())
+        assert top.get_title() == f"epoch {epoch}"
+    with pytest.raises(ValueError, match="epochs"):
+        reliability.training_reliability_figure(table, epochs=[2])
+    with pytest.raises(ValueError, match="lacks column"):
+        reliability.training_reliability_figure(table.drop(columns="share"))
+
+
+# ------------------------------------------------------------------------------ C21 Fig 3
+
+
+def _synthetic_posterior(n=200):
+    x = np.linspace(-3, 3, n)
+    eta = special.softmax(np.column_stack([1.5 * x, np.zeros(n), -1.5 * x + 0.5 * x**2 - 1]), axis=1)
+    return x, eta
+
+
+def test_posterior_scores_ece_matches_sampled_labels():
+    x, eta = _synthetic_posterior()
+    q = theory.focal_risk_minimizer(eta, 3.0)  # an η-underconfident prediction
+    scores = ef.posterior_scores(eta, q)
+    rng = np.random.default_rng(1)
+    repeats = 400
+    sampled = (rng.random((repeats, len(x), 1)) > np.cumsum(eta, axis=1)[None]).sum(axis=2).ravel()
+    q_repeated = np.tile(q, (repeats, 1))
+    assert scores["ECE"] == pytest.approx(metrics.ece(q_repeated, sampled, n_bins=10), abs=0.01)
+    assert scores["ERR"] == pytest.approx(metrics.error(q_repeated, sampled), abs=0.01)
+    assert scores["KLD"] == pytest.approx(metrics.kl_divergence(eta, q))
+    perfect = ef.posterior_scores(eta, eta)
+    assert perfect["KLD"] == 0.0 and perfect["ECE"] < 1e-12
+
+
+def test_synthetic_posterior_figure_prints_scores_and_psi_recovers_the_posterior():
+    x, eta = _synthetic_posterior()
+    focal = theory.focal_risk_minimizer(eta, 5.0)
+    predictions = {"CE": eta, "FL γ=5": focal, "FL γ=5 + Ψ": theory.psi(focal, 5.0)}
+    density = np.exp(-x**2 / 2)
+    figure = ef.synthetic_posterior_figure(x, eta, predictions, density=density)
+    visible = [ax for ax in figure.axes if ax.get_visible()]
+    assert len(visible) == 5  # p(x), p(y|x) and three methods
+    texts = {ax.get_title().split(") ", 1)[1]: ax.texts[0].get_text() for ax in visible[2:]}
+    kld = {name: float(text.split("KLD = ")[1].split("\n")[0]) for name, text in texts.items()}
+    assert kld["CE"] == 0.0 and kld["FL γ=5 + Ψ"] < 1e-4
+    assert kld["FL γ=5"] == pytest.approx(metrics.kl_divergence(eta, focal), abs=1e-4)
+    errs = {text.split("\n")[0] for text in texts.values()}
+    assert len(errs) == 1  # Ψ and the focal minimiser keep the decision rule: same ERR
+    solid = [line for line in visible[3].get_lines() if line.get_linestyle() == "-"]
+    np.testing.assert_allclose(np.column_stack([line.get_ydata() for line in solid]), focal)
+
+
+def test_synthetic_posterior_figure_uses_given_scores_and_checks_shapes():
+    x, eta = _synthetic_posterior(50)
+    figure = ef.synthetic_posterior_figure(x, eta, {"CE": eta}, scores={"CE": {"ERR": 0.25, "KLD": 0.5, "ECE": 0.125}})
+    assert "ERR = 25.00 %" in figure.axes[1].texts[0].get_text()
+    with pytest.raises(ValueError, match="shape"):
+        ef.synthetic_posterior_figure(x, eta, {"CE": eta[:10]})
+    with pytest.raises(ValueError, match="no entry"):
+        ef.synthetic_posterior_figure(x, eta, {"CE": eta}, scores={})
+
+
+# --------------------------------------------------------------------------- C21 Figs 5-6
+
+
+def _tidy_ece_table():
+    rng = np.random.default_rng(2)
+    rows = []
+    for dataset in ("mnist1d", "digits"):
+        for gamma in (0, 1, 2, 3):
+            for seed in range(5):
+                for method in ("raw", "psi", "ts_nll"):
+                    rows.append({"study": "c21", "dataset": dataset, "arch": "cnn_small", "loss": "focal",
+                                 "gamma": gamma, "seed": seed, "method": method, "metric": "ece",
+                                 "value": rng.uniform(0.01, 0.1) + 0.01 * gamma * (method == "raw")})
+                rows.append({"study": "c21", "dataset": dataset, "arch": "cnn_small", "loss": "focal", "gamma": gamma,
+                             "seed": 0, "method": "raw", "metric": "error", "value": 0.3})
+    return pd.DataFrame(rows)
+
+
+def test_ece_box_plots_one_box_per_gamma_and_method_with_the_right_medians():
+    table = _tidy_ece_table()
+    figure = ef.ece_box_plots(table)
+    visible = [ax for ax in figure.axes if ax.get_visible()]
+    assert len(visible) == 2
+    for ax, dataset in zip(visible, ("mnist1d", "digits")):
+        assert dataset in ax.get_title()
+        assert [t.get_text() for t in ax.get_xticklabels()] == ["0", "1", "2", "3"]
+        assert len(ax.containers) == 2 and all(len(c.boxes) == 4 for c in ax.containers)  # one box per (γ, raw/Ψ)
+        for container, method in zip(ax.containers, ("raw", "psi")):
+            rows = table[(table["dataset"] == dataset) & (table["method"] == method) & (table["metric"] == "ece")]
+            medians = 100 * rows.groupby("gamma")["value"].median().to_numpy()
+            np.testing.assert_allclose([line.get_ydata()[0] for line in container.medians], medians)
+            assert to_hex(container.boxes[0].get_facecolor()) == style.color_for(method)
+    assert [t.get_text() for t in visible[0].get_legend().get_texts()] == ["ECE-raw", "ECE-Ψ"]
+
+
+def test_ece_box_plots_reject_missing_columns_and_empty_selection():
+    table = _tidy_ece_table()
+    with pytest.raises(ValueError, match="lacks column"):
+        ef.ece_box_plots(table.drop(columns="arch"))
+    with pytest.raises(ValueError, match="no rows"):
+        ef.ece_box_plots(table, metric="adaece")
+
+
+# ------------------------------------------------------------------------------ K24 Fig 8
+
+
+def test_optimal_temperature_figure_one_averaged_line_per_training_loss():
+    rows = [{"dataset": dataset, "loss": loss, "gamma_ev": g, "seed": seed,
+             "temperature": 1.0 + 0.1 * g + 0.2 * offset + 0.01 * seed}
+            for dataset in ("mnist1d", "cifar10") for offset, loss in enumerate(("cross_entropy", "focal γ=3"))
+            for g in (-1.0, 0.0, 1.0, 2.0) for seed in range(3)]
+    table = pd.DataFrame(rows)
+    figure = ef.optimal_temperature_figure(table)
+    assert len(figure.axes) == 2
+    ax = figure.axes[0]
+    lines = {line.get_label(): line for line in ax.get_lines() if not line.get_label().startswith("_")}
+    assert set(lines) == {"cross_entropy", "focal γ=3"}
+    expected = table[(table["dataset"] == "mnist1d") & (table["loss"] == "focal γ=3")].groupby("gamma_ev")["temperature"].mean()
+    np.testing.assert_allclose(lines["focal γ=3"].get_ydata(), expected.to_numpy())
+    assert to_hex(lines["focal γ=3"].get_color()) == style.gamma_color(3)
+    single = ef.optimal_temperature_figure(table.drop(columns="dataset"))
+    assert len(single.axes) == 1
+
+
+# --------------------------------------------------------------------------- M20 Figs 2-3
+
+
+def _history(seed=0, epochs=12, spread=1.0):
+    """A history.csv as the trainer writes it: its split_statistics for val/test per epoch."""
+    rows = []
+    for epoch in range(1, epochs + 1):
+        row = {"epoch": epoch, "lr": 0.1 if epoch <= 6 else 0.01 if epoch <= 9 else 0.001,
+               "train_loss": 1.0 / epoch, "train_nll": 1.1 / epoch, "train_error": 0.5 / epoch}
+        for split in ("val", "test"):
+            logits, labels = _logits(n=300, seed=seed * 100 + epoch, scale=spread * (1 + epoch / 4))
+            row.update(diagnostics.split_statistics(torch.from_numpy(logits), torch.from_numpy(labels), 0.0, split))
+        row["weight_norm"] = 3.0 + spread * epoch
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def test_training_curves_figure_plots_the_history_columns_and_marks_lr_drops():
+    history = _history()
+    figure = ef.training_curves_figure(history)
+    train_ax, test_ax, error_ax = figure.axes[:3]
+    labelled = {line.get_label(): line for line in test_ax.get_lines() if not line.get_label().startswith("_")}
+    assert set(labelled) == {"NLL", "NLL, correct", "NLL, incorrect", "entropy, correct", "entropy, incorrect"}
+    np.testing.assert_allclose(labelled["NLL, incorrect"].get_ydata(), history["test_nll_incorrect"])
+    assert [line.get_label() for line in train_ax.get_lines() if not line.get_label().startswith("_")] == ["NLL"]
+    drops = sorted(line.get_xdata()[0] for line in error_ax.get_lines() if line.get_gid() == "lr_drop")
+    assert drops == [7, 10]
+    (ece_line,) = [line for line in error_ax.get_lines() if line.get_label() == "test ECE"]
+    np.testing.assert_allclose(ece_line.get_ydata(), 100 * history["test_ece"])
+    with pytest.raises(ValueError, match="lacks column"):
+        ef.training_curves_figure(history.drop(columns="test_ece"))
+
+
+def test_training_comparison_figure_one_line_per_run_in_each_panel(tmp_path):
+    histories = {"cross_entropy": _history(0, spread=1.5), "focal γ=1": _history(1), "focal γ=3": _history(2, spread=0.5)}
+    path = tmp_path / "history.csv"
+    histories["focal γ=3"].to_csv(path, index=False)
+    figure = ef.training_comparison_figure({**histories, "focal γ=3": path})
+    panels = figure.axes[:5]
+    for ax, column in zip(panels, ("test_nll", "test_nll_correct", "test_nll_incorrect", "test_entropy_incorrect",
+                                   "weight_norm")):
+        lines = {line.get_label(): line for line in ax.get_lines() if not line.get_label().startswith("_")}
+        assert set(lines) == set(histories)
+        for label, history in histories.items():
+            np.testing.assert_allclose(lines[label].get_ydata(), history[column].to_numpy())
+        assert to_hex(lines["cross_entropy"].get_color()) == style.color_for("cross_entropy")
+    legend_texts = [t.get_text() for t in figure.axes[5].get_legend().get_texts()]
+    assert legend_texts == list(histories)
+    with pytest.raises(ValueError, match="non-empty mapping"):
+        ef.training_comparison_figure({})
+
+
+# ------------------------------------------------------------------------------ style, save
+
+
+def test_colours_are_fixed_per_name_and_aliases_agree():
+    assert style.color_for("CE") == style.color_for("cross_entropy") == style.color_for("Cross-Entropy")
+    assert style.color_for("FL-3") == style.color_for("focal γ=3") == style.color_for("focal", gamma=3) == style.gamma_color(3)
+    assert style.color_for("raw") == style.RAW_COLOR and style.color_for("psi") == style.PSI_COLOR
+    assert style.color_for("DFL") == style.color_for("dual_focal") != style.color_for("focal")
+    assert style.color_for("some_new_method") == style.color_for("Some New Method")  # stable, order-independent
+    assert style.gamma_color(1) != style.gamma_color(2) != style.gamma_color(3)
+    with pytest.raises(ValueError, match="non-empty string"):
+        style.color_for("")
+
+
+def test_figures_use_the_report_style_without_changing_global_rcparams():
+    import matplotlib as mpl
+
+    before = mpl.rcParams["font.size"]
+    figure = ef.training_curves_figure(_history(epochs=3))
+    assert mpl.rcParams["font.size"] == before
+    assert figure.axes[0].title.get_fontsize() == style.BASE_FONT_SIZE
+    assert figure.get_figwidth() == style.REPORT_WIDTH
+
+
+def test_save_writes_png_and_svg_and_rejects_other_suffixes(tmp_path):
+    png = style.save(ef.training_curves_figure(_history(epochs=3)), tmp_path / "a" / "curves.png")
+    data = png.read_bytes()
+    assert data.startswith(b"\x89PNG") and len(data) > 10_000
+    width = int.from_bytes(data[16:20], "big")
+    assert width == int(style.REPORT_WIDTH * style.DPI)
+    svg = style.save(ef.training_curves_figure(_history(epochs=3)), tmp_path / "curves.svg")
+    assert svg.read_text().lstrip().startswith("<?xml") and svg.stat().st_size > 10_000
+    with pytest.raises(ValueError, match=r"\.png or \.svg"):
+        style.save(ef.training_curves_figure(_history(epochs=3)), tmp_path / "curves.pdf")
