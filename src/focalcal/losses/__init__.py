@@ -1,0 +1,41 @@
+"""Training losses of the four papers, as PyTorch modules on logits.
+
+Every loss takes logits (N, K) — or (N, K, *spatial) for segmentation — and integer targets
+(N,) / (N, *spatial), and reduces by ``reduction`` ("mean" over samples or pixels, "sum",
+"none"); ``ignore_index`` drops unlabelled samples/pixels. Build one from a config with
+``build({"name": "focal", "gamma": 3})``; ``available()`` lists the names, ``parameters(name)``
+a loss's parameters and defaults. Parameter names spell out the papers' symbols: ``gamma``,
+``alpha``, ``beta``, ``rho``, ``smoothing`` (label smoothing's α), ``lam`` (MMCE's and
+AdaFocal's λ), ``thresholds``/``gammas`` (FLSD), ``milestones``/``gammas`` (FLSc).
+
+Numerics: everything starts from log-softmax; log(1 − p) is a logsumexp over the other
+classes, never 1 − p, so losses and gradients stay finite for float32 logits of any size.
+
+Trainer protocol — every loss has these methods (no-ops unless the loss is stateful), so a
+trainer calls them unconditionally:
+
+    loss.set_training_targets(train_targets, num_classes)  # once, before training
+    loss.set_epoch(epoch, num_epochs)                      # start of each epoch, 0-based
+    loss.update_from_validation(val_logits, val_labels)    # after each validation pass
+
+``loss.needs_training_targets`` (weighted_cross_entropy without weights) and
+``loss.needs_validation`` (adafocal) say when the call matters.
+"""
+
+from ._base import Loss
+from .adafocal import AdaFocalLoss
+from .brier import BrierLoss
+from .cross_entropy import CrossEntropyLoss
+from .focal import FocalLoss, SampleDependentFocalLoss, ScheduledFocalLoss, focal_of_target
+from .mmce import MMCELoss
+from .registry import LOSSES, PRESETS, available, build, parameters
+from .segmentation import (DualCrossEntropyLoss, DualFocalLoss, GeneralizedDiceLoss, WeightedCrossEntropyLoss,
+                           class_counts, inverse_frequency_weights)
+from .smoothing import LabelSmoothingLoss
+
+__all__ = [
+    "Loss", "build", "available", "parameters", "LOSSES", "PRESETS", "focal_of_target",
+    "CrossEntropyLoss", "FocalLoss", "LabelSmoothingLoss", "SampleDependentFocalLoss", "ScheduledFocalLoss",
+    "BrierLoss", "MMCELoss", "AdaFocalLoss", "WeightedCrossEntropyLoss", "DualCrossEntropyLoss",
+    "DualFocalLoss", "GeneralizedDiceLoss", "class_counts", "inverse_frequency_weights",
+]

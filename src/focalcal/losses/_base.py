@@ -1,0 +1,215 @@
+"""The common shell of every loss: input checks, ``ignore_index``, reduction, trainer hooks.
+
+A subclass implements ``elementwise(logits, index)`` — the loss of each sample (or pixel)
+given float logits (N, K, *spatial) and target indices (N, 1, *spatial) that are all valid —
+and, if it keeps state, overrides one of the hooks. Set-level losses (MMCE, generalised Dice)
+override ``reduce_valid`` instead.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import torch
+from torch import nn
+
+REDUCTIONS = ("mean", "sum", "none")
+
+
+class Loss(nn.Module):
+    """Base class: ``loss(logits, target)`` with logits (N, K) or (N, K, *spatial), integer
+    targets (N,) or (N, *spatial).
+
+    Args:
+        reduction: ``"mean"`` (over non-ignored samples/pixels; an all-ignored batch gives 0),
+            ``"sum"``, or ``"none"`` (one value per sample/pixel, 0 where ignored). Class weights
+            scale each element's loss; ``"mean"`` is the plain mean of the weighted elements.
+        ignore_index: target value whose samples/pixels are left out (e.g. 255 for unlabelled
+            pixels); ``None`` (default) means every target must be a valid class.
+
+    Trainer hooks (no-ops here, overridden by stateful losses; call them unconditionally):
+        ``set_training_targets(targets, num_classes)`` once before training,
+        ``set_epoch(epoch, num_epochs)`` at the start of each epoch (0-based),
+        ``update_from_validation(logits, labels)`` after each epoch's validation pass.
+    The class attributes ``needs_training_targets`` / ``needs_validation`` say whether the hook
+    matters, so a trainer can skip computing what no loss uses.
+    """
+
+    name = "loss"
+    needs_training_targets = False
+    needs_validation = False
+    accepts_soft_targets = False
+
+    def __init__(self, *, reduction: str = "mean", ignore_index: int | None = None) -> None:
+        super().__init__()
+        if reduction not in REDUCTIONS:
+            raise ValueError(f"reduction must be one of {REDUCTIONS}, got {reduction!r}")
+        if ignore_index is not None and (isinstance(ignore_index, bool) or not isinstance(ignore_index, int)):
+            raise ValueError(f"ignore_index must be an int or None, got {ignore_index!r}")
+        self.reduction = reduction
+        self.ignore_index = ignore_index
+
+    # ---- trainer hooks -------------------------------------------------------------------
+    def set_training_targets(self, targets, num_classes: int) -> None:
+        """Called once with all training labels; only class-frequency losses use it."""
+
+    def set_epoch(self, epoch: int, num_epochs: int) -> None:
+        """Called at the start of every epoch; only scheduled losses use it."""
+
+    def update_from_validation(self, logits: torch.Tensor, labels: torch.Tensor) -> None:
+        """Called after every validation pass; only AdaFocal uses it."""
+
+    # ---- computation ---------------------------------------------------------------------
+    def elementwise(self, logits: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+        """Loss per element, shape (N, 1, *spatial); ``index`` holds valid class indices."""
+        raise NotImplementedError
+
+    def forward(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        logits = check_logits(logits)
+        if (self.accepts_soft_targets and torch.is_tensor(target) and target.is_floating_point()
+                and target.shape == logits.shape):
+            loss = self.soft_target_elementwise(logits, check_soft_targets(target, logits)).squeeze(1)
+            return self._finish(self._reduce(loss, None), logits)
+        index, valid = check_targets(target, logits, self.ignore_index)
+        return self._finish(self.reduce_valid(logits, index, valid), logits)
+
+    def soft_target_elementwise(self, logits: torch.Tensor, soft: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def reduce_valid(self, logits: torch.Tensor, index: torch.Tensor, valid: torch.Tensor | None) -> torch.Tensor:
+        """Per-element loss, ignored elements zeroed, then reduced."""
+        return self._reduce(self.elementwise(logits, index).squeeze(1), valid)
+
+    def _reduce(self, loss: torch.Tensor, valid: torch.Tensor | None) -> torch.Tensor:
+        if valid is not None:
+            loss = torch.where(valid, loss, torch.zeros((), dtype=loss.dtype, device=loss.device))
+        if self.reduction == "none":
+            return loss
+        if self.reduction == "sum":
+            return loss.sum()
+        if valid is None:
+            return loss.mean()
+        return loss.sum() / valid.sum().clamp_min(1)
+
+    def _finish(self, result: torch.Tensor, logits: torch.Tensor) -> torch.Tensor:
+        """Name the culprit when the loss is not finite because the logits are not."""
+        finite = math.isfinite(result.detach().item()) if result.dim() == 0 else bool(torch.isfinite(result).all())
+        if not finite and not bool(torch.isfinite(logits).all()):
+            bad = ~torch.isfinite(logits)
+            kind = "NaN" if bool(torch.isnan(logits).any()) else "Inf"
+            raise ValueError(f"logits contain {kind} values ({int(bad.sum())} entries); {self.name} loss is undefined")
+        return result
+
+    def extra_repr(self) -> str:
+        parts = [f"{k}={v!r}" for k, v in self.hyperparameters().items()]
+        return ", ".join(parts)
+
+    def hyperparameters(self) -> dict:
+        """The constructor arguments that define this loss (for configs and repr)."""
+        return {"reduction": self.reduction, "ignore_index": self.ignore_index}
+
+
+# ---- input checks --------------------------------------------------------------------------
+def check_logits(logits) -> torch.Tensor:
+    if not torch.is_tensor(logits):
+        raise ValueError(f"logits must be a torch.Tensor, got {type(logits).__name__}")
+    if not logits.is_floating_point():
+        raise ValueError(f"logits must be floating point, got dtype {logits.dtype}")
+    if logits.dim() < 2:
+        raise ValueError(f"logits must be (N, K) or (N, K, *spatial), got shape {tuple(logits.shape)}")
+    if logits.shape[1] < 2:
+        raise ValueError(f"logits must have at least 2 classes along dim 1, got shape {tuple(logits.shape)}")
+    if logits.shape[0] == 0:
+        raise ValueError("logits are empty (0 samples)")
+    if logits.dtype in (torch.float16, torch.bfloat16):
+        logits = logits.float()  # softmax tails and log(1 − p) need float32 at least
+    return logits
+
+
+def check_targets(target, logits: torch.Tensor, ignore_index: int | None):
+    """Return (index (N, 1, *spatial) with valid classes, valid mask or None)."""
+    if not torch.is_tensor(target):
+        raise ValueError(f"target must be a torch.Tensor of class indices, got {type(target).__name__}")
+    if target.is_floating_point() or target.is_complex() or target.dtype == torch.bool:
+        raise ValueError(f"target must hold integer class indices, got dtype {target.dtype} and shape "
+                         f"{tuple(target.shape)} (losses that take soft targets need the logits' shape)")
+    expected = (logits.shape[0],) + tuple(logits.shape[2:])
+    if tuple(target.shape) != expected:
+        raise ValueError(f"target has shape {tuple(target.shape)} but logits {tuple(logits.shape)} need {expected}")
+    if target.device != logits.device:
+        raise ValueError(f"target is on {target.device} but logits are on {logits.device}")
+    target = target.long()
+    num_classes = logits.shape[1]
+    valid = None
+    if ignore_index is not None:
+        valid = target != ignore_index
+        target = target.masked_fill(~valid, 0)
+    low, high = (int(v) for v in torch.aminmax(target)) if target.numel() else (0, 0)
+    if low < 0 or high >= num_classes:
+        bad = low if low < 0 else high
+        hint = "" if ignore_index is None else f" (ignore_index={ignore_index})"
+        raise ValueError(f"target out of range: found {bad}, expected 0..{num_classes - 1}{hint}")
+    return target.unsqueeze(1), valid
+
+
+def check_soft_targets(target: torch.Tensor, logits: torch.Tensor) -> torch.Tensor:
+    if tuple(target.shape) != tuple(logits.shape):
+        raise ValueError(f"soft targets must have the logits' shape {tuple(logits.shape)}, got {tuple(target.shape)}")
+    target = target.to(logits.dtype)
+    if bool((target < 0).any()):
+        raise ValueError("soft targets must be non-negative")
+    sums = target.sum(dim=1)
+    worst = float((sums - 1).abs().max())
+    if worst > 1e-4:
+        raise ValueError(f"soft targets must sum to 1 along dim 1; the worst row is off by {worst:.3g}")
+    return target
+
+
+def class_weight_tensor(weights, name: str) -> torch.Tensor | None:
+    """Validate a sequence of non-negative finite class weights (or None)."""
+    if weights is None:
+        return None
+    if isinstance(weights, (int, float)) and not isinstance(weights, bool):
+        raise ValueError(f"{name} must be a sequence with one weight per class, got the scalar {weights!r}")
+    tensor = torch.as_tensor(weights, dtype=torch.float64).detach().clone()
+    if tensor.dim() != 1 or tensor.numel() < 2:
+        raise ValueError(f"{name} must be 1-D with one weight per class, got shape {tuple(tensor.shape)}")
+    if not bool(torch.isfinite(tensor).all()) or bool((tensor < 0).any()):
+        raise ValueError(f"{name} must be finite and non-negative, got {tensor.tolist()}")
+    return tensor
+
+
+def weights_for(weights: torch.Tensor, logits: torch.Tensor, name: str) -> torch.Tensor:
+    """Class weights cast to the logits, shaped to broadcast along dim 1."""
+    if weights.numel() != logits.shape[1]:
+        raise ValueError(f"{name} has {weights.numel()} entries but logits have {logits.shape[1]} classes")
+    shape = [1] * logits.dim()
+    shape[1] = -1
+    return weights.to(device=logits.device, dtype=logits.dtype).view(shape)
+
+
+def target_weights(weights: torch.Tensor, logits: torch.Tensor, index: torch.Tensor, name: str) -> torch.Tensor:
+    """The class weight of each element's target, shaped like ``index`` (N, 1, *spatial)."""
+    if weights.numel() != logits.shape[1]:
+        raise ValueError(f"{name} has {weights.numel()} entries but logits have {logits.shape[1]} classes")
+    return weights.to(device=logits.device, dtype=logits.dtype)[index]
+
+
+def check_number(value, name: str, *, low: float | None = None, high: float | None = None,
+                 low_open: bool = False, high_open: bool = False) -> float:
+    """A real, finite hyperparameter within [low, high] (ends open where asked)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number, got {value!r}")
+    value = float(value)
+    if low is not None and (value < low or (low_open and value == low)):
+        raise ValueError(f"{name} must be {'>' if low_open else '>='} {low}, got {value}")
+    if high is not None and (value > high or (high_open and value == high)):
+        raise ValueError(f"{name} must be {'<' if high_open else '<='} {high}, got {value}")
+    return value
+
+
+def check_sequence(values, name: str) -> tuple[float, ...]:
+    if isinstance(values, (str, bytes)) or not isinstance(values, Sequence) or len(values) == 0:
+        raise ValueError(f"{name} must be a non-empty sequence of numbers, got {values!r}")
+    return tuple(check_number(v, f"{name}[{i}]") for i, v in enumerate(values))

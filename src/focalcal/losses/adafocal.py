@@ -1,0 +1,150 @@
+"""AdaFocal (Ghosh, Schaaf & Gormley, NeurIPS 2022), the AdaFocal of komisarenko2024 Table 1.
+
+Focal loss with one γ per confidence bin, adapted once per epoch from the validation set's
+calibration. After each validation pass (``update_from_validation``):
+
+1. the validation samples are split into ``num_bins`` equal-mass bins of top-label
+   confidence; bin b has mean confidence C_b and accuracy A_b;
+2. each bin's γ moves towards calibration: γ_b ← γ_b · exp(λ (C_b − A_b)) in the focal
+   regime (γ_b > 0: an over-confident bin, C_b > A_b, gets a larger γ, more entropy); in the
+   inverse-focal regime (γ_b < 0, loss −(1 + p_y)^|γ| log p_y, which *raises* confidence)
+   |γ_b| ← |γ_b| · exp(−λ (C_b − A_b)), so an under-confident bin is pushed harder;
+3. |γ_b| is capped at ``gamma_max``; when |γ_b| falls below ``switch_threshold`` (S_th) the bin
+   switches regime: γ_b ← +S_th if the bin is over-confident, −S_th if under-confident.
+
+During training each sample uses the γ of the bin its confidence falls in — by default its
+probability of the true class p_y (``bin_by="true_class"``, as FLSD does), or its top-label
+confidence (``bin_by="predicted"``, the quantity the bins are built from). Before the first
+update every bin has ``gamma_initial``. Defaults follow the AdaFocal paper: 15 bins, λ = 1,
+γ_0 = 1, γ_max = 20, S_th = 0.2. Signed γ (negative = inverse focal) is this module's encoding.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ._base import Loss, check_number, check_targets
+from .focal import focal_of_target
+
+BIN_BY = ("true_class", "predicted")
+
+
+def equal_mass_bins(confidence: torch.Tensor, correct: torch.Tensor, num_bins: int):
+    """Split samples into ``num_bins`` bins of (almost) equal size by confidence.
+
+    Returns (inner_edges (num_bins − 1,), mean confidence per bin, accuracy per bin); edge b
+    lies halfway between the last confidence of bin b and the first of bin b + 1, and a
+    confidence c belongs to the bin ``bucketize(c, inner_edges)`` (edges[b−1] < c ≤ edges[b]).
+    """
+    n = confidence.numel()
+    if n < num_bins:
+        raise ValueError(f"equal-mass binning needs at least num_bins={num_bins} validation samples, got {n}")
+    order = torch.argsort(confidence)
+    sorted_conf = confidence[order].to(torch.float64)
+    sorted_correct = correct[order].to(torch.float64)
+    # Sizes differ by at most one, the larger bins first (as numpy.array_split).
+    sizes = torch.full((num_bins,), n // num_bins, device=confidence.device)
+    sizes[: n % num_bins] += 1
+    bin_of_rank = torch.repeat_interleave(torch.arange(num_bins, device=confidence.device), sizes)
+    counts = sizes.to(torch.float64)
+    mean_conf = torch.zeros(num_bins, dtype=torch.float64, device=confidence.device).index_add_(
+        0, bin_of_rank, sorted_conf) / counts
+    accuracy = torch.zeros(num_bins, dtype=torch.float64, device=confidence.device).index_add_(
+        0, bin_of_rank, sorted_correct) / counts
+    first_of_bin = torch.cumsum(counts, 0).long()[:-1]
+    inner_edges = (sorted_conf[first_of_bin - 1] + sorted_conf[first_of_bin]) / 2
+    return inner_edges, mean_conf, accuracy
+
+
+class AdaFocalLoss(Loss):
+    """Calibration-aware adaptive focal loss; see the module docstring for the update rule.
+
+    Args:
+        num_bins: equal-mass validation bins (15).
+        lam: step size λ of the multiplicative γ update (1).
+        gamma_initial: γ of every bin before the first update (1).
+        gamma_max: cap on |γ| (20).
+        switch_threshold: S_th, the |γ| below which a bin switches between focal and
+            inverse-focal (0.2).
+        bin_by: which probability of a training sample picks its bin: ``"true_class"`` (p_y)
+            or ``"predicted"`` (top-label confidence).
+    """
+
+    name = "adafocal"
+    needs_validation = True
+
+    def __init__(self, *, num_bins: int = 15, lam: float = 1.0, gamma_initial: float = 1.0, gamma_max: float = 20.0,
+                 switch_threshold: float = 0.2, bin_by: str = "true_class",
+                 reduction: str = "mean", ignore_index: int | None = None) -> None:
+        super().__init__(reduction=reduction, ignore_index=ignore_index)
+        if isinstance(num_bins, bool) or not isinstance(num_bins, int) or num_bins < 1:
+            raise ValueError(f"num_bins must be a positive int, got {num_bins!r}")
+        if bin_by not in BIN_BY:
+            raise ValueError(f"bin_by must be one of {BIN_BY}, got {bin_by!r}")
+        self.num_bins = num_bins
+        self.lam = check_number(lam, "lam", low=0.0)
+        self.gamma_max = check_number(gamma_max, "gamma_max", low=0.0, low_open=True)
+        self.switch_threshold = check_number(switch_threshold, "switch_threshold", low=0.0, high=self.gamma_max)
+        self.gamma_initial = check_number(gamma_initial, "gamma_initial", low=-self.gamma_max, high=self.gamma_max)
+        if abs(self.gamma_initial) < self.switch_threshold:
+            raise ValueError(f"|gamma_initial| must be >= switch_threshold={self.switch_threshold}, got {gamma_initial}")
+        self.bin_by = bin_by
+        self.register_buffer("gammas", torch.full((num_bins,), self.gamma_initial, dtype=torch.float64))
+        # Before any validation statistics the edges do not matter (all γ equal); equal-width is a neutral start.
+        self.register_buffer("bin_edges", torch.linspace(0, 1, num_bins + 1, dtype=torch.float64)[1:-1])
+
+    # ---- epoch-level update ------------------------------------------------------------------
+    def update_from_validation(self, logits: torch.Tensor, labels: torch.Tensor) -> None:
+        """Rebin the validation set by confidence and update every bin's γ (call once per epoch)."""
+        if not torch.is_tensor(logits) or logits.dim() != 2:
+            raise ValueError(f"adafocal validation logits must be a (N, K) tensor, got "
+                             f"{getattr(logits, 'shape', type(logits).__name__)}")
+        with torch.no_grad():
+            index, _ = check_targets(labels, logits, None)
+            confidence, predicted = torch.softmax(logits.double(), dim=1).max(dim=1)
+            edges, mean_conf, accuracy = equal_mass_bins(confidence, predicted == index.squeeze(1), self.num_bins)
+            self.update_gammas(mean_conf, accuracy)
+            self.bin_edges = edges.to(self.bin_edges.device)
+
+    def update_gammas(self, bin_confidence, bin_accuracy) -> None:
+        """One AdaFocal step from per-bin validation confidence C_b and accuracy A_b."""
+        confidence = torch.as_tensor(bin_confidence, dtype=torch.float64, device=self.gammas.device)
+        accuracy = torch.as_tensor(bin_accuracy, dtype=torch.float64, device=self.gammas.device)
+        if confidence.shape != (self.num_bins,) or accuracy.shape != (self.num_bins,):
+            raise ValueError(f"need {self.num_bins} bin confidences and accuracies, got shapes "
+                             f"{tuple(confidence.shape)} and {tuple(accuracy.shape)}")
+        if not bool(torch.isfinite(confidence).all() and torch.isfinite(accuracy).all()):
+            raise ValueError("bin confidences and accuracies must be finite (an empty bin?)")
+        self.gammas = next_gammas(self.gammas, confidence - accuracy, lam=self.lam, gamma_max=self.gamma_max,
+                                  switch_threshold=self.switch_threshold)
+
+    # ---- training loss -----------------------------------------------------------------------
+    def gamma_for(self, confidence: torch.Tensor) -> torch.Tensor:
+        """Signed γ of each sample from the probability that picks its bin."""
+        edges = self.bin_edges.to(device=confidence.device, dtype=confidence.dtype)
+        return self.gammas.to(device=confidence.device, dtype=confidence.dtype)[torch.bucketize(confidence, edges)]
+
+    def _gamma_of_prediction(self, log_p: torch.Tensor, log_p_y: torch.Tensor) -> torch.Tensor:
+        if self.bin_by == "true_class":
+            return self.gamma_for(log_p_y.exp())
+        return self.gamma_for(log_p.amax(dim=1, keepdim=True).exp())
+
+    def elementwise(self, logits, index):
+        has_inverse = bool((self.gammas < 0).any())
+        return focal_of_target(logits, index, self._gamma_of_prediction, has_inverse=has_inverse)
+
+    def hyperparameters(self):
+        return {"num_bins": self.num_bins, "lam": self.lam, "gamma_initial": self.gamma_initial,
+                "gamma_max": self.gamma_max, "switch_threshold": self.switch_threshold, "bin_by": self.bin_by,
+                **super().hyperparameters()}
+
+
+def next_gammas(gammas: torch.Tensor, calibration_gap: torch.Tensor, *, lam: float, gamma_max: float,
+                switch_threshold: float) -> torch.Tensor:
+    """AdaFocal's γ update for per-bin gaps C_b − A_b (positive = over-confident)."""
+    step = torch.exp(lam * calibration_gap)
+    magnitude = torch.where(gammas >= 0, gammas.abs() * step, gammas.abs() / step).clamp(max=gamma_max)
+    updated = torch.copysign(magnitude, gammas)
+    switched = switch_threshold * torch.where(calibration_gap > 0, 1.0, -1.0).to(gammas.dtype)
+    return torch.where(magnitude < switch_threshold, switched, updated)
+

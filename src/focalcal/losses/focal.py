@@ -1,0 +1,262 @@
+"""Focal loss ℓ = −α_y (1 − p_y)^γ log p_y and its γ policies (fixed, per-sample, per-epoch).
+
+References: charoenphakdee2021 Eq 5 (the loss, also with soft targets v), mukhoti2020 §4
+(Prop 1: the logit gradient is the cross-entropy gradient times
+g(p, γ) = (1 − p)^γ − γ p (1 − p)^(γ−1) log p; FLSD-53/532) and App. E (FLSc-531/532).
+
+Every loss here that depends on the target's probability only goes through one autograd
+function, ``focal_of_target``: its forward computes log p_y and log(1 − p_y) exactly (see
+``_logprob``) and its backward is Prop 1 itself, g(p_y, γ) · (p − e_y), with g evaluated in
+log space. That keeps the loss finite with finite gradients for any finite logits and any
+γ ≥ 0 (including γ < 1, where (1 − p)^(γ−1) blows up), and costs about one cross-entropy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import torch
+from torch.autograd.function import once_differentiable
+
+from ._base import Loss, check_number, check_sequence, class_weight_tensor, target_weights, weights_for
+from ._classwise import classwise_loss
+from ._logprob import LOG_HALF, target_log_probs
+
+GammaSpec = float | torch.Tensor | Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+def _log_neg_log_p(log_p_y: torch.Tensor, log_q_y: torch.Tensor) -> torch.Tensor:
+    """log(−log p) from log p and log q = log(1 − p), accurate as p → 1.
+
+    There log p rounds to 0 long before 1 − p does (float32: once 1 − p < 6e-8), so use
+    −log p = −log1p(−q), whose log is log q + O(q) once q is negligible.
+    """
+    q = log_q_y.exp()
+    near_one = torch.where(log_q_y < -60.0, log_q_y, torch.log(-torch.log1p(-q)))
+    return torch.where(log_p_y > LOG_HALF, near_one, torch.log(-log_p_y))
+
+
+def _focal_factor_and_slope(log_p_y, log_q_y, log_neg_log_p, gamma):
+    """(1 − p)^γ and g(p, γ) = (1 − p)^γ + γ p (1 − p)^(γ−1) (−log p), for γ ≥ 0, in log space
+    (p/(1 − p) alone would overflow as p → 1)."""
+    factor = torch.exp(gamma * log_q_y)
+    slope = factor + gamma * torch.exp(log_p_y + (gamma - 1.0) * log_q_y + log_neg_log_p)
+    return factor, slope
+
+
+def _inverse_focal_factor_and_slope(log_p_y, gamma):
+    """(1 + p)^γ and the matching slope (1 + p)^γ + γ p (1 + p)^(γ−1) log p, for γ ≥ 0."""
+    p = log_p_y.exp()
+    log_one_plus_p = torch.log1p(p)
+    factor = torch.exp(gamma * log_one_plus_p)
+    slope = factor + gamma * p * torch.exp((gamma - 1.0) * log_one_plus_p) * log_p_y
+    return factor, slope
+
+
+class _FocalOfTarget(torch.autograd.Function):
+    """Per-element −(1 − p_y)^γ log p_y (γ ≥ 0) or −(1 + p_y)^|γ| log p_y (γ < 0, inverse focal)."""
+
+    @staticmethod
+    def forward(ctx, logits, index, gamma, has_inverse):
+        log_p = torch.log_softmax(logits, dim=1)
+        log_p_y, log_q_y = target_log_probs(log_p, index)
+        if callable(gamma):
+            gamma = gamma(log_p, log_p_y)
+        log_neg_log_p = _log_neg_log_p(log_p_y, log_q_y)
+        if has_inverse:
+            focal, focal_slope = _focal_factor_and_slope(log_p_y, log_q_y, log_neg_log_p, gamma.clamp_min(0.0))
+            inverse, inverse_slope = _inverse_focal_factor_and_slope(log_p_y, (-gamma).clamp_min(0.0))
+            is_inverse = gamma < 0
+            factor = torch.where(is_inverse, inverse, focal)
+            slope = torch.where(is_inverse, inverse_slope, focal_slope)
+        else:
+            factor, slope = _focal_factor_and_slope(log_p_y, log_q_y, log_neg_log_p, gamma)
+        ctx.save_for_backward(log_p, index, slope)
+        return factor * log_neg_log_p.exp()
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad_output):
+        log_p, index, slope = ctx.saved_tensors
+        scale = grad_output * slope
+        grad = log_p.exp().mul_(scale)
+        grad.scatter_add_(1, index, -scale)
+        return grad, None, None, None
+
+
+def focal_of_target(logits: torch.Tensor, index: torch.Tensor, gamma: GammaSpec, *,
+                    has_inverse: bool = False) -> torch.Tensor:
+    """Focal loss of each element, shape (N, 1, *spatial), for targets ``index`` (N, 1, *spatial).
+
+    ``gamma`` is a float ≥ 0, a tensor broadcastable to the output, or a callable
+    ``(log_probs, log_p_target) -> gamma tensor`` for policies that pick γ from the prediction
+    (evaluated without gradient: γ is piecewise constant in p). With ``has_inverse``, negative
+    entries of a γ tensor mean the inverse-focal loss −(1 + p_y)^|γ| log p_y (AdaFocal).
+    """
+    return _FocalOfTarget.apply(logits, index, gamma, has_inverse)
+
+
+def soft_target_focal(logits: torch.Tensor, soft: torch.Tensor, gamma: float,
+                      class_weights: torch.Tensor | None = None) -> torch.Tensor:
+    """charoenphakdee2021 Eq 5 with a soft target v: −Σ_i w_i v_i (1 − p_i)^γ log p_i, (N, 1, *).
+
+    Gradient in closed form: ∂L/∂log p_i = −w_i v_i g(p_i, γ), bounded for every γ ≥ 0.
+    """
+    weights = soft if class_weights is None else soft * class_weights
+
+    def spec(parts):
+        log_p, log_q = parts.log_p, parts.log_one_minus_p
+        # log(−log p): exact directly where p ≤ 1/2; for the top class from log(1 − p_top) per row.
+        log_neg_log_p = torch.where(parts.is_top, _log_neg_log_p(log_p.amax(dim=1, keepdim=True), parts.log_rest),
+                                    torch.log(-log_p))
+        factor, slope = _focal_factor_and_slope(log_p, log_q, log_neg_log_p, gamma)
+        loss = (weights * factor * log_neg_log_p.exp()).sum(dim=1, keepdim=True)
+        return loss, -weights * slope, None
+
+    return classwise_loss(logits, spec, needs_one_minus_p=True)
+
+
+def smoothed_targets(index: torch.Tensor, num_classes: int, smoothing: float, dtype, device) -> torch.Tensor:
+    """mukhoti2020 §5.1: s_i = (1 − α) q_i + α (1 − q_i)/(K − 1), q the one-hot target."""
+    shape = list(index.shape)
+    shape[1] = num_classes
+    soft = torch.full(shape, smoothing / (num_classes - 1), dtype=dtype, device=device)
+    return soft.scatter_(1, index, 1.0 - smoothing)
+
+
+class FocalLoss(Loss):
+    """Focal loss −α_y (1 − p_y)^γ log p_y.
+
+    Args:
+        gamma: focusing parameter γ ≥ 0 (γ = 0 is cross-entropy). Default 3, the best fixed γ
+            of mukhoti2020 (App. E).
+        alpha: optional class weights: a scalar (hossain2021 Eq 5) or one weight per class.
+        smoothing: label-smoothing α of the target (mukhoti2020's definition), giving the
+            "LS" paradigm of charoenphakdee2021 §6.1: −Σ_i v_i (1 − p_i)^γ log p_i with the
+            smoothed v. Soft target tensors of the logits' shape are accepted directly, too.
+    """
+
+    name = "focal"
+    accepts_soft_targets = True
+
+    def __init__(self, *, gamma: float = 3.0, alpha: float | Sequence[float] | None = None,
+                 smoothing: float = 0.0, reduction: str = "mean", ignore_index: int | None = None) -> None:
+        super().__init__(reduction=reduction, ignore_index=ignore_index)
+        self.gamma = check_number(gamma, "gamma", low=0.0)
+        self.smoothing = check_number(smoothing, "smoothing", low=0.0, high=1.0, high_open=True)
+        # alpha: None, one scalar weight, or one weight per class (kept as a buffer).
+        self.alpha_scale = 1.0
+        self.register_buffer("class_weights", None)
+        if isinstance(alpha, (int, float)) and not isinstance(alpha, bool):
+            self.alpha_scale = check_number(alpha, "alpha", low=0.0)
+            self.alpha = self.alpha_scale
+        elif alpha is not None:
+            self.class_weights = class_weight_tensor(alpha, "alpha")
+            self.alpha = tuple(self.class_weights.tolist())
+        else:
+            self.alpha = None
+
+    def elementwise(self, logits, index):
+        if self.smoothing > 0.0:
+            soft = smoothed_targets(index, logits.shape[1], self.smoothing, logits.dtype, logits.device)
+            return self.soft_target_elementwise(logits, soft)
+        loss = focal_of_target(logits, index, self.gamma)
+        if self.class_weights is not None:
+            loss = loss * target_weights(self.class_weights, logits, index, "alpha")
+        return loss * self.alpha_scale if self.alpha_scale != 1.0 else loss
+
+    def soft_target_elementwise(self, logits, soft):
+        weights = None if self.class_weights is None else weights_for(self.class_weights, logits, "alpha")
+        loss = soft_target_focal(logits, soft, self.gamma, weights)
+        return loss * self.alpha_scale if self.alpha_scale != 1.0 else loss
+
+    def hyperparameters(self):
+        return {"gamma": self.gamma, "alpha": self.alpha, "smoothing": self.smoothing, **super().hyperparameters()}
+
+
+class SampleDependentFocalLoss(Loss):
+    """Focal loss whose γ depends on each sample's p_y (mukhoti2020 §4, FLSD).
+
+    γ = gammas[i] for p_y in [thresholds[i−1], thresholds[i]); defaults give FLSD-53
+    (γ = 5 for p_y < 0.2, else 3). FLSD-532 is thresholds (0.2, 0.5), gammas (5, 3, 2).
+    """
+
+    name = "focal_sample_dependent"
+
+    def __init__(self, *, thresholds: Sequence[float] = (0.2,), gammas: Sequence[float] = (5.0, 3.0),
+                 reduction: str = "mean", ignore_index: int | None = None) -> None:
+        super().__init__(reduction=reduction, ignore_index=ignore_index)
+        self.thresholds = check_sequence(thresholds, "thresholds")
+        self.gammas = check_sequence(gammas, "gammas")
+        if len(self.gammas) != len(self.thresholds) + 1:
+            raise ValueError(f"need len(gammas) == len(thresholds) + 1, got {len(self.gammas)} gammas "
+                             f"for {len(self.thresholds)} thresholds")
+        if any(not 0.0 < t < 1.0 for t in self.thresholds) or any(
+                b <= a for a, b in zip(self.thresholds, self.thresholds[1:])):
+            raise ValueError(f"thresholds must increase strictly inside (0, 1), got {self.thresholds}")
+        if any(g < 0 for g in self.gammas):
+            raise ValueError(f"gammas must be >= 0, got {self.gammas}")
+        self.register_buffer("threshold_tensor", torch.tensor(self.thresholds, dtype=torch.float64), persistent=False)
+        self.register_buffer("gamma_tensor", torch.tensor(self.gammas, dtype=torch.float64), persistent=False)
+
+    def gamma_for(self, p_target: torch.Tensor) -> torch.Tensor:
+        """γ of each sample from its probability of the true class (p = threshold takes the upper γ)."""
+        thresholds = self.threshold_tensor.to(device=p_target.device, dtype=p_target.dtype)
+        gammas = self.gamma_tensor.to(device=p_target.device, dtype=p_target.dtype)
+        return gammas[torch.bucketize(p_target, thresholds, right=True)]
+
+    def elementwise(self, logits, index):
+        return focal_of_target(logits, index, lambda log_p, log_p_y: self.gamma_for(log_p_y.exp()))
+
+    def hyperparameters(self):
+        return {"thresholds": self.thresholds, "gammas": self.gammas, **super().hyperparameters()}
+
+
+class ScheduledFocalLoss(Loss):
+    """Focal loss whose γ changes with the epoch (mukhoti2020 App. E, FLSc).
+
+    ``milestones`` are fractions of the run: γ = gammas[i] from epoch round(milestones[i−1]·E)
+    on, E the run's epoch count. Defaults (2/7, 5/7), (5, 3, 1) are FLSc-531 — γ = 5, 3, 1 for
+    epochs 0–99, 100–249, 250–349 of the paper's 350 — scaled to any E. The trainer must call
+    ``set_epoch(epoch, num_epochs)`` before the first forward.
+    """
+
+    name = "focal_scheduled"
+
+    def __init__(self, *, milestones: Sequence[float] = (2 / 7, 5 / 7), gammas: Sequence[float] = (5.0, 3.0, 1.0),
+                 reduction: str = "mean", ignore_index: int | None = None) -> None:
+        super().__init__(reduction=reduction, ignore_index=ignore_index)
+        self.milestones = check_sequence(milestones, "milestones")
+        self.gammas = check_sequence(gammas, "gammas")
+        if len(self.gammas) != len(self.milestones) + 1:
+            raise ValueError(f"need len(gammas) == len(milestones) + 1, got {len(self.gammas)} gammas "
+                             f"for {len(self.milestones)} milestones")
+        if any(not 0.0 < m < 1.0 for m in self.milestones) or any(
+                b <= a for a, b in zip(self.milestones, self.milestones[1:])):
+            raise ValueError(f"milestones are fractions of the run and must increase strictly inside (0, 1), "
+                             f"got {self.milestones}")
+        if any(g < 0 for g in self.gammas):
+            raise ValueError(f"gammas must be >= 0, got {self.gammas}")
+        self.gamma: float | None = None
+
+    def switch_epochs(self, num_epochs: int) -> list[int]:
+        """First epoch (0-based) of each γ after the first, for a run of ``num_epochs``."""
+        return [round(m * num_epochs) for m in self.milestones]
+
+    def gamma_at(self, epoch: int, num_epochs: int) -> float:
+        if isinstance(num_epochs, bool) or not isinstance(num_epochs, int) or num_epochs < 1:
+            raise ValueError(f"num_epochs must be a positive int, got {num_epochs!r}")
+        if isinstance(epoch, bool) or not isinstance(epoch, int) or not 0 <= epoch < num_epochs:
+            raise ValueError(f"epoch must be an int in [0, {num_epochs}), got {epoch!r}")
+        return self.gammas[sum(epoch >= s for s in self.switch_epochs(num_epochs))]
+
+    def set_epoch(self, epoch: int, num_epochs: int) -> None:
+        self.gamma = self.gamma_at(epoch, num_epochs)
+
+    def elementwise(self, logits, index):
+        if self.gamma is None:
+            raise ValueError("focal_scheduled needs the epoch: call set_epoch(epoch, num_epochs) before the first forward")
+        return focal_of_target(logits, index, self.gamma)
+
+    def hyperparameters(self):
+        return {"milestones": self.milestones, "gammas": self.gammas, **super().hyperparameters()}

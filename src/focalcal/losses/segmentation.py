@@ -1,0 +1,237 @@
+"""Class-imbalance losses of hossain2021 §3 (and Sudre et al. 2017's generalised Dice).
+
+All take logits (N, K) or (N, K, H, W) with integer targets (N,) or (N, H, W); z = softmax.
+Notation follows hossain2021: y the one-hot target, α, β, γ, ρ its loss constants.
+
+Sign of the dual-focal term. hossain2021 prints Eq 8 (and its derivative Eq 12) with the
+α|y − z|^γ term *subtracted* (inside −Σ(…)), but Eq 7, Appendix B (Eq B.2), the text ("DFL
+always has a larger derivative than CE", Fig. 1a) and the authors' code all *add* it to the
+loss. ``DualFocalLoss`` implements the added form,
+
+    L = −Σ_i [ y_i log z_i + β (1 − y_i) log(ρ − z_i) ] + α Σ_i |y_i − z_i|^γ,
+
+whose derivative with α = β = γ = ρ = 1 is ∂L/∂z_i = −y_i/z_i + (1 − y_i)/(1 − z_i) − sign(y_i − z_i)
+(i.e. −1/z − 1 for the true class: larger in magnitude than cross-entropy's −1/z, as Fig. 1a shows).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from ._base import Loss, check_number, class_weight_tensor
+from ._classwise import classwise_loss
+from ._logprob import LOG_HALF
+
+
+# ---- class weights ---------------------------------------------------------------------------
+def class_counts(targets, num_classes: int, ignore_index: int | None = None) -> np.ndarray:
+    """How many samples/pixels of each class ``targets`` (any shape, integer) holds."""
+    if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 2:
+        raise ValueError(f"num_classes must be an int >= 2, got {num_classes!r}")
+    if torch.is_tensor(targets):
+        targets = targets.detach().cpu().numpy()
+    targets = np.asarray(targets)
+    if targets.size and not np.issubdtype(targets.dtype, np.integer):
+        raise ValueError(f"targets must hold integer class indices, got dtype {targets.dtype}")
+    flat = targets.reshape(-1).astype(np.int64)
+    if ignore_index is not None:
+        flat = flat[flat != ignore_index]
+    if flat.size and (flat.min() < 0 or flat.max() >= num_classes):
+        bad = flat[(flat < 0) | (flat >= num_classes)][0]
+        raise ValueError(f"targets out of range: found {bad}, expected 0..{num_classes - 1}")
+    return np.bincount(flat, minlength=num_classes)
+
+
+def inverse_frequency_weights(counts) -> np.ndarray:
+    """w_i = n / (K · n_i): inversely proportional to each class's count, 1 for balanced data.
+
+    ``counts`` is one count per class (see ``class_counts``). A class with no samples has no
+    finite weight; that is an error naming the class rather than a silent guess.
+    """
+    counts = np.asarray(counts.detach().cpu() if torch.is_tensor(counts) else counts, dtype=np.float64)
+    if counts.ndim != 1 or counts.size < 2:
+        raise ValueError(f"counts must be 1-D with one entry per class, got shape {counts.shape}")
+    if not np.all(np.isfinite(counts)) or np.any(counts < 0):
+        raise ValueError(f"counts must be finite and non-negative, got {counts.tolist()}")
+    absent = np.flatnonzero(counts == 0)
+    if absent.size:
+        raise ValueError(f"classes {absent.tolist()} never occur, so their inverse frequency is infinite; "
+                         "pass explicit weights or counts for them")
+    return counts.sum() / (counts.size * counts)
+
+
+class WeightedCrossEntropyLoss(Loss):
+    """hossain2021 Eq 3: −w_y log z_y with inverse-frequency class weights.
+
+    Give ``weights`` (one per class) or ``class_counts`` (weights = inverse frequency), or
+    neither and let the trainer call ``set_training_targets(train_targets, num_classes)``.
+    The mean reduction is the plain mean of w_y · CE over elements.
+    """
+
+    name = "weighted_cross_entropy"
+
+    def __init__(self, *, weights=None, class_counts=None, reduction: str = "mean",
+                 ignore_index: int | None = None) -> None:
+        super().__init__(reduction=reduction, ignore_index=ignore_index)
+        if weights is not None and class_counts is not None:
+            raise ValueError("give weights or class_counts, not both")
+        if class_counts is not None:
+            weights = inverse_frequency_weights(class_counts)
+        self.register_buffer("weights", class_weight_tensor(weights, "weights"))
+        self.needs_training_targets = weights is None
+
+    @classmethod
+    def from_targets(cls, targets, num_classes: int, **kwargs) -> WeightedCrossEntropyLoss:
+        """Weights from the class frequencies of ``targets`` (e.g. all training masks)."""
+        return cls(class_counts=class_counts(targets, num_classes, kwargs.get("ignore_index")), **kwargs)
+
+    def set_training_targets(self, targets, num_classes: int) -> None:
+        if self.needs_training_targets:
+            counts = class_counts(targets, num_classes, self.ignore_index)
+            self.weights = torch.as_tensor(inverse_frequency_weights(counts), dtype=torch.float64)
+
+    def elementwise(self, logits, index):
+        if self.weights is None:
+            raise ValueError("weighted_cross_entropy has no class weights: give weights or class_counts, "
+                             "or call set_training_targets(train_targets, num_classes) first")
+        weights = self.weights.to(device=logits.device, dtype=logits.dtype)
+        if weights.numel() != logits.shape[1]:
+            raise ValueError(f"weights has {weights.numel()} entries but logits have {logits.shape[1]} classes")
+        return F.cross_entropy(logits, index.squeeze(1), weight=weights, reduction="none").unsqueeze(1)
+
+    def hyperparameters(self):
+        weights = None if self.weights is None else tuple(self.weights.tolist())
+        return {"weights": weights, **super().hyperparameters()}
+
+
+# ---- dual cross-entropy and dual focal loss -------------------------------------------------
+def _sum_over_classes_replacing_target(per_class: torch.Tensor, index: torch.Tensor,
+                                       target_term: torch.Tensor) -> torch.Tensor:
+    """Σ_i t_i with the true class's t_y replaced by ``target_term`` (N, 1, *)."""
+    return per_class.scatter(1, index, target_term).sum(dim=1, keepdim=True)
+
+
+class DualCrossEntropyLoss(Loss):
+    """hossain2021 Eq 4 (Li et al.'s dual CE): −log z_y + β Σ_{i≠y} log(α + z_i); α > 0, β ≥ 0."""
+
+    name = "dual_cross_entropy"
+
+    def __init__(self, *, alpha: float = 1.0, beta: float = 1.0, reduction: str = "mean",
+                 ignore_index: int | None = None) -> None:
+        super().__init__(reduction=reduction, ignore_index=ignore_index)
+        self.alpha = check_number(alpha, "alpha", low=0.0, low_open=True)
+        self.beta = check_number(beta, "beta", low=0.0)
+
+    def elementwise(self, logits, index):
+        alpha, beta = self.alpha, self.beta
+
+        def spec(parts):
+            alpha_plus_p = parts.p + alpha  # α > 0: no cancellation
+            loss = (beta * torch.log(alpha_plus_p)).scatter_(1, index, -parts.log_p.gather(1, index))
+            # ∂L/∂log p_i = β p_i/(α + p_i) for the other classes, −1 for the true one.
+            slope = (beta * parts.p / alpha_plus_p).scatter_(1, index, -1.0)
+            return loss.sum(dim=1, keepdim=True), slope, None
+
+        return classwise_loss(logits, spec)
+
+    def hyperparameters(self):
+        return {"alpha": self.alpha, "beta": self.beta, **super().hyperparameters()}
+
+
+class DualFocalLoss(Loss):
+    """hossain2021 dual focal loss (Eq 8 with Eq 7's added α|y − z|^γ; see the module docstring).
+
+    L = −log z_y − β Σ_{i≠y} log(ρ − z_i) + α [(1 − z_y)^γ + Σ_{i≠y} z_i^γ], all constants 1 by
+    default as in the paper. ρ ≥ 1 keeps log(ρ − z) finite; log(1 − z) is computed exactly.
+    """
+
+    name = "dual_focal"
+
+    def __init__(self, *, alpha: float = 1.0, beta: float = 1.0, gamma: float = 1.0, rho: float = 1.0,
+                 reduction: str = "mean", ignore_index: int | None = None) -> None:
+        super().__init__(reduction=reduction, ignore_index=ignore_index)
+        self.alpha = check_number(alpha, "alpha", low=0.0)
+        self.beta = check_number(beta, "beta", low=0.0)
+        self.gamma = check_number(gamma, "gamma", low=0.0)
+        self.rho = check_number(rho, "rho", low=1.0)
+
+    def elementwise(self, logits, index):
+        alpha, beta, gamma = self.alpha, self.beta, self.gamma
+        log_rho_minus_one = None if self.rho == 1.0 else math.log(self.rho - 1.0)
+
+        def spec(parts):
+            log_p, p, log_q = parts.log_p, parts.p, parts.log_one_minus_p
+            if log_rho_minus_one is None:
+                log_rho_minus_p = log_q
+            else:
+                log_rho_minus_p = torch.logaddexp(log_q, torch.full_like(log_p, log_rho_minus_one))
+            p_gamma = p if gamma == 1.0 else torch.exp(gamma * log_p)
+            log_p_y, log_q_y = log_p.gather(1, index), log_q.gather(1, index)
+            # Other classes: −β log(ρ − z_i) + α z_i^γ.  True class: −log z_y + α (1 − z_y)^γ.
+            loss = (alpha * p_gamma - beta * log_rho_minus_p).scatter_(
+                1, index, alpha * torch.exp(gamma * log_q_y) - log_p_y).sum(dim=1, keepdim=True)
+            # a = ∂L/∂log z: β z/(ρ − z) + αγ z^γ, and −1 − αγ z_y (1 − z_y)^(γ−1) for the true class.
+            slope = beta * torch.exp(log_p - log_rho_minus_p) + (alpha * gamma) * p_gamma
+            slope = slope.scatter_(1, index, -1.0 - alpha * gamma * torch.exp(log_p_y + (gamma - 1.0) * log_q_y))
+            # b_t = a_t (1 − z_t) for the class with z_t > 1/2, where a_t may be unbounded.
+            log_p_t, log_q_t = parts.log_p_top, parts.log_rest
+            if log_rho_minus_one is None:
+                other_b = beta * log_p_t.exp()
+            else:
+                log_rho_minus_p_t = torch.logaddexp(log_q_t, torch.full_like(log_q_t, log_rho_minus_one))
+                other_b = beta * torch.exp(log_p_t + log_q_t - log_rho_minus_p_t)
+            other_b = other_b + (alpha * gamma) * torch.exp(gamma * log_p_t + log_q_t)
+            target_b = -torch.exp(log_q_y) - alpha * gamma * torch.exp(log_p_y + gamma * log_q_y)
+            return loss, slope, torch.where(log_p_y > LOG_HALF, target_b, other_b)
+
+        return classwise_loss(logits, spec, needs_one_minus_p=True)
+
+    def hyperparameters(self):
+        return {"alpha": self.alpha, "beta": self.beta, "gamma": self.gamma, "rho": self.rho,
+                **super().hyperparameters()}
+
+
+# ---- generalised Dice --------------------------------------------------------------------------
+class GeneralizedDiceLoss(Loss):
+    """Sudre et al. (2017): 1 − 2 Σ_l w_l Σ_n r_ln z_ln / Σ_l w_l Σ_n (r_ln + z_ln), w_l = 1/(Σ_n r_ln)².
+
+    The sums over n run over every pixel of the batch (default) or of each image
+    (``per_image=True``, then reduced over images). A class absent from the reference has no
+    finite weight; it gets the largest weight of the present classes, so predicting it still
+    costs (through the denominator) instead of being ignored or dominating. Ignored pixels
+    (``ignore_index``) are left out of every sum.
+    """
+
+    name = "generalized_dice"
+
+    def __init__(self, *, per_image: bool = False, reduction: str = "mean", ignore_index: int | None = None) -> None:
+        super().__init__(reduction=reduction, ignore_index=ignore_index)
+        if not isinstance(per_image, bool):
+            raise ValueError(f"per_image must be True or False, got {per_image!r}")
+        self.per_image = per_image
+
+    def reduce_valid(self, logits, index, valid):
+        n, k = logits.shape[:2]
+        probs = torch.softmax(logits, dim=1).reshape(n, k, -1)  # (N, K, pixels); 1 pixel for (N, K)
+        reference = torch.zeros_like(probs).scatter_(1, index.reshape(n, 1, -1), 1.0)
+        if valid is not None:
+            mask = valid.reshape(n, 1, -1).to(probs.dtype)
+            probs, reference = probs * mask, reference * mask
+        dims = (2,) if self.per_image else (0, 2)
+        class_count = reference.sum(dim=dims)  # (N, K) per image, (K,) for the batch
+        present = class_count > 0
+        weight = torch.where(present, torch.where(present, class_count, 1.0).square().reciprocal(), 0.0)
+        weight = torch.where(present, weight, weight.amax(dim=-1, keepdim=True))
+        numerator = (weight * (reference * probs).sum(dim=dims)).sum(dim=-1)
+        denominator = (weight * (class_count + probs.sum(dim=dims))).sum(dim=-1)
+        has_pixels = denominator > 0  # False only when every pixel is ignored
+        dice = 2 * numerator / torch.where(has_pixels, denominator, 1.0)
+        loss = torch.where(has_pixels, 1.0 - dice, 0.0)
+        return self._reduce(loss, None) if self.per_image else loss  # batch level: one value
+
+    def hyperparameters(self):
+        return {"per_image": self.per_image, **super().hyperparameters()}

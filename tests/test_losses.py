@@ -1,0 +1,381 @@
+"""focalcal.losses: gradients, equivalences, mukhoti2020 Prop 1, γ policies, numerics, API."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from scipy.special import logsumexp as np_logsumexp
+from scipy.special import softmax as np_softmax
+
+from focalcal import losses
+from focalcal.losses._logprob import log_one_minus_softmax, target_log_probs
+from focalcal.theory import gradient_ratio
+
+ALL_NAMES = losses.available()
+SPATIAL_OK = [n for n in ALL_NAMES if n != "mmce"]
+
+
+def prepared(name: str, num_classes: int, **params):
+    """A loss from the registry with its trainer hooks called as a trainer would."""
+    loss = losses.build({"name": name, **params})
+    loss.set_training_targets(torch.arange(num_classes).repeat(3), num_classes)
+    loss.set_epoch(0, 10)
+    return loss
+
+
+def focal_numpy(logits: np.ndarray, target: np.ndarray, gamma: float) -> np.ndarray:
+    """Per-sample −(1 − p_y)^γ log p_y in float64 numpy (moderate logits only)."""
+    p = np_softmax(logits, axis=1)[np.arange(len(target)), target]
+    return -((1 - p) ** gamma) * np.log(p)
+
+
+# ---- gradients -------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", ALL_NAMES)
+def test_gradcheck_classification(name):
+    torch.manual_seed(1)
+    logits = (2 * torch.randn(6, 4, dtype=torch.float64)).requires_grad_()
+    target = torch.randint(0, 4, (6,))
+    loss = prepared(name, 4)
+    assert torch.autograd.gradcheck(lambda x: loss(x, target), (logits,))
+
+
+@pytest.mark.parametrize("name", SPATIAL_OK)
+def test_gradcheck_segmentation_with_ignore_index(name):
+    torch.manual_seed(2)
+    logits = (2 * torch.randn(2, 3, 3, 2, dtype=torch.float64)).requires_grad_()
+    target = torch.randint(0, 3, (2, 3, 2))
+    target[0, 0, 0] = 255
+    loss = prepared(name, 3, ignore_index=255)
+    assert torch.autograd.gradcheck(lambda x: loss(x, target), (logits,))
+
+
+@pytest.mark.parametrize("params", [{"gamma": 0.5}, {"gamma": 2.0, "smoothing": 0.1}, {"gamma": 1.0, "alpha": [0.2, 1.0, 3.0]}])
+def test_gradcheck_focal_variants(params):
+    torch.manual_seed(3)
+    logits = (3 * torch.randn(5, 3, dtype=torch.float64)).requires_grad_()
+    target = torch.randint(0, 3, (5,))
+    loss = losses.build({"name": "focal", **params})
+    assert torch.autograd.gradcheck(lambda x: loss(x, target), (logits,))
+
+
+def test_gradcheck_soft_targets_and_dual_focal_gamma_below_one():
+    torch.manual_seed(4)
+    logits = (2 * torch.randn(4, 3, dtype=torch.float64)).requires_grad_()
+    soft = torch.softmax(torch.randn(4, 3, dtype=torch.float64), dim=1)
+    focal = losses.build({"name": "focal", "gamma": 1.5})
+    assert torch.autograd.gradcheck(lambda x: focal(x, soft), (logits,))
+    target = torch.randint(0, 3, (4,))
+    dual = losses.build({"name": "dual_focal", "gamma": 0.5, "rho": 1.5, "beta": 2.0, "alpha": 0.7})
+    assert torch.autograd.gradcheck(lambda x: dual(x, target), (logits,))
+
+
+# ---- equivalences and values -----------------------------------------------------------------
+def test_focal_gamma_zero_is_cross_entropy_and_matches_numpy():
+    torch.manual_seed(5)
+    logits = 3 * torch.randn(50, 7, dtype=torch.float64)
+    target = torch.randint(0, 7, (50,))
+    ce = F.cross_entropy(logits, target, reduction="none")
+    focal0 = losses.build({"name": "focal", "gamma": 0})(logits, target)
+    assert torch.allclose(focal0, ce.mean(), rtol=1e-13, atol=0)
+    for gamma in (0.5, 1.0, 3.0):
+        per_sample = losses.build({"name": "focal", "gamma": gamma, "reduction": "none"})(logits, target)
+        np.testing.assert_allclose(per_sample.numpy(), focal_numpy(logits.numpy(), target.numpy(), gamma), rtol=1e-10)
+
+
+def test_label_smoothing_zero_is_cross_entropy_and_matches_torch():
+    torch.manual_seed(6)
+    logits = 3 * torch.randn(40, 5, dtype=torch.float64)
+    target = torch.randint(0, 5, (40,))
+    ls0 = losses.build({"name": "label_smoothing", "smoothing": 0.0})(logits, target)
+    assert torch.allclose(ls0, F.cross_entropy(logits, target), rtol=1e-13, atol=0)
+    # mukhoti2020's α puts α/(K−1) on each other class; torch's ε puts ε/K on every class.
+    alpha, k = 0.05, 5
+    ls = losses.build({"name": "label_smoothing", "smoothing": alpha})(logits, target)
+    assert torch.allclose(ls, F.cross_entropy(logits, target, label_smoothing=alpha * k / (k - 1)), rtol=1e-12)
+
+
+def test_focal_with_smoothing_is_focal_of_smoothed_soft_targets():
+    torch.manual_seed(7)
+    logits = 2 * torch.randn(30, 4, dtype=torch.float64)
+    target = torch.randint(0, 4, (30,))
+    alpha, gamma = 0.1, 2.0
+    soft = np.full((30, 4), alpha / 3)
+    soft[np.arange(30), target.numpy()] = 1 - alpha
+    p = np_softmax(logits.numpy(), axis=1)
+    expected = -(soft * (1 - p) ** gamma * np.log(p)).sum(axis=1)
+    got = losses.build({"name": "focal", "gamma": gamma, "smoothing": alpha, "reduction": "none"})(logits, target)
+    np.testing.assert_allclose(got.numpy(), expected, rtol=1e-11)
+    soft_direct = losses.build({"name": "focal", "gamma": gamma, "reduction": "none"})(logits, torch.from_numpy(soft))
+    np.testing.assert_allclose(soft_direct.numpy(), expected, rtol=1e-11)
+    # γ = 0 with smoothing is label smoothing.
+    fl0 = losses.build({"name": "focal", "gamma": 0, "smoothing": alpha})(logits, target)
+    ls = losses.build({"name": "label_smoothing", "smoothing": alpha})(logits, target)
+    assert torch.allclose(fl0, ls, rtol=1e-12)
+
+
+def test_focal_alpha_class_weights_and_scalar():
+    torch.manual_seed(8)
+    logits = torch.randn(20, 3, dtype=torch.float64)
+    target = torch.randint(0, 3, (20,))
+    weights = np.array([0.5, 2.0, 1.5])
+    base = focal_numpy(logits.numpy(), target.numpy(), 2.0)
+    got = losses.build({"name": "focal", "gamma": 2, "alpha": weights.tolist(), "reduction": "none"})(logits, target)
+    np.testing.assert_allclose(got.numpy(), weights[target.numpy()] * base, rtol=1e-12)
+    scalar = losses.build({"name": "focal", "gamma": 2, "alpha": 0.25, "reduction": "sum"})(logits, target)
+    assert math.isclose(float(scalar), 0.25 * base.sum(), rel_tol=1e-12)
+
+
+def test_brier_matches_numpy():
+    torch.manual_seed(9)
+    logits = 2 * torch.randn(25, 6, dtype=torch.float64)
+    target = torch.randint(0, 6, (25,))
+    p = np_softmax(logits.numpy(), axis=1)
+    onehot = np.eye(6)[target.numpy()]
+    expected = ((p - onehot) ** 2).sum(axis=1).mean()
+    assert math.isclose(float(losses.build({"name": "brier"})(logits, target)), expected, rel_tol=1e-12)
+
+
+def mmce_numpy(confidence, correct, weighted, bandwidth=0.4):
+    """Double loop over pairs — a deliberately naive second implementation."""
+    n = len(confidence)
+    if weighted:
+        if correct.all() or not correct.any():
+            return 0.0
+        wc = np.where(correct, 1 - confidence, 0.0)
+        ww = np.where(correct, 0.0, confidence)
+        w = wc / wc.sum() - ww / ww.sum()
+    else:
+        w = (correct.astype(float) - confidence) / n
+    total = 0.0
+    for i in range(n):
+        for j in range(n):
+            total += w[i] * w[j] * math.exp(-abs(confidence[i] - confidence[j]) / bandwidth)
+    return math.sqrt(max(total, 0.0))
+
+
+@pytest.mark.parametrize("weighted", [True, False])
+def test_mmce_matches_naive_double_loop(weighted):
+    torch.manual_seed(10)
+    logits = 2 * torch.randn(30, 5, dtype=torch.float64)
+    target = torch.randint(0, 5, (30,))
+    p = np_softmax(logits.numpy(), axis=1)
+    confidence, correct = p.max(axis=1), p.argmax(axis=1) == target.numpy()
+    assert 0 < correct.sum() < 30
+    expected = F.cross_entropy(logits, target).item() + 2.0 * mmce_numpy(confidence, correct, weighted)
+    got = losses.build({"name": "mmce", "lam": 2.0, "weighted": weighted})(logits, target)
+    assert math.isclose(float(got), expected, rel_tol=1e-11)
+
+
+def test_weighted_mmce_vanishes_under_calibration_only():
+    rng = np.random.default_rng(0)
+    confidence = torch.from_numpy(rng.uniform(0.3, 1.0, 4000))
+    one_minus = 1 - confidence
+    calibrated = torch.from_numpy(rng.uniform(size=4000)) < confidence
+    overconfident = torch.from_numpy(rng.uniform(size=4000)) < confidence - 0.2
+    from focalcal.losses.mmce import mmce_squared
+    small = mmce_squared(confidence, one_minus, calibrated).sqrt()
+    large = mmce_squared(confidence, one_minus, overconfident).sqrt()
+    assert small < 0.02 and large > 0.05  # 0.011 vs 0.063 with this seed
+
+
+# ---- mukhoti2020 Prop 1 ----------------------------------------------------------------------
+@pytest.mark.parametrize("gamma", [0.5, 1.0, 3.0, 5.0])
+def test_prop1_focal_gradient_is_cross_entropy_gradient_times_g(gamma):
+    torch.manual_seed(11)
+    features = torch.randn(8, 5, dtype=torch.float64)
+    weight = (torch.randn(4, 5, dtype=torch.float64)).requires_grad_()
+    target = torch.randint(0, 4, (8,))
+    focal = losses.build({"name": "focal", "gamma": gamma, "reduction": "none"})
+    p_target = torch.softmax(features @ weight.T, dim=1)[torch.arange(8), target].detach().numpy()
+    g = gradient_ratio(p_target, gamma)
+    for i in range(8):
+        grad_focal, = torch.autograd.grad(focal(features @ weight.T, target)[i], weight)
+        grad_ce, = torch.autograd.grad(F.cross_entropy(features @ weight.T, target, reduction="none")[i], weight)
+        np.testing.assert_allclose(grad_focal.numpy(), g[i] * grad_ce.numpy(), rtol=1e-10, atol=1e-14)
+
+
+def test_prop1_holds_in_float32_near_certainty():
+    # p_y within 1e-6..1e-30 of 1: the focal gradient must equal g · CE gradient, not NaN/0.
+    gaps = torch.tensor([14.0, 30.0, 70.0])
+    logits = torch.stack([gaps, torch.zeros(3)], dim=1).float().requires_grad_()
+    target = torch.zeros(3, dtype=torch.long)
+    for gamma in (0.5, 3.0):
+        grad, = torch.autograd.grad(losses.build({"name": "focal", "gamma": gamma, "reduction": "sum"})(logits, target), logits)
+        # Exact in float64: dL/du_1 = g(p_y) · p_1 with p_1 = 1 − p_y = sigmoid(−gap).
+        p_other = torch.sigmoid(-gaps.double())
+        g = gradient_ratio((1 - p_other).numpy(), gamma)
+        np.testing.assert_allclose(grad[:, 1].double().numpy(), g * p_other.numpy(), rtol=1e-4, atol=1e-40)  # float32 underflow
+
+
+# ---- γ policies ------------------------------------------------------------------------------
+def test_flsd53_uses_gamma_5_exactly_below_0_2():
+    flsd = losses.build({"name": "flsd53"})
+    p = torch.tensor([0.0, 0.1, 0.19999999, 0.2, 0.20000001, 0.5, 1.0], dtype=torch.float64)
+    assert flsd.gamma_for(p).tolist() == [5, 5, 5, 3, 3, 3, 3]
+    flsd532 = losses.build({"name": "flsd532"})
+    assert flsd532.gamma_for(p).tolist() == [5, 5, 5, 3, 3, 2, 2]
+    # Per-sample losses follow the chosen γ.
+    torch.manual_seed(12)
+    logits = 2 * torch.randn(200, 3, dtype=torch.float64)
+    target = torch.randint(0, 3, (200,))
+    p_y = np_softmax(logits.numpy(), axis=1)[np.arange(200), target.numpy()]
+    assert (p_y < 0.2).sum() > 20 and (p_y >= 0.2).sum() > 20
+    expected = np.where(p_y < 0.2, focal_numpy(logits.numpy(), target.numpy(), 5.0),
+                        focal_numpy(logits.numpy(), target.numpy(), 3.0))
+    got = losses.build({"name": "flsd53", "reduction": "none"})(logits, target)
+    np.testing.assert_allclose(got.numpy(), expected, rtol=1e-11)
+
+
+def test_flsc_switches_at_the_papers_epochs_scaled_to_the_run():
+    flsc531, flsc532 = losses.build({"name": "flsc531"}), losses.build({"name": "flsc532"})
+    assert flsc531.switch_epochs(350) == [100, 250]
+    assert [flsc531.gamma_at(e, 350) for e in (0, 99, 100, 249, 250, 349)] == [5, 5, 3, 3, 1, 1]
+    assert [flsc532.gamma_at(e, 350) for e in (0, 99, 100, 249, 250, 349)] == [5, 5, 3, 3, 2, 2]
+    assert flsc531.switch_epochs(35) == [10, 25]
+    assert [flsc531.gamma_at(e, 35) for e in (9, 10, 24, 25)] == [5, 3, 3, 1]
+    torch.manual_seed(13)
+    logits, target = torch.randn(10, 3, dtype=torch.float64), torch.randint(0, 3, (10,))
+    for epoch, gamma in ((0, 5.0), (120, 3.0), (300, 1.0)):
+        flsc531.set_epoch(epoch, 350)
+        assert torch.allclose(flsc531(logits, target), losses.build({"name": "focal", "gamma": gamma})(logits, target))
+
+
+def test_flsc_needs_the_epoch():
+    with pytest.raises(ValueError, match="set_epoch"):
+        losses.build({"name": "focal_scheduled"})(torch.randn(3, 2), torch.tensor([0, 1, 0]))
+    with pytest.raises(ValueError, match="epoch"):
+        losses.build({"name": "focal_scheduled"}).set_epoch(10, 10)
+
+
+# ---- numerics --------------------------------------------------------------------------------
+def extreme_logits():
+    """float32 logits up to ±1e4: certain-right, certain-wrong, ties and mixed rows."""
+    logits = torch.tensor([[1e4, -1e4, 0.0], [-1e4, 1e4, 0.0], [1e4, 1e4, -1e4],
+                           [0.0, 0.0, 0.0], [5e3, -3e3, 9.9e3], [1e4, 1e4 - 30, -1e4]], dtype=torch.float32)
+    target = torch.tensor([0, 0, 1, 2, 1, 1])
+    return logits, target
+
+
+@pytest.mark.parametrize("name", ALL_NAMES)
+def test_finite_loss_and_gradient_for_float32_logits_up_to_1e4(name):
+    logits, target = extreme_logits()
+    for params in ({}, {"gamma": 0.5}) if name in ("focal", "dual_focal") else ({},):
+        loss = prepared(name, 3, **params)
+        x = logits.clone().requires_grad_()
+        value = loss(x, target)
+        value.backward()
+        assert torch.isfinite(value) and torch.isfinite(x.grad).all(), (name, params, value, x.grad)
+
+
+def test_focal_smoothing_finite_for_extreme_logits():
+    logits, target = extreme_logits()
+    x = logits.clone().requires_grad_()
+    value = losses.build({"name": "focal", "gamma": 0.5, "smoothing": 0.1})(x, target)
+    value.backward()
+    assert torch.isfinite(value) and torch.isfinite(x.grad).all()
+
+
+def test_log_one_minus_p_is_exact_in_float32_where_1_minus_p_rounds_to_zero():
+    logits64 = torch.tensor([[40.0, -30.0, 0.0, 1.0], [-2.0, 0.5, 0.1, 3.0], [1e4, 0.0, 1e4 - 50, -1e4]], dtype=torch.float64)
+    log_p64 = logits64 - torch.logsumexp(logits64, 1, keepdim=True)
+    reference = np.array([[np_logsumexp(np.delete(row, i)) - np_logsumexp(row) for i in range(4)]
+                          for row in logits64.numpy()])
+    got = log_one_minus_softmax(torch.log_softmax(logits64.float(), 1)).double().numpy()
+    np.testing.assert_allclose(got, reference, rtol=1e-6, atol=1e-6)
+    assert got[0, 0] < -38  # 1 − p ≈ e^-38.7: plain float32 1 − p would be 0 and its log −inf
+    index = torch.tensor([[0], [3], [0]])
+    _, log_q = target_log_probs(torch.log_softmax(logits64.float(), 1), index)
+    np.testing.assert_allclose(log_q.squeeze(1).double().numpy(), reference[[0, 1, 2], [0, 3, 0]], rtol=1e-6)
+
+
+def test_nan_logits_are_named():
+    logits = torch.tensor([[0.0, float("nan")], [1.0, 2.0]])
+    with pytest.raises(ValueError, match="logits contain NaN"):
+        losses.build({"name": "focal"})(logits, torch.tensor([0, 1]))
+
+
+# ---- reductions, ignore_index, shapes --------------------------------------------------------
+@pytest.mark.parametrize("name", ["cross_entropy", "focal", "flsd53", "label_smoothing", "brier", "dual_focal",
+                                  "dual_cross_entropy", "weighted_cross_entropy", "adafocal"])
+def test_reductions_and_ignore_index(name):
+    torch.manual_seed(14)
+    logits = torch.randn(3, 4, 5, 5, dtype=torch.float64, requires_grad=True)
+    target = torch.randint(0, 4, (3, 5, 5))
+    ignored = torch.rand(3, 5, 5) < 0.3
+    target_ignored = target.masked_fill(ignored, -100)
+    per_pixel = prepared(name, 4, reduction="none")(logits, target)
+    assert per_pixel.shape == (3, 5, 5)
+    total = prepared(name, 4, reduction="sum")(logits, target)
+    mean = prepared(name, 4)(logits, target)
+    assert torch.allclose(total, per_pixel.sum()) and torch.allclose(mean, per_pixel.mean())
+    with_ignore = prepared(name, 4, ignore_index=-100, reduction="none")(logits, target_ignored)
+    assert torch.equal(with_ignore[ignored], torch.zeros(int(ignored.sum()), dtype=torch.float64))
+    assert torch.allclose(with_ignore[~ignored], per_pixel[~ignored])
+    mean_ignored = prepared(name, 4, ignore_index=-100)(logits, target_ignored)
+    assert torch.allclose(mean_ignored, per_pixel[~ignored].mean())
+    grad, = torch.autograd.grad(mean_ignored, logits)
+    assert torch.all(grad.permute(0, 2, 3, 1)[ignored] == 0)
+
+
+def test_bad_inputs_name_the_culprit():
+    loss = losses.build({"name": "focal"})
+    with pytest.raises(ValueError, match="target out of range: found 3"):
+        loss(torch.randn(2, 3), torch.tensor([0, 3]))
+    with pytest.raises(ValueError, match="target has shape"):
+        loss(torch.randn(2, 3), torch.tensor([0, 1, 2]))
+    with pytest.raises(ValueError, match="integer class indices"):
+        loss(torch.randn(2, 3), torch.tensor([0.0, 1.0]))
+    with pytest.raises(ValueError, match="at least 2 classes"):
+        loss(torch.randn(2, 1), torch.tensor([0, 0]))
+    with pytest.raises(ValueError, match="soft targets must sum to 1"):
+        loss(torch.randn(2, 3), torch.full((2, 3), 0.5))
+    with pytest.raises(ValueError, match="mmce compares every pair"):
+        losses.build({"name": "mmce"})(torch.randn(2, 3, 4, 4), torch.zeros(2, 4, 4, dtype=torch.long))
+    with pytest.raises(ValueError, match="gamma must be >= 0"):
+        losses.build({"name": "focal", "gamma": -1})
+    with pytest.raises(ValueError, match="alpha has 2 entries but logits have 3 classes"):
+        losses.build({"name": "focal", "alpha": [1, 2]})(torch.randn(2, 3), torch.tensor([0, 1]))
+
+
+# ---- registry --------------------------------------------------------------------------------
+def test_build_lists_names_and_parameters_on_error():
+    expected = {"cross_entropy", "focal", "label_smoothing", "focal_sample_dependent", "focal_scheduled", "brier",
+                "mmce", "adafocal", "weighted_cross_entropy", "dual_cross_entropy", "dual_focal", "generalized_dice"}
+    assert expected <= set(losses.available())
+    with pytest.raises(ValueError, match="unknown loss 'focall'; available: .*focal"):
+        losses.build({"name": "focall"})
+    with pytest.raises(ValueError, match=r"unknown parameter\(s\) \['gama'\] for loss 'focal'; accepted: gamma, alpha"):
+        losses.build({"name": "focal", "gama": 2})
+    with pytest.raises(ValueError, match="flsd53 fixes gammas, thresholds"):
+        losses.build({"name": "flsd53", "gammas": [1, 2]})
+    with pytest.raises(ValueError, match="needs a 'name'"):
+        losses.build({"gamma": 2})
+    assert losses.parameters("mmce") == {"lam": 2.0, "bandwidth": 0.4, "weighted": True, "reduction": "mean",
+                                         "ignore_index": None}
+    assert losses.parameters("flsd53") == {"reduction": "mean", "ignore_index": None}
+
+
+def test_presets_equal_their_explicit_configs():
+    torch.manual_seed(15)
+    logits, target = torch.randn(40, 5, dtype=torch.float64), torch.randint(0, 5, (40,))
+    explicit = losses.build({"name": "focal_sample_dependent", "thresholds": [0.2, 0.5], "gammas": [5, 3, 2]})
+    assert torch.equal(losses.build({"name": "flsd532"})(logits, target), explicit(logits, target))
+    default = losses.build({"name": "focal_sample_dependent"})
+    assert torch.equal(losses.build({"name": "flsd53"})(logits, target), default(logits, target))
+    sched = losses.build({"name": "focal_scheduled"})
+    assert (sched.milestones, sched.gammas) == (losses.build({"name": "flsc531"}).milestones, (5.0, 3.0, 1.0))
+
+
+def test_hooks_exist_on_every_loss():
+    for name in ALL_NAMES:
+        loss = losses.build({"name": name})
+        for hook in ("set_epoch", "update_from_validation", "set_training_targets"):
+            assert callable(getattr(loss, hook))
+        assert isinstance(loss.needs_validation, bool) and isinstance(loss.needs_training_targets, bool)
+    assert losses.build({"name": "adafocal"}).needs_validation
+    assert losses.build({"name": "weighted_cross_entropy"}).needs_training_targets
+    assert not losses.build({"name": "weighted_cross_entropy", "weights": [1, 2]}).needs_training_targets
