@@ -45,7 +45,7 @@ class SplitDataset:
 
     def record(self) -> dict:
         """A JSON-serialisable summary that determines the split (for a run's metadata file)."""
-        keys = ("dataset", "task", "split_seed", "subset_fraction", "options", "pools", "augmentation", "mean", "std")
+        keys = ("dataset", "task", "split_seed", "folds", "subset_fraction", "options", "pools", "augmentation", "mean", "std")
         return {
             "name": self.name,
             "split_hash": self.split_hash,
@@ -73,9 +73,12 @@ class RawData:
     load carves val from train) to ``(x, y)`` numpy arrays. ``x`` uint8 images are scaled
     to [0, 1]; float inputs are kept. ``per_sample`` holds further arrays aligned with a
     pool (e.g. the true posterior), split alongside and returned in ``meta``.
+    ``num_classes`` overrides the registered count when a loader option decides it
+    (e.g. the classes of a segmentation folder).
     """
 
     pools: dict[str, tuple[np.ndarray, np.ndarray]]
     class_names: list[str] | None = None
     per_sample: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)
     info: dict = field(default_factory=dict)
+    num_classes: int | None = None

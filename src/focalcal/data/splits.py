@@ -93,3 +93,27 @@ def split_hash(indices: dict[str, np.ndarray], pools: dict[str, str]) -> str:
         digest.update(f"{name}:{pools[name]}:{index.size};".encode())
         digest.update(index.tobytes())
     return digest.hexdigest()
+
+
+def fold_indices(labels: np.ndarray | None, n: int, n_folds: int, fold: int, val_size: int, rng: np.random.Generator,
+                 *, stratify: bool = True) -> dict[str, np.ndarray]:
+    """k-fold cross-validation splits of ``range(n)``: test = fold ``fold``, val from the rest.
+
+    ``rng`` first draws one seeded order of all samples (stratified like
+    :func:`split_indices` when ``stratify``), cut into ``n_folds`` contiguous folds whose
+    sizes differ by at most one; so for one seed the test folds of ``fold = 0 .. k-1`` are
+    disjoint and cover every sample once. ``val_size`` samples of the other folds are then
+    drawn (stratified) for early stopping, as hossain2021 §4.2 does; the rest is train.
+    Each returned array is sorted.
+    """
+    if n_folds > n:
+        raise ValueError(f"n_folds={n_folds} exceeds the {n} samples of the pool")
+    order = _spread_order(np.asarray(labels), rng) if stratify else rng.permutation(n)
+    bounds = np.arange(n_folds + 1) * n // n_folds
+    test = order[bounds[fold]:bounds[fold + 1]]
+    rest = np.sort(np.concatenate([order[:bounds[fold]], order[bounds[fold + 1]:]]))
+    if val_size >= rest.size:
+        raise ValueError(f"val_size={val_size} leaves no training samples from the {rest.size} samples outside test fold {fold}")
+    inner = split_indices(None if labels is None else np.asarray(labels)[rest], rest.size, {"val": val_size}, rng,
+                          stratify=stratify)
+    return {"val": rest[inner["val"]], "test": np.sort(test).astype(np.int64), "train": rest[inner["train"]]}

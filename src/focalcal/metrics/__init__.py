@@ -10,6 +10,8 @@ Conventions shared by every function here:
 * Binned metrics use right-closed bins ``((i-1)/M, i/M]`` with 0 in the first bin;
   ``binning="mass"`` gives equal-mass bins (AdaECE) that never split tied confidences.
   Details: :mod:`focalcal.metrics.binning`.
+* Segmentation (:mod:`focalcal.metrics.segmentation`): IoU, pixel accuracy and Hausdorff
+  distance take integer label maps; ``pixel_ece`` is ``ece`` over the flattened pixels.
 """
 
 from focalcal.metrics.calibration import classwise_ece, ece, mce, reliability_bins
@@ -23,17 +25,24 @@ from focalcal.metrics.classification import (
     s99,
     top_k_error,
 )
+from focalcal.metrics.segmentation import IoU, hausdorff_distance, iou, pixel_accuracy, pixel_confusion_matrix, pixel_ece
 
 __all__ = [
+    "IoU",
     "S99",
     "brier",
     "classwise_ece",
     "ece",
     "error",
+    "hausdorff_distance",
+    "iou",
     "kl_divergence",
     "mce",
     "nll",
     "nll_from_logits",
+    "pixel_accuracy",
+    "pixel_confusion_matrix",
+    "pixel_ece",
     "reliability_bins",
     "s99",
     "top_k_error",
