@@ -227,7 +227,7 @@ class Trainer:
             loss = self.loss_fn(logits, targets)
             if not torch.isfinite(loss):
                 progress.close()
-                raise self._diverged(f"the loss became {float(loss)}", epoch, batch, n_batches)
+                raise self._diverged(f"the loss became {float(loss.detach())}", epoch, batch, n_batches)
             self.optimizer.zero_grad(set_to_none=True)
             loss.backward()
             self.optimizer.step()
