@@ -69,7 +69,7 @@ class Loss(nn.Module):
         logits = check_logits(logits)
         if (self.accepts_soft_targets and torch.is_tensor(target) and target.is_floating_point()
                 and target.shape == logits.shape):
-            loss = self.soft_target_elementwise(logits, check_soft_targets(target, logits)).squeeze(1)
+            loss = self.soft_target_elementwise(logits, check_soft_targets(target, logits))
             return self._finish(self._reduce(loss, None), logits)
         index, valid = check_targets(target, logits, self.ignore_index)
         return self._finish(self.reduce_valid(logits, index, valid), logits)
@@ -79,13 +79,17 @@ class Loss(nn.Module):
 
     def reduce_valid(self, logits: torch.Tensor, index: torch.Tensor, valid: torch.Tensor | None) -> torch.Tensor:
         """Per-element loss, ignored elements zeroed, then reduced."""
-        return self._reduce(self.elementwise(logits, index).squeeze(1), valid)
+        return self._reduce(self.elementwise(logits, index), valid)
 
     def _reduce(self, loss: torch.Tensor, valid: torch.Tensor | None) -> torch.Tensor:
+        """Reduce a per-element loss (N, 1, *spatial); ``valid`` is (N, *spatial) or None.
+
+        The class axis is only squeezed out for "none": mean and sum need no reshape (one
+        autograd node less per call, which shows on small batches)."""
         if valid is not None:
-            loss = torch.where(valid, loss, torch.zeros((), dtype=loss.dtype, device=loss.device))
+            loss = torch.where(valid, loss.squeeze(1), torch.zeros((), dtype=loss.dtype, device=loss.device))
         if self.reduction == "none":
-            return loss
+            return loss if valid is not None else loss.squeeze(1)
         if self.reduction == "sum":
             return loss.sum()
         if valid is None:

@@ -5,12 +5,16 @@ For L = Σ_i f_i(log p_i) the gradient with respect to the logits is
     ∂L/∂u_j = a_j − p_j Σ_i a_i,        a_i = ∂L/∂log p_i,
 
 one pass instead of autograd's chain through every intermediate (several times cheaper for
-segmentation-sized inputs). A loss supplies, from log p and log(1 − p), its per-element value
-and a. Where some a_t is unbounded — a term in log(1 − p_t) or (1 − p_t)^γ with γ < 1 as
-p_t → 1, which can only happen for the one class t per row with p_t > 1/2 — the loss also
-supplies, per row, b_t = a_t (1 − p_t) (finite, computed in log space; 0 in rows without such
-a class), and that class's share is applied as b_t (e_t − q), q_j = p_j / (1 − p_t) for j ≠ t:
-the same quantity without inf − inf.
+segmentation-sized inputs). A loss supplies its per-element value and a from the parts below.
+
+Exact 1 − p without a logsumexp per element: for every class but the row's most probable one
+(the "top", p_top ≥ p_i) p_i ≤ 1/2, so 1 − p_i is exact to rounding; for the top class
+1 − p_top is the sum of the other probabilities (no cancellation), one reduction per row.
+
+Where the top's a_t is unbounded — a term in log(1 − p_t) or (1 − p_t)^γ with γ < 1 as
+p_t → 1 — the loss also supplies, per row, b_t = a_t (1 − p_t) (finite), and that class's share
+is applied as b_t (e_t − q), q_j = p_j / (1 − p_t) for j ≠ t: the same quantity without
+inf − inf. The loss may then leave anything (even inf) in a at the top position.
 """
 
 from __future__ import annotations
@@ -19,64 +23,109 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 from torch.autograd.function import once_differentiable
-
-from ._logprob import LOG_HALF, log_one_minus_softmax_parts
 
 
 @dataclass
 class SoftmaxParts:
-    """What a spec may use: log p and p, and — if asked for — log(1 − p) (exact, see _logprob)."""
+    """What a spec may use: log p and p and — if asked for — the row's top class.
+
+    ``top`` (N, 1, *) is the index of the most probable class, ``log_p_top`` / ``p_top`` its
+    log-probability and probability, ``rest`` = Σ_{j≠top} p_j = 1 − p_top exactly (it
+    underflows to 0 only where 1 − p_top < ~1e-38; ``log_rest`` covers that).
+    """
 
     log_p: torch.Tensor
     p: torch.Tensor
-    log_one_minus_p: torch.Tensor | None = None
-    is_top: torch.Tensor | None = None     # the class with p > 1/2, if any (at most one per row)
-    log_rest: torch.Tensor | None = None   # log(1 − p_top) per row (≈ 0 in rows without one)
-    log_p_top: torch.Tensor | None = None  # max_i log p_i per row; a top class exists where > log 1/2
+    top: torch.Tensor | None = None
+    log_p_top: torch.Tensor | None = None
+    p_top: torch.Tensor | None = None
+    rest: torch.Tensor | None = None
+
+    def log_rest(self) -> torch.Tensor:
+        """log(1 − p_top) per row: log1p(−p_top) where p_top ≤ 1/2, else log(rest), and where
+        ``rest`` underflows a logsumexp over the other classes (computed only for those rows)."""
+        finfo = torch.finfo(self.rest.dtype)
+        log_rest = torch.where(self.p_top > 0.5, torch.log(self.rest), torch.log1p(-self.p_top))
+        underflow = self.rest < finfo.tiny / finfo.eps  # below this the sum has lost precision
+        if bool(underflow.any()):
+            pixels = underflow.squeeze(1)
+            others = self.log_p.scatter(1, self.top, float("-inf")).movedim(1, -1)[pixels]
+            log_rest.squeeze(1)[pixels] = torch.logsumexp(others, dim=-1)
+        return log_rest
 
 
 # parts -> (loss (N, 1, *), a (N, K, *), b_t per row (N, 1, *) or None)
 Spec = Callable[[SoftmaxParts], tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]]
 
 
+def softmax_parts(logits: torch.Tensor, *, needs_top: bool) -> SoftmaxParts:
+    log_p = torch.log_softmax(logits, dim=1)
+    parts = SoftmaxParts(log_p, log_p.exp())
+    if needs_top:
+        parts.top, parts.p_top, parts.log_p_top, parts.rest = top_class(log_p, parts.p)
+    return parts
+
+
+def top_class(log_p: torch.Tensor, p: torch.Tensor):
+    """(index t (N, 1, *) with p_t > 1/2 where a row has such a class, p_t, log p_t, 1 − p_t exactly).
+
+    Only a class with p > 1/2 needs its 1 − p from the other classes; rows without one may
+    use any class. For (N, K) logits that is the argmax; with spatial dims a max-with-index
+    along the strided class axis is slow on CPU (~6 element-wise passes), so there t and
+    p_t come from one matrix product of the probabilities above 1/2 with (0, …, K−1) and
+    (1, …, 1) — Σ_j j s_j / Σ_j s_j = t exactly, s being 0 but at t — and t = 0 in rows
+    without such a class.
+    """
+    if p.dim() == 2:
+        top = p.argmax(dim=1, keepdim=True)
+        return top, p.gather(1, top), log_p.gather(1, top), p.scatter(1, top, 0.0).sum(dim=1, keepdim=True)
+    n, k = p.shape[:2]
+    above_half = F.threshold(p, 0.5, 0.0)  # p where p > 1/2 (at most one class per row), else 0
+    weights = torch.stack([torch.arange(k, dtype=p.dtype, device=p.device), torch.ones(k, dtype=p.dtype, device=p.device)])
+    index_times_p, p_above = torch.matmul(weights, above_half.reshape(n, k, -1)).view(n, 2, 1, *p.shape[2:]).unbind(1)
+    has_top = p_above > 0
+    top = torch.where(has_top, index_times_p / p_above, 0.0).round_().long()
+    # Row values from what is at hand rather than gathers (a gather costs about a full pass here).
+    p_top = torch.where(has_top, p_above, p[:, :1])
+    log_p_top = torch.where(has_top, torch.log(p_above), log_p[:, :1])  # log p only decides p > 1/2 there
+    rest = torch.where(has_top, torch.sub(p, above_half).sum(dim=1, keepdim=True), torch.rsub(p[:, :1], 1.0))
+    return top, p_top, log_p_top, rest
+
+
 class _ClasswiseLoss(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, logits, spec, needs_one_minus_p):
-        log_p = torch.log_softmax(logits, dim=1)
-        parts = SoftmaxParts(log_p, log_p.exp())
-        if needs_one_minus_p:
-            parts.log_one_minus_p, parts.is_top, parts.log_rest = log_one_minus_softmax_parts(log_p, parts.p)
-            parts.log_p_top = log_p.amax(dim=1, keepdim=True)
+    def forward(ctx, logits, spec, needs_top):
+        parts = softmax_parts(logits, needs_top=needs_top)
         loss, a, b = spec(parts)
         ctx.singular = b is not None
         if ctx.singular:
-            top_share = torch.where(parts.log_p_top > LOG_HALF, b, 0.0)
-            ctx.save_for_backward(log_p, parts.p, a, top_share, parts.is_top, parts.log_rest, parts.log_p_top)
+            a.scatter_(1, parts.top, 0.0)  # the top's share goes through b
+            ctx.save_for_backward(parts.p, a, b, parts.top, parts.p_top, parts.rest)
         else:
-            ctx.save_for_backward(log_p, parts.p, a)
+            ctx.save_for_backward(parts.p, a)
         return loss
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad_output):
         if not ctx.singular:
-            _, p, a = ctx.saved_tensors
+            p, a = ctx.saved_tensors
             grad = torch.addcmul(a, p, a.sum(dim=1, keepdim=True), value=-1.0)
             return grad.mul_(grad_output), None, None
-        log_p, p, a, top_share, is_top, log_rest, log_p_top = ctx.saved_tensors
-        a_regular = torch.where(is_top, 0.0, a)
-        total = a_regular.sum(dim=1, keepdim=True)
-        grad = torch.addcmul(a_regular, p, total, value=-1.0)
-        # − b_t q_j for j ≠ t, q_j = p_j/(1 − p_t); wrong (possibly inf) at t itself, replaced below.
-        grad.addcmul_(torch.exp(log_p - log_rest), top_share, value=-1.0)
-        grad = torch.where(is_top, top_share - log_p_top.exp() * total, grad)
+        p, a, b, top, p_top, rest = ctx.saved_tensors
+        total = a.sum(dim=1, keepdim=True)
+        grad = torch.addcmul(a, p, total, value=-1.0)
+        # − b_t p_j/(1 − p_t) for j ≠ t (p_j ≤ 1 − p_t, so no overflow); the top entry is replaced below.
+        grad.addcmul_(p / rest.clamp_min(torch.finfo(rest.dtype).tiny), b, value=-1.0)
+        grad.scatter_(1, top, torch.addcmul(b, p_top, total, value=-1.0))
         return grad.mul_(grad_output), None, None
 
 
-def classwise_loss(logits: torch.Tensor, spec: Spec, *, needs_one_minus_p: bool = False) -> torch.Tensor:
+def classwise_loss(logits: torch.Tensor, spec: Spec, *, needs_top: bool = False) -> torch.Tensor:
     """Per-element loss (N, 1, *spatial) of a sum of per-class terms; see the module docstring.
 
-    A spec that returns b_t (a singular slope) must ask for ``needs_one_minus_p``.
+    A spec that returns b_t (a singular slope) must ask for ``needs_top``.
     """
-    return _ClasswiseLoss.apply(logits, spec, needs_one_minus_p)
+    return _ClasswiseLoss.apply(logits, spec, needs_top)

@@ -15,3 +15,8 @@ class CrossEntropyLoss(Loss):
 
     def elementwise(self, logits: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
         return F.cross_entropy(logits, index.squeeze(1), reduction="none").unsqueeze(1)
+
+    def reduce_valid(self, logits, index, valid):
+        if valid is None and self.reduction != "none":  # torch's fused reduction: one kernel less
+            return F.cross_entropy(logits, index.squeeze(1), reduction=self.reduction)
+        return super().reduce_valid(logits, index, valid)

@@ -5,10 +5,12 @@ References: charoenphakdee2021 Eq 5 (the loss, also with soft targets v), mukhot
 g(p, γ) = (1 − p)^γ − γ p (1 − p)^(γ−1) log p; FLSD-53/532) and App. E (FLSc-531/532).
 
 Every loss here that depends on the target's probability only goes through one autograd
-function, ``focal_of_target``: its forward computes log p_y and log(1 − p_y) exactly (see
-``_logprob``) and its backward is Prop 1 itself, g(p_y, γ) · (p − e_y), with g evaluated in
-log space. That keeps the loss finite with finite gradients for any finite logits and any
-γ ≥ 0 (including γ < 1, where (1 − p)^(γ−1) blows up), and costs about one cross-entropy.
+function, ``focal_of_target``: its forward computes log p_y and 1 − p_y exactly (the latter as
+the sum of the other classes' probabilities, never 1 − p_y by subtraction) and its backward is
+Prop 1 itself, g(p_y, γ) · (p − e_y), with g = (1 − p)^γ (1 + γ p (−log p)/(1 − p)) written so
+that no factor is unbounded. That keeps the loss finite with finite gradients for any finite
+logits and any γ ≥ 0 (including γ < 1, where (1 − p)^(γ−1) blows up), and costs about one
+cross-entropy.
 """
 
 from __future__ import annotations
@@ -20,37 +22,27 @@ from torch.autograd.function import once_differentiable
 
 from ._base import Loss, check_number, check_sequence, class_weight_tensor, target_weights, weights_for
 from ._classwise import classwise_loss
-from ._logprob import LOG_HALF, target_log_probs
+from ._logprob import LOG_HALF
 
 GammaSpec = float | torch.Tensor | Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 
-def _log_neg_log_p(log_p_y: torch.Tensor, log_q_y: torch.Tensor) -> torch.Tensor:
-    """log(−log p) from log p and log q = log(1 − p), accurate as p → 1.
+def focal_terms(log_p, p, q, gamma, *, has_inverse: bool = False):
+    """(loss −(1 − p)^γ log p, slope g(p, γ)) elementwise, from log p, p and the exact q = 1 − p.
 
-    There log p rounds to 0 long before 1 − p does (float32: once 1 − p < 6e-8), so use
-    −log p = −log1p(−q), whose log is log q + O(q) once q is negligible.
+    g = (1 − p)^γ + γ p (1 − p)^(γ−1) (−log p) = (1 − p)^γ (1 + γ p r), r = −log p/(1 − p),
+    is mukhoti2020 Prop 1's factor: ∂loss/∂log p = −g. r lies in [1, 2 log 2] for p > 1/2, so
+    nothing overflows as p → 1. With ``has_inverse``, entries with γ < 0 give the inverse focal
+    loss −(1 + p)^|γ| log p, whose slope is the same expression with 1 + p in place of 1 − p.
     """
-    q = log_q_y.exp()
-    near_one = torch.where(log_q_y < -60.0, log_q_y, torch.log(-torch.log1p(-q)))
-    return torch.where(log_p_y > LOG_HALF, near_one, torch.log(-log_p_y))
-
-
-def _focal_factor_and_slope(log_p_y, log_q_y, log_neg_log_p, gamma):
-    """(1 − p)^γ and g(p, γ) = (1 − p)^γ + γ p (1 − p)^(γ−1) (−log p), for γ ≥ 0, in log space
-    (p/(1 − p) alone would overflow as p → 1)."""
-    factor = torch.exp(gamma * log_q_y)
-    slope = factor + gamma * torch.exp(log_p_y + (gamma - 1.0) * log_q_y + log_neg_log_p)
-    return factor, slope
-
-
-def _inverse_focal_factor_and_slope(log_p_y, gamma):
-    """(1 + p)^γ and the matching slope (1 + p)^γ + γ p (1 + p)^(γ−1) log p, for γ ≥ 0."""
-    p = log_p_y.exp()
-    log_one_plus_p = torch.log1p(p)
-    factor = torch.exp(gamma * log_one_plus_p)
-    slope = factor + gamma * p * torch.exp((gamma - 1.0) * log_one_plus_p) * log_p_y
-    return factor, slope
+    # −log p: where p > 1/2, log p itself has lost its digits (it is −log(1 + tiny) rounded).
+    neg_log_p = torch.where(log_p > LOG_HALF, torch.log1p(-q).neg_(), log_p.neg())
+    base = torch.where(gamma < 0, 1.0 + p, q) if has_inverse else q
+    factor = base.pow(gamma.abs() if has_inverse else gamma)
+    # r at q = 0 (1 − p underflowed) is 0 here; it only meets factor = 0 there, or γ = 0.
+    ratio = neg_log_p / base.clamp_min(torch.finfo(q.dtype).tiny)
+    slope = (p * ratio).mul_(gamma).add_(1.0).mul_(factor)
+    return factor.mul_(neg_log_p), slope
 
 
 class _FocalOfTarget(torch.autograd.Function):
@@ -59,28 +51,25 @@ class _FocalOfTarget(torch.autograd.Function):
     @staticmethod
     def forward(ctx, logits, index, gamma, has_inverse):
         log_p = torch.log_softmax(logits, dim=1)
-        log_p_y, log_q_y = target_log_probs(log_p, index)
+        log_p_y = log_p.gather(1, index)
+        p = log_p.exp()
+        p_y = p.gather(1, index)
+        others = p.scatter_(1, index, 0.0)  # p with the target's entry zeroed
+        q_y = others.sum(dim=1, keepdim=True)  # 1 − p_y without cancellation
         if callable(gamma):
             gamma = gamma(log_p, log_p_y)
-        log_neg_log_p = _log_neg_log_p(log_p_y, log_q_y)
-        if has_inverse:
-            focal, focal_slope = _focal_factor_and_slope(log_p_y, log_q_y, log_neg_log_p, gamma.clamp_min(0.0))
-            inverse, inverse_slope = _inverse_focal_factor_and_slope(log_p_y, (-gamma).clamp_min(0.0))
-            is_inverse = gamma < 0
-            factor = torch.where(is_inverse, inverse, focal)
-            slope = torch.where(is_inverse, inverse_slope, focal_slope)
-        else:
-            factor, slope = _focal_factor_and_slope(log_p_y, log_q_y, log_neg_log_p, gamma)
-        ctx.save_for_backward(log_p, index, slope)
-        return factor * log_neg_log_p.exp()
+        loss, slope = focal_terms(log_p_y, p_y, q_y, gamma, has_inverse=has_inverse)
+        ctx.save_for_backward(others, index, slope, q_y)
+        return loss
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad_output):
-        log_p, index, slope = ctx.saved_tensors
+        # g · (p − e_y): p_j g for j ≠ y and −(1 − p_y) g for the target (exact, no p_y − 1).
+        others, index, slope, q_y = ctx.saved_tensors
         scale = grad_output * slope
-        grad = log_p.exp().mul_(scale)
-        grad.scatter_add_(1, index, -scale)
+        grad = others * scale
+        grad.scatter_(1, index, q_y.mul(scale).neg_())
         return grad, None, None, None
 
 
@@ -96,6 +85,24 @@ def focal_of_target(logits: torch.Tensor, index: torch.Tensor, gamma: GammaSpec,
     return _FocalOfTarget.apply(logits, index, gamma, has_inverse)
 
 
+def classwise_focal_terms(parts, gamma: float):
+    """(−(1 − p_i)^γ (−log p_i), g(p_i, γ)) for every class i, i.e. the *negated* loss terms.
+
+    1 − p_i by subtraction is exact for every class but the row's top (p_i ≤ 1/2 there); the
+    top's entries come from ``focal_terms`` with 1 − p_top = Σ_{j≠top} p_j.
+    """
+    log_p, p = parts.log_p, parts.p
+    q = torch.rsub(p, 1.0)
+    negated = q.pow(gamma)  # (1 − p)^γ for now
+    # g = (1 − p)^γ − γ (1 − p)^γ p log p / (1 − p); the top entry may be 0/0 here, replaced below.
+    slope = torch.addcdiv(negated, negated * p * log_p, q, value=-gamma)
+    negated.mul_(log_p)
+    top_loss, top_slope = focal_terms(parts.log_p_top, parts.p_top, parts.rest, gamma)
+    negated.scatter_(1, parts.top, top_loss.neg_())
+    slope.scatter_(1, parts.top, top_slope)
+    return negated, slope
+
+
 def soft_target_focal(logits: torch.Tensor, soft: torch.Tensor, gamma: float,
                       class_weights: torch.Tensor | None = None) -> torch.Tensor:
     """charoenphakdee2021 Eq 5 with a soft target v: −Σ_i w_i v_i (1 − p_i)^γ log p_i, (N, 1, *).
@@ -105,15 +112,25 @@ def soft_target_focal(logits: torch.Tensor, soft: torch.Tensor, gamma: float,
     weights = soft if class_weights is None else soft * class_weights
 
     def spec(parts):
-        log_p, log_q = parts.log_p, parts.log_one_minus_p
-        # log(−log p): exact directly where p ≤ 1/2; for the top class from log(1 − p_top) per row.
-        log_neg_log_p = torch.where(parts.is_top, _log_neg_log_p(log_p.amax(dim=1, keepdim=True), parts.log_rest),
-                                    torch.log(-log_p))
-        factor, slope = _focal_factor_and_slope(log_p, log_q, log_neg_log_p, gamma)
-        loss = (weights * factor * log_neg_log_p.exp()).sum(dim=1, keepdim=True)
-        return loss, -weights * slope, None
+        negated, slope = classwise_focal_terms(parts, gamma)
+        return (weights * negated).sum(dim=1, keepdim=True).neg_(), slope.mul_(weights).neg_(), None
 
-    return classwise_loss(logits, spec, needs_one_minus_p=True)
+    return classwise_loss(logits, spec, needs_top=True)
+
+
+def smoothed_target_focal(logits: torch.Tensor, index: torch.Tensor, gamma: float, smoothing: float) -> torch.Tensor:
+    """``soft_target_focal`` for the smoothed one-hot target of ``smoothed_targets``, without
+    building it: −share Σ_i (1 − p_i)^γ log p_i − (keep − share) (1 − p_y)^γ log p_y."""
+    share = smoothing / (logits.shape[1] - 1)
+    keep = 1.0 - smoothing
+
+    def spec(parts):
+        negated, slope = classwise_focal_terms(parts, gamma)
+        loss = negated.sum(dim=1, keepdim=True).mul_(-share).sub_(negated.gather(1, index), alpha=keep - share)
+        slope_y = slope.gather(1, index).mul_(-keep)
+        return loss, slope.mul_(-share).scatter_(1, index, slope_y), None
+
+    return classwise_loss(logits, spec, needs_top=True)
 
 
 def smoothed_targets(index: torch.Tensor, num_classes: int, smoothing: float, dtype, device) -> torch.Tensor:
@@ -158,6 +175,9 @@ class FocalLoss(Loss):
 
     def elementwise(self, logits, index):
         if self.smoothing > 0.0:
+            if self.class_weights is None:
+                loss = smoothed_target_focal(logits, index, self.gamma, self.smoothing)
+                return loss * self.alpha_scale if self.alpha_scale != 1.0 else loss
             soft = smoothed_targets(index, logits.shape[1], self.smoothing, logits.dtype, logits.device)
             return self.soft_target_elementwise(logits, soft)
         loss = focal_of_target(logits, index, self.gamma)

@@ -16,15 +16,12 @@ whose derivative with α = β = γ = ρ = 1 is ∂L/∂z_i = −y_i/z_i + (1 −
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import torch
 import torch.nn.functional as F
 
 from ._base import Loss, check_number, class_weight_tensor
 from ._classwise import classwise_loss
-from ._logprob import LOG_HALF
 
 
 # ---- class weights ---------------------------------------------------------------------------
@@ -94,14 +91,24 @@ class WeightedCrossEntropyLoss(Loss):
             counts = class_counts(targets, num_classes, self.ignore_index)
             self.weights = torch.as_tensor(inverse_frequency_weights(counts), dtype=torch.float64)
 
-    def elementwise(self, logits, index):
+    def _class_weights(self, logits):
         if self.weights is None:
             raise ValueError("weighted_cross_entropy has no class weights: give weights or class_counts, "
                              "or call set_training_targets(train_targets, num_classes) first")
         weights = self.weights.to(device=logits.device, dtype=logits.dtype)
         if weights.numel() != logits.shape[1]:
             raise ValueError(f"weights has {weights.numel()} entries but logits have {logits.shape[1]} classes")
-        return F.cross_entropy(logits, index.squeeze(1), weight=weights, reduction="none").unsqueeze(1)
+        return weights
+
+    def elementwise(self, logits, index):
+        return F.cross_entropy(logits, index.squeeze(1), weight=self._class_weights(logits),
+                               reduction="none").unsqueeze(1)
+
+    def reduce_valid(self, logits, index, valid):
+        if valid is None and self.reduction != "none":  # torch's fused sum Σ w_y CE; the mean is over elements
+            total = F.cross_entropy(logits, index.squeeze(1), weight=self._class_weights(logits), reduction="sum")
+            return total if self.reduction == "sum" else total / index.numel()
+        return super().reduce_valid(logits, index, valid)
 
     def hyperparameters(self):
         weights = None if self.weights is None else tuple(self.weights.tolist())
@@ -109,12 +116,6 @@ class WeightedCrossEntropyLoss(Loss):
 
 
 # ---- dual cross-entropy and dual focal loss -------------------------------------------------
-def _sum_over_classes_replacing_target(per_class: torch.Tensor, index: torch.Tensor,
-                                       target_term: torch.Tensor) -> torch.Tensor:
-    """Σ_i t_i with the true class's t_y replaced by ``target_term`` (N, 1, *)."""
-    return per_class.scatter(1, index, target_term).sum(dim=1, keepdim=True)
-
-
 class DualCrossEntropyLoss(Loss):
     """hossain2021 Eq 4 (Li et al.'s dual CE): −log z_y + β Σ_{i≠y} log(α + z_i); α > 0, β ≥ 0."""
 
@@ -131,9 +132,9 @@ class DualCrossEntropyLoss(Loss):
 
         def spec(parts):
             alpha_plus_p = parts.p + alpha  # α > 0: no cancellation
-            loss = (beta * torch.log(alpha_plus_p)).scatter_(1, index, -parts.log_p.gather(1, index))
+            loss = torch.log(alpha_plus_p).mul_(beta).scatter_(1, index, parts.log_p.gather(1, index).neg_())
             # ∂L/∂log p_i = β p_i/(α + p_i) for the other classes, −1 for the true one.
-            slope = (beta * parts.p / alpha_plus_p).scatter_(1, index, -1.0)
+            slope = torch.div(parts.p, alpha_plus_p.div_(beta)).scatter_(1, index, -1.0)
             return loss.sum(dim=1, keepdim=True), slope, None
 
         return classwise_loss(logits, spec)
@@ -160,35 +161,47 @@ class DualFocalLoss(Loss):
         self.rho = check_number(rho, "rho", low=1.0)
 
     def elementwise(self, logits, index):
-        alpha, beta, gamma = self.alpha, self.beta, self.gamma
-        log_rho_minus_one = None if self.rho == 1.0 else math.log(self.rho - 1.0)
+        alpha, beta, gamma, rho_minus_one = self.alpha, self.beta, self.gamma, self.rho - 1.0
+
+        def power(x, log_x=None):
+            """x^γ (from log x where given: right also where x itself underflowed to 0)."""
+            if gamma == 1.0:
+                return x
+            return x.pow(gamma) if log_x is None else torch.exp(log_x * gamma)
 
         def spec(parts):
-            log_p, p, log_q = parts.log_p, parts.p, parts.log_one_minus_p
-            if log_rho_minus_one is None:
-                log_rho_minus_p = log_q
+            log_p, p, top = parts.log_p, parts.p, parts.top
+            # 1 − z: exact by subtraction except at the row's top class, whose 1 − z_t is `rest`.
+            q = torch.rsub(p, 1.0).scatter_(1, top, parts.rest)
+            rho_minus_p = q if rho_minus_one == 0.0 else q + rho_minus_one  # sum of non-negatives
+            log_rest = parts.log_rest()
+            # The target's values by row arithmetic (cheaper than gathers): exact 1 − z_y and its log.
+            log_p_y = log_p.gather(1, index)
+            p_y, target_is_top = log_p_y.exp(), top == index
+            q_y = torch.where(target_is_top, parts.rest, torch.rsub(p_y, 1.0))
+            log_q_y = torch.where(target_is_top, log_rest, torch.log1p(p_y.neg()))
+            if rho_minus_one == 0.0:  # log(1 − z): log1p where z ≤ 1/2, log(rest) at the top
+                log_rho_minus_p = torch.log1p(p.neg()).scatter_(1, top, log_rest)
             else:
-                log_rho_minus_p = torch.logaddexp(log_q, torch.full_like(log_p, log_rho_minus_one))
-            p_gamma = p if gamma == 1.0 else torch.exp(gamma * log_p)
-            log_p_y, log_q_y = log_p.gather(1, index), log_q.gather(1, index)
-            # Other classes: −β log(ρ − z_i) + α z_i^γ.  True class: −log z_y + α (1 − z_y)^γ.
-            loss = (alpha * p_gamma - beta * log_rho_minus_p).scatter_(
-                1, index, alpha * torch.exp(gamma * log_q_y) - log_p_y).sum(dim=1, keepdim=True)
-            # a = ∂L/∂log z: β z/(ρ − z) + αγ z^γ, and −1 − αγ z_y (1 − z_y)^(γ−1) for the true class.
-            slope = beta * torch.exp(log_p - log_rho_minus_p) + (alpha * gamma) * p_gamma
-            slope = slope.scatter_(1, index, -1.0 - alpha * gamma * torch.exp(log_p_y + (gamma - 1.0) * log_q_y))
-            # b_t = a_t (1 − z_t) for the class with z_t > 1/2, where a_t may be unbounded.
-            log_p_t, log_q_t = parts.log_p_top, parts.log_rest
-            if log_rho_minus_one is None:
-                other_b = beta * log_p_t.exp()
-            else:
-                log_rho_minus_p_t = torch.logaddexp(log_q_t, torch.full_like(log_q_t, log_rho_minus_one))
-                other_b = beta * torch.exp(log_p_t + log_q_t - log_rho_minus_p_t)
-            other_b = other_b + (alpha * gamma) * torch.exp(gamma * log_p_t + log_q_t)
-            target_b = -torch.exp(log_q_y) - alpha * gamma * torch.exp(log_p_y + gamma * log_q_y)
-            return loss, slope, torch.where(log_p_y > LOG_HALF, target_b, other_b)
+                log_rho_minus_p = torch.log(rho_minus_p)
+            p_gamma = power(p)
+            # Other classes: α z_i^γ − β log(ρ − z_i).  True class: −log z_y + α (1 − z_y)^γ.
+            target_loss = power(q_y, log_q_y).mul(alpha).sub_(log_p_y)
+            loss = torch.sub(p_gamma * alpha if alpha != 1.0 else p_gamma, log_rho_minus_p, alpha=beta)
+            loss = loss.scatter_(1, index, target_loss).sum(dim=1, keepdim=True)
+            # a = ∂L/∂log z: β z/(ρ − z) + αγ z^γ, and −1 − αγ z_y (1 − z_y)^(γ−1) for the true class
+            # (anything at the top position: its share goes through b below).
+            slope = torch.addcdiv(p_gamma * (alpha * gamma), p, rho_minus_p, value=beta)
+            target_slope = torch.exp(log_p_y + (gamma - 1.0) * log_q_y).mul_(-alpha * gamma).sub_(1.0)
+            slope.scatter_(1, index, target_slope)
+            # b_t = a_t (1 − z_t) for the top class t (finite: a_t may be unbounded as z_t → 1).
+            p_t, q_t = parts.p_top, parts.rest
+            other_b = p_t * q_t / (q_t + rho_minus_one) if rho_minus_one else p_t.clone()
+            other_b.mul_(beta).add_(power(p_t) * q_t, alpha=alpha * gamma)
+            target_b = torch.exp(log_p_y + gamma * log_q_y).mul_(-alpha * gamma).sub_(q_y)
+            return loss, slope, torch.where(target_is_top, target_b, other_b)
 
-        return classwise_loss(logits, spec, needs_one_minus_p=True)
+        return classwise_loss(logits, spec, needs_top=True)
 
     def hyperparameters(self):
         return {"alpha": self.alpha, "beta": self.beta, "gamma": self.gamma, "rho": self.rho,
@@ -231,7 +244,7 @@ class GeneralizedDiceLoss(Loss):
         has_pixels = denominator > 0  # False only when every pixel is ignored
         dice = 2 * numerator / torch.where(has_pixels, denominator, 1.0)
         loss = torch.where(has_pixels, 1.0 - dice, 0.0)
-        return self._reduce(loss, None) if self.per_image else loss  # batch level: one value
+        return self._reduce(loss.unsqueeze(1), None) if self.per_image else loss  # batch level: one value
 
     def hyperparameters(self):
         return {"per_image": self.per_image, **super().hyperparameters()}
