@@ -1,0 +1,125 @@
+"""What every post-hoc calibrator shares: the fit/transform contract and JSON round trips.
+
+A calibrator is fitted on validation logits and labels and then maps logits to
+probabilities. The workflow stores one JSON of fitted parameters per (run, method), so
+each calibrator can be written out with :meth:`Calibrator.to_dict` and read back with
+:meth:`Calibrator.from_dict` without refitting.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+
+import numpy as np
+
+from focalcal._validation import check_scores, check_scores_and_labels
+
+
+def _to_jsonable(value):
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"cannot store non-finite value {value} in JSON")
+    if isinstance(value, (list, tuple)):
+        return [_to_jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _to_jsonable(v) for k, v in value.items()}
+    return value
+
+
+class Calibrator:
+    """Base class: ``fit(logits, labels) -> self``, ``transform(logits) -> probabilities``.
+
+    Subclasses set ``name`` (the registry key), keep constructor arguments as attributes of
+    the same name, store fitted values in attributes ending in ``_`` listed in
+    ``_fitted_attributes``, and implement ``_fit(logits, labels)`` and ``_transform(logits)``
+    on validated float64 numpy arrays. ``transform`` returns a float64 numpy array (N, K)
+    whose rows sum to 1.
+    """
+
+    name: str = ""
+    _fitted_attributes: tuple[str, ...] = ()
+
+    # -- public API ---------------------------------------------------------------------
+    def fit(self, logits, labels) -> Calibrator:
+        logits, labels = check_scores_and_labels(logits, labels)
+        self._check_params()
+        self._fit(logits.astype(np.float64, copy=False), labels)
+        self.n_classes_ = int(logits.shape[1])
+        return self
+
+    def transform(self, logits) -> np.ndarray:
+        self._check_fitted()
+        logits = check_scores(logits)
+        if logits.shape[1] != self.n_classes_:
+            raise ValueError(
+                f"logits have {logits.shape[1]} classes but {type(self).__name__} was fitted on {self.n_classes_}"
+            )
+        return self._transform(logits.astype(np.float64, copy=False))
+
+    def fit_transform(self, logits, labels) -> np.ndarray:
+        return self.fit(logits, labels).transform(logits)
+
+    def get_params(self) -> dict:
+        """Constructor arguments and their current values (as in scikit-learn)."""
+        return {name: getattr(self, name) for name in self._param_names()}
+
+    def to_dict(self) -> dict:
+        """JSON-ready description: registry name, constructor arguments, fitted attributes."""
+        self._check_fitted()
+        fitted = {attr: getattr(self, attr) for attr in ("n_classes_", *self._fitted_attributes)}
+        return _to_jsonable({"name": self.name, "params": self.get_params(), "fitted": fitted})
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Calibrator:
+        """Rebuild a fitted calibrator from :meth:`to_dict` output (any subclass via the registry)."""
+        from focalcal.calibration.registry import calibrator_class
+
+        if not isinstance(data, dict) or not {"name", "params", "fitted"} <= set(data):
+            raise ValueError("calibrator dict must have keys 'name', 'params' and 'fitted'")
+        target = calibrator_class(data["name"])
+        if cls is not Calibrator and not issubclass(target, cls):
+            raise ValueError(f"dict describes a {target.__name__}, not a {cls.__name__}")
+        calibrator = target(**data["params"])
+        expected = {"n_classes_", *calibrator._fitted_attributes}
+        missing = expected - set(data["fitted"])
+        if missing:
+            raise ValueError(f"fitted parameters missing from dict for {data['name']}: {sorted(missing)}")
+        for attr, value in data["fitted"].items():
+            if attr not in expected:
+                raise ValueError(f"unknown fitted parameter {attr!r} for {data['name']}; expected {sorted(expected)}")
+            setattr(calibrator, attr, calibrator._restore(attr, value))
+        return calibrator
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
+        return f"{type(self).__name__}({args})"
+
+    # -- hooks for subclasses -------------------------------------------------------------
+    def _fit(self, logits: np.ndarray, labels: np.ndarray) -> None:
+        raise NotImplementedError
+
+    def _transform(self, logits: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def _check_params(self) -> None:
+        """Validate constructor arguments (at fit time, so ``__init__`` does no work)."""
+
+    def _restore(self, attr: str, value):
+        """Turn a JSON value back into the attribute's type (lists become float arrays)."""
+        if attr == "n_classes_":
+            return int(value)
+        return np.asarray(value, dtype=np.float64) if isinstance(value, list) else value
+
+    # -- helpers ------------------------------------------------------------------------
+    @classmethod
+    def _param_names(cls) -> list[str]:
+        signature = inspect.signature(cls.__init__)
+        return [p.name for p in signature.parameters.values() if p.name != "self" and p.kind == p.POSITIONAL_OR_KEYWORD]
+
+    def _check_fitted(self) -> None:
+        if not hasattr(self, "n_classes_"):
+            raise RuntimeError(f"{type(self).__name__} is not fitted yet: call fit(logits, labels) before transform")

@@ -1,0 +1,248 @@
+"""Temperature scaling, softmax(z / T), with T chosen by validation NLL, ECE or focal loss.
+
+* ``objective="nll"`` (Guo et al. 2017): the NLL of softmax(β z) is convex in β = 1/T (its
+  second derivative is the mean variance of z under softmax(β z)), so a safeguarded Newton
+  iteration on β finds the global optimum to machine precision. (LBFGS on raw T, the common
+  recipe, can stop early on flat objectives.)
+* ``objective="ece"`` (mukhoti2020 §5): grid search, by default T = 0.1, 0.2, …, 10 and ECE
+  with 15 equal-width bins. mukhoti2020 writes "between 0 and 10, with a step of 0.1"; T = 0
+  is not a temperature, so the grid starts at 0.1.
+* ``objective="focal"`` (the TS_FL paradigm of charoenphakdee2021 §6.1): minimise the mean
+  validation focal loss −(1 − p_y)^γ log p_y. Not convex in general, so a log-spaced grid
+  over the temperature bounds locates the basin and a bounded Brent search refines it.
+
+With ``temperatures`` given, every objective is a plain grid search over those values
+(komisarenko2024 §5.1 compares focal temperature scaling with TS "over the same values grid
+and same choice criteria"); the scores are kept in ``grid_scores_``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.optimize import minimize_scalar
+from scipy.special import log_softmax, logsumexp, softmax
+
+from focalcal.calibration._base import Calibrator
+from focalcal.metrics.binning import check_binning, check_n_bins
+
+#: mukhoti2020 §5 ("Temperature Scaling"): T from 0 to 10 in steps of 0.1 — without the
+#: invalid T = 0, i.e. 0.1, 0.2, …, 10.0.
+MUKHOTI_TEMPERATURES = np.round(np.arange(1, 101) * 0.1, 10)
+
+OBJECTIVES = ("nll", "ece", "focal")
+
+# Log-spaced points used to find the basin of the (possibly non-convex) focal objective.
+_FOCAL_SEARCH_POINTS = 161
+
+
+class TemperatureScaling(Calibrator):
+    """softmax(logits / T) with one temperature T > 0 fitted on validation data.
+
+    Parameters
+    ----------
+    objective : "nll", "ece" or "focal"
+        Validation criterion (see the module docstring).
+    temperatures : array of T > 0, "mukhoti" or None
+        Grid to search. ``None`` means continuous optimisation within ``temperature_bounds``
+        for "nll" and "focal", and the mukhoti2020 grid for "ece".
+    gamma : float
+        Focal-loss γ ≥ 0 for ``objective="focal"`` (ignored otherwise).
+    n_bins, binning : int, "width" | "mass"
+        ECE estimator for ``objective="ece"`` (mukhoti2020: 15 equal-width bins).
+    temperature_bounds : (float, float)
+        Search interval for continuous optimisation; a fitted T on a bound means the optimum
+        lies at or beyond it (``at_bound_`` is then True).
+
+    Fitted attributes: ``temperature_``; with a grid also ``temperatures_`` and
+    ``grid_scores_`` (objective per grid value); ``at_bound_`` for continuous searches.
+    """
+
+    name = "temperature_scaling"
+
+    def __init__(
+        self,
+        objective: str = "nll",
+        temperatures=None,
+        gamma: float = 0.0,
+        n_bins: int = 15,
+        binning: str = "width",
+        temperature_bounds=(1e-3, 1e3),
+    ):
+        self.objective = objective
+        self.temperatures = temperatures
+        self.gamma = gamma
+        self.n_bins = n_bins
+        self.binning = binning
+        self.temperature_bounds = temperature_bounds
+
+    @property
+    def _fitted_attributes(self) -> tuple[str, ...]:
+        if self._grid() is None:
+            return ("temperature_", "at_bound_")
+        return ("temperature_", "temperatures_", "grid_scores_")
+
+    def _restore(self, attr, value):
+        if attr == "temperature_":
+            return float(value)
+        if attr == "at_bound_":
+            return bool(value)
+        return super()._restore(attr, value)
+
+    def _check_params(self) -> None:
+        if self.objective not in OBJECTIVES:
+            raise ValueError(f"objective must be one of {OBJECTIVES}, got {self.objective!r}")
+        check_n_bins(self.n_bins)
+        check_binning(self.binning)
+        if not (np.isfinite(self.gamma) and self.gamma >= 0):
+            raise ValueError(f"gamma must be a finite number >= 0, got {self.gamma!r}")
+        _check_bounds(self.temperature_bounds)
+        grid = self._grid()
+        if grid is not None:
+            check_temperature_grid(grid)
+
+    def _grid(self):
+        if isinstance(self.temperatures, str):
+            if self.temperatures != "mukhoti":
+                raise ValueError(f"temperatures must be an array, 'mukhoti' or None, got {self.temperatures!r}")
+            return MUKHOTI_TEMPERATURES
+        if self.temperatures is None:
+            return MUKHOTI_TEMPERATURES if self.objective == "ece" else None
+        return np.asarray(self.temperatures, dtype=np.float64)
+
+    def _fit(self, logits, labels):
+        grid = self._grid()
+        if grid is not None:
+            scores = temperature_grid_scores(
+                logits, labels, grid, self.objective, gamma=self.gamma, n_bins=self.n_bins, binning=self.binning
+            )
+            self.temperatures_ = grid.copy()
+            self.grid_scores_ = scores
+            self.temperature_ = float(grid[int(np.argmin(scores))])
+            return
+        low, high = _check_bounds(self.temperature_bounds)
+        if self.objective == "nll":
+            beta = nll_optimal_inverse_temperature(logits, labels, 1.0 / high, 1.0 / low)
+            temperature = 1.0 / beta
+        else:
+            temperature = _minimise_focal_temperature(logits, labels, self.gamma, low, high)
+        self.temperature_ = float(np.clip(temperature, low, high))
+        self.at_bound_ = bool(np.isclose(self.temperature_, low, rtol=1e-9) or np.isclose(self.temperature_, high, rtol=1e-9))
+
+    def _transform(self, logits):
+        return softmax(logits / self.temperature_, axis=1)
+
+
+def check_temperature_grid(grid) -> np.ndarray:
+    grid = np.asarray(grid, dtype=np.float64)
+    if grid.ndim != 1 or grid.size == 0:
+        raise ValueError(f"temperatures must be a non-empty 1-D grid, got shape {grid.shape}")
+    if not np.all(np.isfinite(grid)) or np.any(grid <= 0):
+        raise ValueError(f"temperatures must be finite and > 0; got min {grid.min()!r}")
+    return grid
+
+
+def _check_bounds(bounds) -> tuple[float, float]:
+    try:
+        low, high = (float(b) for b in bounds)
+    except (TypeError, ValueError):
+        raise ValueError(f"temperature_bounds must be a pair (low, high), got {bounds!r}") from None
+    if not (0 < low < high < np.inf):
+        raise ValueError(f"temperature_bounds must satisfy 0 < low < high < inf, got {bounds!r}")
+    return low, high
+
+
+# -- NLL: convex in β = 1/T --------------------------------------------------------------------
+def _nll_derivatives(centred_logits, label_logits, beta):
+    """First and second derivative in β of mean NLL(softmax(β z)).
+
+    d/dβ = mean(E_p[z] − z_y) and d²/dβ² = mean(Var_p[z]) ≥ 0, with p = softmax(β z).
+    """
+    probs = softmax(beta * centred_logits, axis=1)
+    mean_logit = np.einsum("nk,nk->n", probs, centred_logits)
+    deviation = centred_logits - mean_logit[:, None]
+    variance = np.einsum("nk,nk->n", probs, deviation * deviation)
+    return float(np.mean(mean_logit - label_logits)), float(np.mean(variance))
+
+
+def nll_optimal_inverse_temperature(logits, labels, beta_min, beta_max, *, rtol=1e-13, max_iter=200) -> float:
+    """β ∈ [beta_min, beta_max] minimising the mean NLL of softmax(β · logits).
+
+    The NLL is convex in β, so its derivative is non-decreasing: the optimum is the root of the
+    derivative, or a bound when the derivative has one sign on the interval. Newton steps are
+    taken inside a shrinking bracket and replaced by a geometric bisection whenever they leave
+    it, which guarantees convergence (the bracket halves in log β at worst).
+    """
+    centred = logits - logits.max(axis=1, keepdims=True)
+    label_logits = centred[np.arange(len(labels)), labels]
+    slope_low, _ = _nll_derivatives(centred, label_logits, beta_min)
+    if slope_low >= 0:
+        return beta_min
+    slope_high, _ = _nll_derivatives(centred, label_logits, beta_max)
+    if slope_high <= 0:
+        return beta_max
+    low, high = beta_min, beta_max
+    beta = float(np.clip(1.0, low, high))
+    for _ in range(max_iter):
+        slope, curvature = _nll_derivatives(centred, label_logits, beta)
+        if slope == 0:
+            return beta
+        if slope < 0:
+            low = beta
+        else:
+            high = beta
+        newton = beta - slope / curvature if curvature > 0 else np.nan
+        candidate = newton if low < newton < high else np.sqrt(low * high)
+        if abs(candidate - beta) <= rtol * beta or high - low <= rtol * low:
+            return candidate
+        beta = candidate
+    return beta
+
+
+# -- grid scores ---------------------------------------------------------------------------------
+def temperature_grid_scores(logits, labels, temperatures, objective, *, gamma=0.0, n_bins=15, binning="width"):
+    """Validation objective of softmax(logits / T) for every T of the grid, shape (n_T,)."""
+    temperatures = check_temperature_grid(temperatures)
+    if objective == "ece":
+        from focalcal.metrics.batched import ece_grid
+
+        centred = logits - logits.max(axis=1, keepdims=True)
+        correct = logits.argmax(axis=1) == labels
+        # Top-label confidence of softmax(z/T) = 1 / Σ_j exp((z_j − max z) / T), one row per T.
+        confidences = np.stack([1.0 / np.exp(centred / t).sum(axis=1) for t in temperatures])
+        return ece_grid(confidences, correct, n_bins=n_bins, binning=binning)
+    return np.array([_mean_focal_loss(logits, labels, 1.0 / t, gamma if objective == "focal" else 0.0) for t in temperatures])
+
+
+# -- focal loss objective --------------------------------------------------------------------------
+def _mean_focal_loss(logits, labels, beta, gamma) -> float:
+    """Mean −(1 − p_y)^γ log p_y of softmax(β z); γ = 0 gives the NLL.
+
+    log(1 − p_y) is the logsumexp of the other classes' log-probabilities, so it stays exact
+    when p_y rounds to 1.
+    """
+    log_probs = log_softmax(beta * logits, axis=1)
+    rows = np.arange(len(labels))
+    log_p_label = log_probs[rows, labels]
+    if gamma == 0:
+        return float(-log_p_label.mean())
+    others = log_probs.copy()
+    others[rows, labels] = -np.inf
+    log_one_minus = logsumexp(others, axis=1)
+    return float(-(np.exp(gamma * log_one_minus) * log_p_label).mean())
+
+
+def _minimise_focal_temperature(logits, labels, gamma, low, high) -> float:
+    """Global-looking minimum of the mean focal loss over T ∈ [low, high]: grid, then Brent."""
+    log_grid = np.linspace(np.log(low), np.log(high), _FOCAL_SEARCH_POINTS)
+    values = np.array([_mean_focal_loss(logits, labels, np.exp(-u), gamma) for u in log_grid])
+    best = int(np.argmin(values))
+    left, right = log_grid[max(best - 1, 0)], log_grid[min(best + 1, len(log_grid) - 1)]
+    result = minimize_scalar(
+        lambda u: _mean_focal_loss(logits, labels, np.exp(-u), gamma),
+        bounds=(left, right),
+        method="bounded",
+        options={"xatol": 1e-10},
+    )
+    if result.fun <= values[best]:
+        return float(np.exp(result.x))
+    return float(np.exp(log_grid[best]))

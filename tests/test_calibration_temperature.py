@@ -1,0 +1,250 @@
+"""Temperature scaling (NLL / ECE grid / focal objective), focal temperature scaling and the
+batched ECE they use, each checked against an independent brute-force computation."""
+
+import numpy as np
+import pytest
+import torch
+from scipy.optimize import minimize_scalar
+from scipy.special import log_softmax, softmax
+
+from focalcal.calibration import (
+    KOMISARENKO_GAMMAS,
+    KOMISARENKO_TEMPERATURES,
+    MUKHOTI_TEMPERATURES,
+    FocalTemperatureScaling,
+    TemperatureScaling,
+)
+from focalcal.calibration._focal_grid import focal_grid_blocks
+from focalcal.metrics import ece, nll
+from focalcal.metrics.batched import ece_grid
+from focalcal.theory import log_psi_from_logits, psi
+
+
+def sample_labels(rng, probs):
+    """One label per row drawn from the row's distribution (inverse CDF, vectorised)."""
+    cumulative = probs.cumsum(axis=1)
+    draws = rng.uniform(size=(len(probs), 1)) * cumulative[:, -1:]
+    return (draws > cumulative).sum(axis=1)
+
+
+def synthetic_logits(seed, n=3000, k=10, scale=3.0, true_temperature=2.0):
+    """Logits and labels drawn from softmax(logits / true_temperature)."""
+    rng = np.random.default_rng(seed)
+    logits = rng.normal(size=(n, k)) * scale
+    return logits, sample_labels(rng, softmax(logits / true_temperature, axis=1))
+
+
+def mean_nll(logits, labels, temperature):
+    return -log_softmax(logits / temperature, axis=1)[np.arange(len(labels)), labels].mean()
+
+
+def mean_focal_loss_torch(logits, labels, temperature, gamma):
+    """Straightforward reference: −(1 − p_y)^γ log p_y of softmax(z / T), float64 torch."""
+    log_p = torch.log_softmax(torch.as_tensor(logits) / temperature, dim=1)
+    log_p_y = log_p[torch.arange(len(labels)), torch.as_tensor(labels)]
+    return float((-((1 - log_p_y.exp()) ** gamma) * log_p_y).mean())
+
+
+# -- objective="nll" --------------------------------------------------------------------------
+def test_nll_recovers_the_temperature_that_generated_the_labels():
+    logits, labels = synthetic_logits(0, n=40000, k=10, true_temperature=2.5)
+    fitted = TemperatureScaling(objective="nll").fit(logits, labels)
+    # Maximum likelihood on 40k samples: the estimate is within a few percent of the truth.
+    assert abs(np.log(fitted.temperature_ / 2.5)) < 0.03
+    assert not fitted.at_bound_
+
+
+@pytest.mark.parametrize("true_temperature", [0.4, 1.0, 3.0])
+def test_nll_optimum_matches_bounded_brent_to_1e6_in_log_temperature(true_temperature):
+    logits, labels = synthetic_logits(1, n=2000, k=7, true_temperature=true_temperature)
+    fitted = TemperatureScaling(objective="nll").fit(logits, labels).temperature_
+    reference = minimize_scalar(
+        lambda u: mean_nll(logits, labels, np.exp(u)), bounds=(np.log(1e-2), np.log(1e2)),
+        method="bounded", options={"xatol": 1e-12},
+    ).x  # fmt: skip
+    assert abs(np.log(fitted) - reference) < 1e-6
+    # and no grid point does better (global optimum of a convex problem)
+    grid = np.exp(np.linspace(np.log(0.05), np.log(20), 4001))
+    assert mean_nll(logits, labels, fitted) <= min(mean_nll(logits, labels, t) for t in grid[::20]) + 1e-12
+
+
+def test_nll_optimum_on_a_bound_when_the_labels_carry_no_signal_or_full_signal():
+    rng = np.random.default_rng(2)
+    logits = rng.normal(size=(500, 4))
+    random_labels = rng.integers(0, 4, 500)
+    # Labels independent of (and anti-aligned with) the logits: the NLL keeps falling as T grows.
+    anti = logits.argmin(axis=1)
+    fitted = TemperatureScaling(objective="nll", temperature_bounds=(0.1, 50)).fit(logits, anti)
+    assert fitted.temperature_ == 50 and fitted.at_bound_
+    # Every sample right with a margin: the NLL keeps falling as T shrinks.
+    fitted = TemperatureScaling(objective="nll", temperature_bounds=(0.1, 50)).fit(logits, logits.argmax(axis=1))
+    assert fitted.temperature_ == pytest.approx(0.1) and fitted.at_bound_
+    assert TemperatureScaling().fit(logits, random_labels).temperature_ > 1
+
+
+# -- objective="ece" --------------------------------------------------------------------------
+def test_ece_objective_searches_the_mukhoti_grid_with_15_equal_width_bins():
+    logits, labels = synthetic_logits(3, n=1500, k=5, scale=4.0, true_temperature=1.7)
+    fitted = TemperatureScaling(objective="ece").fit(logits, labels)
+    np.testing.assert_allclose(fitted.temperatures_, np.arange(1, 101) / 10, rtol=0, atol=1e-12)
+    assert len(MUKHOTI_TEMPERATURES) == 100 and MUKHOTI_TEMPERATURES[0] == 0.1 and MUKHOTI_TEMPERATURES[-1] == 10.0
+    brute = np.array([ece(softmax(logits / t, axis=1), labels, n_bins=15, binning="width") for t in fitted.temperatures_])
+    np.testing.assert_allclose(fitted.grid_scores_, brute, rtol=0, atol=1e-12)
+    assert fitted.temperature_ == fitted.temperatures_[np.argmin(brute)]
+    assert 1.2 < fitted.temperature_ < 2.3
+
+
+def test_any_objective_with_a_grid_is_a_grid_search():
+    logits, labels = synthetic_logits(4, n=800, k=4)
+    grid = np.linspace(0.5, 4, 36)
+    fitted = TemperatureScaling(objective="nll", temperatures=grid).fit(logits, labels)
+    brute = np.array([nll(softmax(logits / t, axis=1), labels) for t in grid])
+    np.testing.assert_allclose(fitted.grid_scores_, brute, rtol=1e-12)
+    assert fitted.temperature_ == grid[np.argmin(brute)]
+
+
+# -- objective="focal" (TS_FL) ----------------------------------------------------------------
+@pytest.mark.parametrize("gamma", [1.0, 3.0])
+def test_focal_objective_minimises_validation_focal_loss(gamma):
+    logits, labels = synthetic_logits(5, n=1500, k=6, true_temperature=0.7)
+    fitted = TemperatureScaling(objective="focal", gamma=gamma).fit(logits, labels)
+    grid = np.exp(np.linspace(np.log(0.05), np.log(20), 3001))
+    brute = np.array([mean_focal_loss_torch(logits, labels, t, gamma) for t in grid])
+    best = grid[np.argmin(brute)]
+    assert abs(np.log(fitted.temperature_ / best)) < 2e-3  # grid step in log T is 2.7e-3
+    assert mean_focal_loss_torch(logits, labels, fitted.temperature_, gamma) <= brute.min() + 1e-12
+
+
+def test_focal_objective_with_gamma_zero_is_the_nll_optimum():
+    logits, labels = synthetic_logits(6, n=1000, k=5)
+    focal = TemperatureScaling(objective="focal", gamma=0.0).fit(logits, labels).temperature_
+    exact = TemperatureScaling(objective="nll").fit(logits, labels).temperature_
+    assert abs(np.log(focal / exact)) < 1e-6
+
+
+# -- focal temperature scaling ------------------------------------------------------------------
+def test_default_grids_are_komisarenko_section_5_1():
+    np.testing.assert_array_equal(KOMISARENKO_GAMMAS, [-0.5, -0.25, 0.05, 0.25, 0.37, 0.5, 0.75, 1, 5])
+    assert len(KOMISARENKO_TEMPERATURES) == 500
+    np.testing.assert_allclose(KOMISARENKO_TEMPERATURES, np.arange(1, 501) * 0.01, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("objective", ["ece", "nll"])
+def test_fts_restricted_to_gamma_zero_equals_temperature_scaling_on_the_same_grid(objective):
+    logits, labels = synthetic_logits(7, n=2000, k=8, true_temperature=1.8)
+    grid = np.round(np.arange(1, 301) * 0.01, 10)
+    fts = FocalTemperatureScaling(gammas=[0.0], temperatures=grid, objective=objective, dtype="float64")
+    ts = TemperatureScaling(objective=objective, temperatures=grid, n_bins=15, binning="mass")
+    fts.fit(logits, labels)
+    ts.fit(logits, labels)
+    np.testing.assert_allclose(fts.grid_scores_[0], ts.grid_scores_, rtol=1e-10, atol=1e-13)
+    assert fts.temperature_ == ts.temperature_ and fts.gamma_ == 0.0
+    np.testing.assert_allclose(fts.transform(logits), ts.transform(logits), rtol=1e-12, atol=1e-15)
+
+
+def reference_fts_scores(logits, labels, gammas, temperatures, objective):
+    """Straightforward per-grid-point loop: softmax, psi, then the library's ece / nll."""
+    scores = np.empty((len(gammas), len(temperatures)))
+    for i, gamma in enumerate(gammas):
+        for j, t in enumerate(temperatures):
+            probs = psi(softmax(logits / t, axis=1), gamma)
+            scores[i, j] = ece(probs, labels, 15, "mass") if objective == "ece" else nll(probs, labels)
+    return scores
+
+
+@pytest.mark.parametrize("objective", ["ece", "nll"])
+def test_fts_grid_scores_match_the_straightforward_reference(objective):
+    logits, labels = synthetic_logits(8, n=600, k=6, scale=2.0, true_temperature=0.8)
+    gammas, temps = [-0.5, -0.25, 0.05, 1.0, 5.0], [0.3, 0.6, 1.0, 1.7, 3.0]
+    reference = reference_fts_scores(logits, labels, gammas, temps, objective)
+    exact = FocalTemperatureScaling(gammas, temps, objective=objective, dtype="float64").fit(logits, labels)
+    np.testing.assert_allclose(exact.grid_scores_, reference, rtol=1e-9, atol=1e-12)
+    fast = FocalTemperatureScaling(gammas, temps, objective=objective, dtype="float32").fit(logits, labels)
+    np.testing.assert_allclose(fast.grid_scores_, reference, rtol=1e-5, atol=2e-6)
+    best = np.unravel_index(np.argmin(reference), reference.shape)
+    assert (exact.gamma_, exact.temperature_) == (gammas[best[0]], temps[best[1]])
+    np.testing.assert_array_equal(exact.best_temperature_per_gamma_, np.array(temps)[reference.argmin(axis=1)])
+    np.testing.assert_allclose(exact.best_score_per_gamma_, reference.min(axis=1), rtol=1e-9)
+
+
+def test_fts_float32_and_float64_agree_on_the_paper_grid_and_pick_the_same_pair():
+    logits, labels = synthetic_logits(9, n=1000, k=20, scale=3.0, true_temperature=1.5)
+    temps = KOMISARENKO_TEMPERATURES[::5]
+    f32 = FocalTemperatureScaling(temperatures=temps, dtype="float32").fit(logits.astype(np.float32), labels)
+    f64 = FocalTemperatureScaling(temperatures=temps, dtype="float64").fit(logits, labels)
+    np.testing.assert_allclose(f32.grid_scores_, f64.grid_scores_, rtol=0, atol=1e-5)
+    assert (f32.gamma_, f32.temperature_) == (f64.gamma_, f64.temperature_)
+
+
+def test_fts_transform_is_psi_of_tempered_softmax_and_keeps_the_prediction():
+    logits, labels = synthetic_logits(10, n=500, k=5, scale=3.0, true_temperature=2.0)
+    fitted = FocalTemperatureScaling(temperatures=np.arange(1, 101) * 0.05, objective="nll").fit(logits, labels)
+    probs = fitted.transform(logits)
+    np.testing.assert_allclose(probs, psi(softmax(logits / fitted.temperature_, axis=1), fitted.gamma_), atol=1e-12)
+    np.testing.assert_array_equal(probs.argmax(axis=1), logits.argmax(axis=1))
+    assert fitted.transform(logits).dtype == np.float64
+
+
+@pytest.mark.parametrize("n_classes", [2, 6])
+def test_grid_kernel_matches_psi_from_logits_at_extreme_logits(n_classes):
+    rng = np.random.default_rng(11)
+    logits = rng.normal(size=(300, n_classes)) * np.array([[1], [30], [300]]).repeat(100, axis=0)
+    labels = rng.integers(0, n_classes, 300)
+    gammas, temps = [-0.5, 0.05, 5.0], [0.01, 0.5, 5.0]
+    log_psi = {(g, t): log_psi_from_logits(logits / t, g) for g in gammas for t in temps}
+    for quantity in ("confidence", "log_psi_label"):
+        # a tiny block size forces several blocks over T and over rows
+        blocks = focal_grid_blocks(logits, labels, gammas, temps, quantity, dtype=torch.float64, max_block_elements=2000)
+        for temps_slice, values in blocks:
+            for i, gamma in enumerate(gammas):
+                for j, t in enumerate(np.asarray(temps)[temps_slice]):
+                    if quantity == "confidence":
+                        expected = np.exp(log_psi[gamma, t].max(axis=1))
+                        np.testing.assert_allclose(values[i, j].numpy(), expected, rtol=1e-10)
+                    else:
+                        expected = log_psi[gamma, t][np.arange(300), labels]
+                        np.testing.assert_allclose(values[i, j].numpy(), expected, rtol=1e-9, atol=1e-9)
+        for _, values in focal_grid_blocks(logits, labels, gammas, temps, quantity, dtype=torch.float32):
+            assert torch.isfinite(values).all()
+            if quantity == "confidence":
+                assert (values <= 1).all() and (values >= 0.5 if n_classes == 2 else values > 0).all()
+
+
+@pytest.mark.parametrize("gamma", [-0.9, -0.5, -0.25])
+def test_psi_keeps_the_argmax_for_negative_gamma(gamma):
+    """What the grid kernel relies on for γ_ev < 0 (charoenphakdee2021 Prop 12 covers γ ≥ 0)."""
+    rng = np.random.default_rng(12)
+    concentration = rng.choice([0.05, 0.3, 1.0, 5.0], size=(20000, 1))
+    probs = rng.gamma(concentration * np.ones((1, 4)))
+    probs /= probs.sum(axis=1, keepdims=True)
+    near_ties = np.array([[0.5 + 1e-7, 0.5 - 1e-7, 0, 0], [0.34, 0.33, 0.33, 0.0], [1 - 1e-9, 1e-9, 0, 0]])
+    probs = np.vstack([probs, near_ties])
+    np.testing.assert_array_equal(psi(probs, gamma).argmax(axis=1), probs.argmax(axis=1))
+
+
+# -- batched ECE --------------------------------------------------------------------------------
+@pytest.mark.parametrize("binning", ["width", "mass"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_ece_grid_equals_metrics_ece_exactly(binning, dtype):
+    rng = np.random.default_rng(13)
+    n, k, g = 700, 5, 12
+    logits = rng.normal(size=(g, n, k)) * rng.uniform(0.2, 5, size=(g, 1, 1))
+    probs = softmax(logits, axis=2).astype(dtype)
+    probs[:3, :200] = np.array([0.6, 0.4, 0, 0, 0], dtype=dtype)  # ties across bin cuts
+    probs[3, :50] = np.eye(k, dtype=dtype)[0]  # confidence exactly 1
+    labels = rng.integers(0, k, n)
+    correct = probs.argmax(axis=2) == labels
+    expected = np.array([ece(probs[i], labels, n_bins=15, binning=binning) for i in range(g)])
+    np.testing.assert_array_equal(ece_grid(probs.max(axis=2), correct, 15, binning), expected)
+    same_correct = probs[0].argmax(axis=1) == labels
+    expected_shared = np.array([ece(probs[0], labels, 7, binning)] * 2)
+    np.testing.assert_array_equal(ece_grid(np.stack([probs[0].max(axis=1)] * 2), same_correct, 7, binning), expected_shared)
+
+
+def test_ece_grid_rejects_bad_input():
+    with pytest.raises(ValueError, match="correct"):
+        ece_grid(np.full((2, 3), 0.5), np.ones(4, bool))
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+        ece_grid(np.full((2, 3), 1.5), np.ones(3, bool))
+    with pytest.raises(ValueError, match="n_bins"):
+        ece_grid(np.full((2, 3), 0.5), np.ones(3, bool), n_bins=0)
