@@ -66,6 +66,8 @@ def test_outputs_and_history(uninterrupted):
     assert logits["val_logits"].shape == (len(logits["val_labels"]), 3)
     # synthetic data carries its true posterior, so KL(η‖q) can be measured downstream
     assert np.allclose(logits["test_posterior"].sum(1), 1.0)
+    # 1-D inputs travel with the logits, so scores-vs-x figures need not reload the data
+    assert logits["test_inputs"].shape == (len(logits["test_labels"]), 1)
     history = pd.read_csv(uninterrupted / "history.csv")
     assert list(history["epoch"]) == [1, 2, 3, 4]
     # multi-step schedule: lr 0.1, drops by 10 after epochs 2 and 3

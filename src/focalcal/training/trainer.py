@@ -33,6 +33,8 @@ HISTORY = "history.csv"
 RELIABILITY = "train_reliability.csv"
 LOGITS = "logits.npz"
 RUN_INFO = "run.json"
+# Inputs with at most this many features are dumped with the logits (for scores-vs-x plots).
+LOW_DIMENSIONAL = 2
 
 
 class TrainingDiverged(RuntimeError):
@@ -306,6 +308,9 @@ class Trainer:
         for split, (inputs, labels) in self.eval_splits.items():
             arrays[f"{split}_logits"] = self.predict(inputs).numpy().astype(np.float32)
             arrays[f"{split}_labels"] = labels.cpu().numpy().astype(np.int64)
+        test_x = self.dataset.test.x
+        if test_x[0].numel() <= LOW_DIMENSIONAL:  # 1-D inputs: figures plot scores against x
+            arrays["test_inputs"] = test_x.cpu().numpy().astype(np.float32)
         posterior = self.dataset.meta.get("posterior")
         if posterior is not None:  # known class posterior η(x) (synthetic data): KL(η‖q) becomes measurable
             for split in ("val", "test"):
