@@ -1,0 +1,29 @@
+"""The logic behind the Snakemake workflow, importable and testable without Snakemake.
+
+* :mod:`~focalcal.pipeline.config` — validate a workflow config (JSON schema with defaults,
+  then cross-references between its tables) and catch config files that define one key
+  two ways.
+* :mod:`~focalcal.pipeline.plan` — expand the studies into the deduplicated pool of runs,
+  once at parse time, and refuse to reuse a run directory made with other settings.
+* :mod:`~focalcal.pipeline.calibrate` — fit every calibrator of one run on its validation
+  logits and measure it on the test logits.
+* :mod:`~focalcal.pipeline.tables` — gather one study's metrics into a tidy table.
+
+Parsing a config and planning runs import neither torch nor the training code, so a dry
+run of thousands of jobs stays fast; only calibration and training pull torch in.
+"""
+
+from focalcal.pipeline.config import ConfigError, check_configfile_conflicts, load_config_file, validate_config
+from focalcal.pipeline.plan import Plan, Run, RunConflictError, build_plan, check_run_directories
+
+__all__ = [
+    "ConfigError",
+    "Plan",
+    "Run",
+    "RunConflictError",
+    "build_plan",
+    "check_configfile_conflicts",
+    "check_run_directories",
+    "load_config_file",
+    "validate_config",
+]

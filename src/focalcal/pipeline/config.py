@@ -1,0 +1,184 @@
+"""Validate a workflow config before any job runs.
+
+Three layers, each failing with a message that names the offending key:
+
+1. :func:`validate_config` — the JSON schema (``workflow/schemas/config.schema.yaml``):
+   types, allowed names (with the list of allowed values), unknown keys; defaults are
+   filled in place, so the rest of the workflow never guesses a missing value.
+2. :func:`validate_config` then checks what a schema cannot: every key a study names
+   exists in its table, study bin counts are among the computed ones, calibrator chains
+   point at a temperature scaling.
+3. :func:`check_configfile_conflicts` — Snakemake merges several ``--configfile`` files
+   silently, the last one winning key by key; two files that define the same table key
+   differently would give one run directory two meanings, so that is an error.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any, Iterable
+
+import yaml
+
+TABLES = ("datasets", "models", "losses", "recipes", "calibrators")
+# grid field -> the table its keys refer to
+GRID_REFERENCES = {"datasets": "datasets", "models": "models", "losses": "losses", "calibrators": "calibrators"}
+FROM_LOSS = "from_loss"
+
+
+class ConfigError(ValueError):
+    """A workflow config that cannot be run; the message names the key."""
+
+
+def load_config_file(path) -> dict:
+    """A YAML (or JSON) config file as a dict."""
+    text = Path(path).read_text()
+    loaded = yaml.safe_load(text)
+    if not isinstance(loaded, dict):
+        raise ConfigError(f"{path}: a workflow config must be a mapping, got {type(loaded).__name__}")
+    return loaded
+
+
+def load_schema(path) -> dict:
+    return load_config_file(path)
+
+
+def validate_config(config: dict, schema: dict | str | Path) -> dict:
+    """Check ``config`` against ``schema`` and its own cross-references; fill defaults in place."""
+    if not isinstance(schema, dict):
+        schema = load_schema(schema)
+    _validate_schema(config, schema)
+    _check_references(config)
+    return config
+
+
+def _validator_filling_defaults():
+    import jsonschema
+
+    base = jsonschema.Draft202012Validator
+    validate_properties = base.VALIDATORS["properties"]
+
+    def properties_with_defaults(validator, properties, instance, schema):
+        if isinstance(instance, dict):
+            for name, subschema in properties.items():
+                if name not in instance and isinstance(subschema, dict) and "default" in subschema:
+                    instance[name] = copy.deepcopy(subschema["default"])
+        yield from validate_properties(validator, properties, instance, schema)
+
+    return jsonschema.validators.extend(base, {"properties": properties_with_defaults})
+
+
+def _validate_schema(config: dict, schema: dict) -> None:
+    validator = _validator_filling_defaults()(schema)
+    errors = sorted(validator.iter_errors(config), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
+    if errors:
+        lines = [_describe(error) for error in errors[:10]]
+        more = f"\n  ... and {len(errors) - 10} more" if len(errors) > 10 else ""
+        raise ConfigError("invalid workflow config:\n  " + "\n  ".join(lines) + more)
+
+
+def _describe(error) -> str:
+    where = key_path(error.absolute_path) or "<top level>"
+    if error.validator == "enum":
+        return f"{where}: {error.instance!r} is not allowed; allowed values: {', '.join(map(str, error.validator_value))}"
+    if error.validator == "additionalProperties":
+        allowed = sorted(error.schema.get("properties", {}))
+        unexpected = sorted(set(error.instance) - set(allowed))
+        return f"{where}: unknown key(s) {unexpected}; allowed keys: {', '.join(allowed)}"
+    if error.validator == "required":
+        return f"{where}: {error.message}"
+    if error.validator == "pattern" or (error.validator == "propertyNames"):
+        return f"{where}: {error.message} (keys become directory names: letters, digits, '_', '.', '-')"
+    return f"{where}: {error.message}"
+
+
+def key_path(parts: Iterable) -> str:
+    """``['studies', 'x', 'grids', 0]`` -> ``studies.x.grids[0]``."""
+    text = ""
+    for part in parts:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text
+
+
+def _check_references(config: dict) -> None:
+    problems = []
+    for study_key, study in config["studies"].items():
+        for index, grid in enumerate(study["grids"]):
+            where = f"studies.{study_key}.grids[{index}]"
+            for field, table in GRID_REFERENCES.items():
+                for key in grid.get(field, []):
+                    if key not in config[table]:
+                        problems.append(f"{where}.{field}: unknown {table} key {key!r}; defined: {', '.join(config[table])}")
+            if grid["recipe"] not in config["recipes"]:
+                problems.append(f"{where}.recipe: unknown recipes key {grid['recipe']!r}; defined: {', '.join(config['recipes'])}")
+        bins = study.get("ece_bins")
+        if bins and not set(bins) <= set(config["ece_bins"]):
+            problems.append(
+                f"studies.{study_key}.ece_bins: {sorted(set(bins) - set(config['ece_bins']))} not among the computed "
+                f"ece_bins {config['ece_bins']}; add them to the top-level ece_bins"
+            )
+    for recipe_key in config["training"]["by_recipe"]:
+        if recipe_key not in config["recipes"]:
+            problems.append(f"training.by_recipe.{recipe_key}: unknown recipes key; defined: {', '.join(config['recipes'])}")
+    for key, spec in config["calibrators"].items():
+        after = spec.get("after")
+        if after is None:
+            continue
+        target = config["calibrators"].get(after)
+        if target is None:
+            problems.append(f"calibrators.{key}.after: unknown calibrators key {after!r}; defined: {', '.join(config['calibrators'])}")
+        elif target["name"] != "temperature_scaling" or "after" in target:
+            problems.append(
+                f"calibrators.{key}.after: {after!r} must be a temperature_scaling calibrator without 'after' "
+                f"(its fitted temperature rescales the logits), got {target['name']!r}"
+            )
+    if problems:
+        raise ConfigError("invalid workflow config:\n  " + "\n  ".join(problems))
+
+
+def check_configfile_conflicts(paths: Iterable) -> None:
+    """Fail if two config files define one table or study key with different content.
+
+    Snakemake merges ``--configfile a.yaml b.yaml`` key by key, so a recipe defined in both
+    files with different epochs would silently take b's value in a's runs.
+    """
+    paths = [Path(p) for p in paths]
+    if len(paths) < 2:
+        return
+    seen: dict[str, tuple[Path, Any]] = {}
+    problems = []
+    for path in paths:
+        for where, value in _definitions(load_config_file(path)):
+            if where in seen:
+                first_path, first_value = seen[where]
+                if _canonical(first_value) != _canonical(value):
+                    problems.append(f"{where}: {first_path} defines {first_value!r}, {path} defines {value!r}")
+            else:
+                seen[where] = (path, value)
+    if problems:
+        raise ConfigError(
+            "config files define the same key differently (the merged config would silently take one; "
+            "rename one of them):\n  " + "\n  ".join(problems)
+        )
+
+
+def _definitions(config: dict):
+    """(key path, value) of everything a file defines, at the depth Snakemake merges it."""
+    for top, value in config.items():
+        if top in (*TABLES, "studies") and isinstance(value, dict):
+            for key, entry in value.items():
+                yield f"{top}.{key}", entry
+        elif top == "training" and isinstance(value, dict):
+            for key, entry in value.items():
+                if key == "by_recipe" and isinstance(entry, dict):
+                    yield from ((f"training.by_recipe.{recipe}", e) for recipe, e in entry.items())
+                else:
+                    yield f"training.{key}", entry
+        else:
+            yield top, value
+
+
+def _canonical(value) -> str:
+    return json.dumps(value, sort_keys=True)

@@ -1,0 +1,49 @@
+"""What each workflow job does, as plain functions (the rule scripts only unpack ``snakemake``).
+
+Training and export call the trainer; the trainer's checkpoint is deliberately *not* a
+declared output of the training rule: Snakemake deletes a job's declared outputs before
+re-running it, and the checkpoint must survive a killed or re-triggered job so that the
+trainer resumes from it (and a finished run "retrains" in no time).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from focalcal.pipeline._files import atomic_write_text
+from focalcal.pipeline.plan import RUN_CONFIG
+
+
+def prepare_dataset(spec: dict, data_root, download: bool, marker) -> dict:
+    """Download (if allowed) or generate a dataset, check it loads, and write a summary marker."""
+    from focalcal import data
+
+    options = {key: value for key, value in spec.items() if key != "name"}
+    dataset = data.load(spec["name"], root=str(data_root), download=download, **options)
+    summary = dataset.record()
+    atomic_write_text(json.dumps(summary, indent=1, sort_keys=True, default=str) + "\n", marker)
+    return summary
+
+
+def train(run_config: dict, run_dir, data_root, threads: int) -> None:
+    """Write ``run_config.json``, then train (or resume) the run without dumping logits."""
+    import torch
+
+    from focalcal.training import RunConfig, train_run
+
+    config = RunConfig.from_dict(run_config)  # fails before anything is written if the config is bad
+    atomic_write_text(json.dumps(run_config, indent=1, sort_keys=True) + "\n", Path(run_dir) / RUN_CONFIG)
+    torch.set_num_threads(max(1, int(threads)))
+    train_run(config, run_dir, data_root=str(data_root), progress=False, export=False)
+
+
+def export_logits(run_dir, data_root, threads: int) -> None:
+    """Dump ``logits.npz`` and ``run.json`` from the run's finished checkpoint."""
+    import torch
+
+    from focalcal.training import RunConfig, export_run_logits
+
+    config = RunConfig.from_dict(json.loads((Path(run_dir) / RUN_CONFIG).read_text()))
+    torch.set_num_threads(max(1, int(threads)))
+    export_run_logits(config, run_dir, data_root=str(data_root))

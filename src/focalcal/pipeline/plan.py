@@ -1,0 +1,219 @@
+"""Expand the studies of a validated config into one deduplicated pool of runs.
+
+A run is (dataset, model, loss, recipe, seed), each a key of the config's tables, and its
+directory is ``results/runs/<dataset>/<model>/<loss>/<recipe>/seed<k>/``. Studies are views
+over the pool: two studies that need the same run share its directory and train it once.
+The plan is built once when the Snakefile is parsed; the rules' input and params functions
+only look things up in it, which keeps a dry run of thousands of jobs fast.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from focalcal.pipeline.config import FROM_LOSS, ConfigError
+
+RESULTS = "results"
+RUNS = f"{RESULTS}/runs"
+CALIBRATION = f"{RESULTS}/calibration"
+TABLES = f"{RESULTS}/tables"
+RUN_CONFIG = "run_config.json"  # what determined the run, written first by the training job
+IDENTITY_KEYS = ("dataset", "model", "loss", "recipe", "seed")  # device/compile do not change the numbers
+
+
+@dataclass(frozen=True)
+class Run:
+    dataset: str
+    model: str
+    loss: str
+    recipe: str
+    seed: int
+
+    @property
+    def path(self) -> str:
+        """``<dataset>/<model>/<loss>/<recipe>/seed<k>``, shared by the run and its calibration."""
+        return f"{self.dataset}/{self.model}/{self.loss}/{self.recipe}/seed{self.seed}"
+
+    @property
+    def run_dir(self) -> str:
+        return f"{RUNS}/{self.path}"
+
+    @property
+    def calibration_dir(self) -> str:
+        return f"{CALIBRATION}/{self.path}"
+
+    def columns(self) -> dict:
+        return {"dataset": self.dataset, "arch": self.model, "loss": self.loss, "recipe": self.recipe, "seed": self.seed}
+
+
+@dataclass
+class StudyRuns:
+    """One study: its runs, and for each the calibrators and bin counts it reports."""
+
+    key: str
+    paper: str
+    mirrors: str
+    ece_bins: list[int]
+    methods: dict[Run, list[str]] = field(default_factory=dict)  # run -> calibrator keys, in config order
+    grid_of: dict[Run, str] = field(default_factory=dict)  # run -> what its grid mirrors
+
+
+@dataclass
+class Plan:
+    config: dict
+    runs: dict[str, Run]  # run path -> run, in first-seen order
+    methods: dict[str, dict[str, dict]]  # run path -> calibrator key -> resolved spec
+    studies: dict[str, StudyRuns]
+
+    # ----------------------------------------------------------------- lookups for rules
+    def run(self, wildcards) -> Run:
+        path = f"{wildcards.dataset}/{wildcards.arch}/{wildcards.loss}/{wildcards.recipe}/seed{wildcards.seed}"
+        try:
+            return self.runs[path]
+        except KeyError:
+            raise ConfigError(f"no run {path} in this config's studies") from None
+
+    def run_config(self, run: Run) -> dict:
+        """The trainer's RunConfig dict (focalcal.training.RunConfig.from_dict)."""
+        config = self.config
+        return {
+            "dataset": copy.deepcopy(config["datasets"][run.dataset]),
+            "model": copy.deepcopy(config["models"][run.model]),
+            "loss": copy.deepcopy(config["losses"][run.loss]),
+            "recipe": copy.deepcopy(config["recipes"][run.recipe]),
+            "seed": run.seed,
+            "device": config["device"],
+            "compile": config["compile"],
+        }
+
+    def train_resources(self, run: Run) -> dict:
+        training = self.config["training"]
+        resources = {key: training[key] for key in ("threads", "mem_mb", "runtime", "gpu")}
+        resources.update(training["by_recipe"].get(run.recipe, {}))
+        return resources
+
+    def dataset_keys(self) -> list[str]:
+        return sorted({run.dataset for run in self.runs.values()})
+
+    def calibrated_runs(self) -> list[Run]:
+        return [self.runs[path] for path, methods in self.methods.items() if methods]
+
+    def study_inputs(self, study: str) -> list[str]:
+        """The metrics files a study's table is built from."""
+        return [f"{run.calibration_dir}/metrics.csv" for run in self.studies[study].methods if self.methods[run.path]]
+
+    def table_targets(self) -> list[str]:
+        return [f"{TABLES}/{key}.csv" for key, study in self.studies.items() if any(study.methods.values())]
+
+    def logits_targets(self) -> list[str]:
+        """Every calibrated run's logits: a deleted logits file is re-dumped by a plain ``snakemake``."""
+        return [f"{run.run_dir}/logits.npz" for run in self.calibrated_runs()]
+
+    def training_targets(self) -> list[str]:
+        """Runs no study calibrates (segmentation, until issue 7 evaluates them): train them."""
+        return [f"{run.run_dir}/history.csv" for path, run in self.runs.items() if not self.methods[path]]
+
+
+def build_plan(config: dict) -> Plan:
+    """The deduplicated runs of every study, each with the calibrators its studies need."""
+    runs: dict[str, Run] = {}
+    methods: dict[str, dict[str, dict]] = {}
+    studies: dict[str, StudyRuns] = {}
+    for study_key, study in config["studies"].items():
+        view = StudyRuns(study_key, study["paper"], study["mirrors"], list(study.get("ece_bins") or config["ece_bins"]))
+        for grid in study["grids"]:
+            for dataset in grid["datasets"]:
+                for model in grid["models"]:
+                    for loss in grid["losses"]:
+                        for seed in grid["seeds"]:
+                            run = Run(dataset, model, loss, grid["recipe"], int(seed))
+                            run = runs.setdefault(run.path, run)
+                            resolved = methods.setdefault(run.path, {})
+                            for calibrator in grid["calibrators"]:
+                                if calibrator not in resolved:
+                                    resolved[calibrator] = resolve_calibrator(config, calibrator, run)
+                            chosen = view.methods.setdefault(run, [])
+                            chosen.extend(c for c in grid["calibrators"] if c not in chosen)
+                            view.grid_of.setdefault(run, grid.get("mirrors", study["mirrors"]))
+        studies[study_key] = view
+    return Plan(config=config, runs=runs, methods=methods, studies=studies)
+
+
+def resolve_calibrator(config: dict, key: str, run: Run) -> dict:
+    """The calibrator's build dict for this run: ``from_loss`` replaced by the loss's gamma."""
+    spec = copy.deepcopy(config["calibrators"][key])
+    after = spec.pop("after", None)
+    for name, value in spec.items():
+        if value == FROM_LOSS:
+            spec[name] = loss_gamma(config["losses"][run.loss], run.loss, f"calibrators.{key}.{name}")
+    resolved = {"build": spec}
+    if after is not None:
+        resolved["after"] = resolve_calibrator(config, after, run)["build"]
+    return resolved
+
+
+def loss_gamma(loss: dict, loss_key: str, where: str) -> float:
+    """The single focusing parameter of a loss: gamma of focal, 0 for cross-entropy."""
+    if loss["name"] == "cross_entropy":
+        return 0.0
+    if loss["name"] == "focal":
+        if "gamma" not in loss:
+            raise ConfigError(f"{where} = {FROM_LOSS!r} needs losses.{loss_key}.gamma written out (the loss default may change)")
+        return float(loss["gamma"])
+    raise ConfigError(
+        f"{where} = {FROM_LOSS!r} but losses.{loss_key} ({loss['name']!r}) has no single gamma; "
+        "use it only with focal or cross_entropy losses"
+    )
+
+
+class RunConflictError(ConfigError):
+    """A run directory on disk was made with settings other than this config's."""
+
+
+def identity(run_config: dict) -> dict:
+    return {key: run_config[key] for key in IDENTITY_KEYS}
+
+
+def check_run_directories(plan: Plan, root=".") -> None:
+    """Refuse to reuse a run directory whose ``run_config.json`` holds other settings.
+
+    Runs are keyed by table keys, so a config that redefines, say, recipe ``short`` with
+    more epochs would otherwise resume or reuse runs trained with the old recipe.
+    """
+    root = Path(root)
+    problems = []
+    for run in plan.runs.values():
+        path = root / run.run_dir / RUN_CONFIG
+        if not path.exists():
+            continue
+        on_disk = identity(json.loads(path.read_text()))
+        planned = json.loads(json.dumps(identity(plan.run_config(run))))
+        if on_disk != planned:
+            differences = "; ".join(_differences(on_disk, planned)) or "differently ordered settings"
+            problems.append(f"{run.run_dir}: {differences}")
+    if problems:
+        raise RunConflictError(
+            "this config would reuse run directories made with different settings "
+            "(a run directory is named by table keys, so a key must keep its meaning). "
+            "Rename the changed key, or delete the run directory to retrain:\n  "
+            + "\n  ".join(problems[:20])
+            + (f"\n  ... and {len(problems) - 20} more" if len(problems) > 20 else "")
+        )
+
+
+def _differences(on_disk, planned, prefix="") -> list[str]:
+    if isinstance(on_disk, dict) and isinstance(planned, dict):
+        out = []
+        for key in sorted(set(on_disk) | set(planned)):
+            where = f"{prefix}.{key}" if prefix else key
+            if key not in planned:
+                out.append(f"{where} = {on_disk[key]!r} on disk, unset in this config")
+            elif key not in on_disk:
+                out.append(f"{where} unset on disk, {planned[key]!r} in this config")
+            else:
+                out.extend(_differences(on_disk[key], planned[key], where))
+        return out
+    return [] if on_disk == planned else [f"{prefix} = {on_disk!r} on disk, {planned!r} in this config"]

@@ -1,0 +1,40 @@
+"""One study's tidy table: a row per run x method x metric, from the runs' metrics files.
+
+Columns: study, paper, mirrors, dataset, arch, loss, recipe, seed, method, metric, bins,
+value. Only the methods the study's grids list and the bin counts it reports are kept (a
+shared run may carry more for other studies).
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from focalcal.pipeline._files import atomic_write_text
+from focalcal.pipeline.plan import Plan
+
+COLUMNS = ("study", "paper", "mirrors", "dataset", "arch", "loss", "recipe", "seed", "method", "metric", "bins", "value")
+
+
+def study_table(plan: Plan, study_key: str, root=".") -> pd.DataFrame:
+    study = plan.studies[study_key]
+    frames = []
+    for run, methods in study.methods.items():
+        if not methods:
+            continue
+        metrics = pd.read_csv(f"{root}/{run.calibration_dir}/metrics.csv", dtype={"method": str, "metric": str})
+        metrics = metrics[metrics["method"].isin(methods)]
+        binned = metrics["bins"].notna()
+        metrics = metrics[~binned | metrics["bins"].isin(study.ece_bins)]
+        missing = sorted(set(methods) - set(metrics["method"]))
+        if missing:
+            raise ValueError(f"{run.calibration_dir}/metrics.csv lacks method(s) {missing}; rerun its calibration")
+        frames.append(metrics.assign(study=study.key, paper=study.paper, mirrors=study.grid_of[run], **run.columns()))
+    table = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=COLUMNS)
+    table["bins"] = table["bins"].astype("Int64")
+    return table.loc[:, list(COLUMNS)]
+
+
+def write_study_table(plan: Plan, study_key: str, path, root=".") -> pd.DataFrame:
+    table = study_table(plan, study_key, root)
+    atomic_write_text(table.to_csv(index=False), path)
+    return table

@@ -1,0 +1,114 @@
+"""``results/report/index.html``: the entry page of the report.
+
+It links the notebook pages and shows the config that produced the report, the run
+inventory (what trained, how long, on what device) and, for each paper, what was reproduced
+at what scale: the theory figures, each study's figures and tables (linked), and what the
+config could not support. Plain HTML with inline CSS, no scripts, relative links only.
+"""
+
+from __future__ import annotations
+
+import html
+import os
+import time
+from pathlib import Path
+
+import pandas as pd
+
+from focalcal.report.inventory import summary
+from focalcal.report.targets import OVERVIEW, PAPERS, REPORT
+
+STYLE = """
+body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; max-width: 1000px; margin: 2em auto;
+       padding: 0 1em; color: #222; line-height: 1.45; }
+h1 { font-size: 1.7em; } h2 { border-bottom: 1px solid #ddd; padding-bottom: .2em; margin-top: 1.6em; }
+table { border-collapse: collapse; font-size: 13px; margin: .5em 0; }
+th, td { border: 1px solid #ddd; padding: 3px 6px; text-align: left; }
+th { background: #f4f4f4; }
+pre { background: #f7f7f7; padding: .8em; overflow-x: auto; font-size: 12px; }
+.note { color: #555; } .missing { color: #8a4b00; }
+nav a { margin-right: 1em; }
+"""
+
+
+def _e(value) -> str:
+    return html.escape(str(value))
+
+
+def _link(target: str, text: str, report_dir: str = REPORT) -> str:
+    """A link from the report folder to ``target`` (a path relative to the working directory)."""
+    href = os.path.relpath(target, report_dir).replace(os.sep, "/")
+    return f'<a href="{_e(href)}">{_e(text)}</a>'
+
+
+def _inventory_html(inventory: pd.DataFrame) -> str:
+    if inventory.empty:
+        return "<p>No runs in this config.</p>"
+    totals = summary(inventory)
+    head = (f"<p>{totals['runs']} run(s), {totals['epochs']} epoch(s), {totals['train_time_s'] / 60:.1f} min of "
+            f"training ({totals['job_wall_s'] / 60:.1f} min of training jobs incl. start-up) on "
+            f"{_e(', '.join(totals['devices']) or 'unknown devices')}"
+            f"{' — hosts: ' + _e(', '.join(totals['hosts'])) if totals['hosts'] else ''}.</p>")
+    shown = inventory.copy()
+    for column in ("train_time_s", "job_wall_s"):
+        shown[column] = shown[column].map(lambda v: "" if pd.isna(v) else f"{v:.1f}")
+    columns = ["run", "epochs", "train_time_s", "job_wall_s", "device", "parameters", "finished_at"]
+    table = shown[columns].to_html(index=False, na_rep="", border=0, escape=True)
+    return head + f"<details><summary>All runs</summary>{table}</details>"
+
+
+def _study_html(study: dict) -> str:
+    scale = study["scale"]
+    parts = [f"<h3>Study <code>{_e(study['key'])}</code></h3>",
+             f"<p><em>Mirrors:</em> {_e(study['mirrors'])}</p>",
+             "<table><tr><th>runs</th><th>data sets</th><th>models</th><th>losses</th><th>seeds</th><th>epochs</th>"
+             "<th>published setting(s)</th></tr>"
+             f"<tr><td>{scale['runs']}</td><td>{_e(', '.join(scale['datasets']))}</td><td>{_e(', '.join(scale['models']))}</td>"
+             f"<td>{_e(', '.join(scale['losses']))}</td><td>{_e(scale['seeds'])}</td>"
+             f"<td>{_e(', '.join(f'{k}: {v}' for k, v in scale['epochs'].items()))}</td>"
+             f"<td>{_e('; '.join(scale['settings']))}</td></tr></table>"]
+    if study["artifacts"]:
+        items = "".join(f"<li>{_link(a['path'], a['title'])} ({a['kind']})</li>" for a in study["artifacts"])
+        parts.append(f"<p>Reproduced:</p><ul>{items}</ul>")
+    if study["table"]:
+        parts.append(f"<p class='note'>All metrics of the study: {_link(study['table'], study['table'])}</p>")
+    if study["not_planned"]:
+        items = "".join(f"<li>{_e(note)}</li>" for note in study["not_planned"])
+        parts.append(f"<p class='missing'>Not supported by this config:</p><ul class='missing'>{items}</ul>")
+    return "\n".join(parts)
+
+
+def build_index(manifest: dict, inventory: pd.DataFrame, config_text: str, config_files=()) -> str:
+    """The index page as an HTML string (links relative to ``results/report/``)."""
+    pages = [OVERVIEW, *PAPERS]
+    nav = " ".join(f'<a href="{_e(page)}.html">{_e(page)}</a>' for page in pages)
+    sections = [f"<h1>focalcal report</h1><p class='note'>Generated {_e(time.strftime('%Y-%m-%d %H:%M:%S %Z'))}. "
+                f"Pages: </p><nav>{nav}</nav>"]
+    sections.append("<h2>What was reproduced, per paper</h2>")
+    for paper, title in PAPERS.items():
+        about = manifest["papers"][paper]
+        theory = "".join(f"<li>{_link(a['path'], a['title'])}</li>" for a in about["theory"])
+        sections.append(f"<h2 id='{_e(paper)}'>{_e(title)}</h2><p>Page: <a href='{_e(paper)}.html'>{_e(paper)}.html</a></p>"
+                        f"<p>Theory figures (exact, no training):</p><ul>{theory}</ul>")
+        if not about["studies"]:
+            sections.append("<p class='missing'>No study of this paper in the active config: no experiment was run.</p>")
+        for key in about["studies"]:
+            sections.append(_study_html(manifest["studies"][key]))
+    sections.append(f"<h2>Run inventory</h2>{_inventory_html(inventory)}")
+    origin = ", ".join(map(str, config_files)) if config_files else "the embedded default config/config.yaml"
+    sections.append(f"<h2>Config</h2><p>From {_e(origin)} (as validated, defaults filled in):</p>"
+                    f"<details><summary>Show the config</summary><pre>{_e(config_text)}</pre></details>")
+    return ("<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>focalcal report</title>"
+            f"<style>{STYLE}</style></head><body>" + "\n".join(sections) + "</body></html>\n")
+
+
+def write_index(manifest: dict, inventory: pd.DataFrame, path, config_files=()) -> Path:
+    import yaml
+
+    config_text = yaml.safe_dump(manifest["config"], sort_keys=False, allow_unicode=True)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.part")
+    tmp.write_text(build_index(manifest, inventory, config_text, config_files), encoding="utf-8")
+    os.replace(tmp, path)
+    return path

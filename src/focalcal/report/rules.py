@@ -1,0 +1,45 @@
+"""Small helpers of workflow/rules/figures.smk and report.smk (kept out of the rule files).
+
+They only look things up in the run plan and the report plan; nothing here is needed
+outside Snakemake.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from focalcal.report.targets import INVENTORY, OVERVIEW, ReportPlan
+
+
+def one_of(names: Iterable[str]) -> str:
+    """A wildcard regex matching exactly ``names`` (nothing at all when there are none)."""
+    names = sorted(set(names))
+    return "|".join(re.escape(name) for name in names) if names else "(?!)"
+
+
+def rst_text(text: str) -> str:
+    """Caption text safe inside reStructuredText (Snakemake renders captions with docutils)."""
+    return re.sub(r"([\\`*_|])", r"\\\1", text)
+
+
+def study_artifact_names(report: ReportPlan, kind: str) -> tuple[list[str], list[str]]:
+    """(study keys, artifact names) of the planned study figures or tables, for wildcard constraints."""
+    planned = [a for a in report.artifacts() if a.kind == kind and a.study is not None]
+    return [a.study for a in planned], [a.name for a in planned]
+
+
+def inventory_inputs(plan) -> list[str]:
+    """Every run's history and settings, and run.json where the logits were exported."""
+    files = []
+    for path, run in plan.runs.items():
+        files += [f"{run.run_dir}/history.csv", f"{run.run_dir}/run_config.json"]
+        if plan.methods[path]:
+            files.append(f"{run.run_dir}/run.json")
+    return files
+
+
+def notebook_inputs(report: ReportPlan, notebook: str) -> list[str]:
+    """What a notebook page shows (the overview also shows the run inventory)."""
+    files = report.notebook_inputs(notebook)
+    return files + [INVENTORY] if notebook == OVERVIEW else files

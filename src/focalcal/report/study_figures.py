@@ -1,0 +1,221 @@
+"""Experiment figures from what the workflow wrote: run files, calibration.json, study tables.
+
+A figure never recalibrates what it can read: calibrated probabilities come from the fitted
+calibrators stored in ``calibration.json`` (``Calibrator.from_dict``), applied to the run's
+``logits.npz``; metric values printed on a figure come from the study's tidy table. Each
+builder takes the artifact's ``params`` (planned by :mod:`focalcal.report.targets`), the
+working directory and the study key, and returns a matplotlib Figure.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from focalcal import plots
+from focalcal.calibration import KOMISARENKO_GAMMAS, Calibrator
+from focalcal.plots.style import color_for
+from focalcal.report.tables import ece_frame, read_study_table
+from focalcal.report.targets import TABLES
+
+# --------------------------------------------------------------------------- run files
+
+
+def read_logits(path: Path) -> dict[str, np.ndarray]:
+    if not path.is_file():
+        raise ValueError(f"no logits file {str(path)!r}; run the workflow's export_logits rule first")
+    with np.load(path) as data:
+        return {name: data[name] for name in data.files}
+
+
+def read_calibration(path: Path) -> dict:
+    if not path.is_file():
+        raise ValueError(f"no calibration file {str(path)!r}; run the workflow's calibrate rule first")
+    return json.loads(path.read_text())
+
+
+def stored_method(calibration: dict, method: str, where: str = "calibration.json"):
+    """The fitted calibrator of ``method`` and, for a chained method, the temperature it follows."""
+    if method not in calibration:
+        raise ValueError(f"{where} has no method {method!r}; it has {sorted(calibration)}")
+    entry = calibration[method]
+    calibrator = Calibrator.from_dict(entry["fitted"])
+    before = Calibrator.from_dict(entry["after"]).temperature_ if "after" in entry else None
+    return calibrator, before
+
+
+def apply_stored(calibration: dict, method: str, logits: np.ndarray, where: str = "calibration.json") -> np.ndarray:
+    """Probabilities of a stored (already fitted) method on ``logits`` — no refitting."""
+    calibrator, before = stored_method(calibration, method, where)
+    return calibrator.transform(logits if before is None else logits / before)
+
+
+def study_table(root: Path, study: str) -> pd.DataFrame:
+    path = root / TABLES / f"{study}.csv"
+    if not path.is_file():
+        raise ValueError(f"no study table {str(path)!r}; run the workflow's study_table rule first")
+    return read_study_table(path)
+
+
+def inputs_of_test_points(root: Path, run: dict, arrays: dict, data_root: str) -> np.ndarray:
+    """x of a run's test points: ``test_inputs`` from logits.npz, else the data set reloaded.
+
+    Reloading uses the run's own ``run_config.json`` and checks the split against the hash
+    its ``run.json`` recorded, so the x belong to exactly the logits on disk.
+    """
+    if "test_inputs" in arrays:
+        return np.asarray(arrays["test_inputs"], dtype=np.float64).reshape(len(arrays["test_labels"]), -1)
+    from focalcal.data import verify_split
+    from focalcal.training.config import RunConfig
+    from focalcal.training.trainer import load_dataset
+
+    config = RunConfig.from_dict(json.loads((root / run["run_config"]).read_text()))
+    dataset = load_dataset(config, root / data_root)
+    verify_split(dataset, json.loads((root / run["info"]).read_text())["split_hash"])
+    labels = dataset.test.y.numpy()
+    if not np.array_equal(labels, arrays["test_labels"]):
+        raise ValueError(f"reloaded test labels of {run['path']} differ from its logits.npz; re-export the logits")
+    return dataset.test.x.numpy().astype(np.float64).reshape(len(labels), -1)
+
+
+def _rows_of(table: pd.DataFrame, columns: dict) -> pd.DataFrame:
+    mask = np.ones(len(table), dtype=bool)
+    for column, value in columns.items():
+        mask &= (table[column].astype(str) == str(value)).to_numpy()
+    return table[mask]
+
+
+def panel_scores(table: pd.DataFrame, columns: dict, method: str, bins: int) -> dict[str, float]:
+    """ERR, KLD and ECE of one run and method, read from the study table."""
+    rows = _rows_of(table, columns)
+    rows = rows[rows["method"] == method]
+    values = {}
+    for key, metric, binned in (("ERR", "error", False), ("KLD", "kl_posterior", False), ("ECE", "ece", True)):
+        hit = rows[(rows["metric"] == metric) & ((rows["bins"] == bins) if binned else rows["bins"].isna())]
+        if len(hit) != 1:
+            raise ValueError(f"study table has {len(hit)} rows of {metric} for {columns} / {method} (expected 1)")
+        values[key] = float(hit["value"].iloc[0])
+    return values
+
+
+# ------------------------------------------------------------------ charoenphakdee2021
+
+
+def synthetic_posterior(params: dict, root: Path, study: str):
+    """C21 Fig 3: scores against x of each panel (run x stored method), truth dashed."""
+    table = study_table(root, study)
+    runs = {run["path"]: run for run in params["runs"]}
+    arrays = {path: read_logits(root / f"results/runs/{path}/logits.npz") for path in runs}
+    stored = {path: read_calibration(root / f"results/calibration/{path}/calibration.json") for path in runs}
+    first = next(iter(runs))
+    for path, data in arrays.items():
+        if "test_posterior" not in data:
+            raise ValueError(f"results/runs/{path}/logits.npz has no test_posterior; Fig 3 needs a data set with a known posterior")
+        if not np.array_equal(data["test_labels"], arrays[first]["test_labels"]):
+            raise ValueError(f"runs {first} and {path} were tested on different points; Fig 3 needs one test set")
+    x = inputs_of_test_points(root, runs[first], arrays[first], params["data_root"])
+    if x.shape[1] != 1:
+        raise ValueError(f"Fig 3 plots scores against a 1-D input; {first} has {x.shape[1]}-D inputs")
+    order = np.argsort(x[:, 0], kind="stable")
+    eta = arrays[first]["test_posterior"][order]
+    predictions, scores = {}, {}
+    for panel in params["panels"]:
+        run = panel["run"]
+        probs = apply_stored(stored[run], panel["method"], arrays[run]["test_logits"], f"calibration.json of {run}")
+        predictions[panel["label"]] = probs[order]
+        scores[panel["label"]] = panel_scores(table, runs[run]["columns"], panel["method"], params["bins"])
+    density = None
+    if _is_registered_synthetic(runs[first], root):  # its p(x) is known: draw panel (a) of the paper
+        from focalcal.data.synthetic import THREE_CLASS
+
+        density = THREE_CLASS.density(x[order, 0])
+    return plots.synthetic_posterior_figure(x[order, 0], eta, predictions, density=density, scores=scores,
+                                            n_bins=params["bins"])
+
+
+def _is_registered_synthetic(run: dict, root: Path) -> bool:
+    """True when the run trained on the registered 1-D mixture (its density is then known)."""
+    config = json.loads((root / run["run_config"]).read_text())
+    return config["dataset"]["name"] == "synthetic1d"
+
+
+def raw_vs_psi_reliability(params: dict, root: Path, study: str):
+    """C21 Fig 4: raw vs Ψ^γ reliability per paradigm and γ; TS_FL logits divided by the stored T."""
+    panels = {}
+    for panel in params["panels"]:
+        run = panel["run"]
+        data = read_logits(root / f"results/runs/{run}/logits.npz")
+        logits = data["test_logits"].astype(np.float64)
+        if panel["temperature_from"]:
+            calibration = read_calibration(root / f"results/calibration/{run}/calibration.json")
+            calibrator, _ = stored_method(calibration, panel["temperature_from"], f"calibration.json of {run}")
+            logits = logits / calibrator.temperature_
+        panels[(panel["paradigm"], float(panel["gamma"]))] = (logits, data["test_labels"])
+    return plots.raw_vs_psi_reliability_figure(panels, n_bins=params["bins"],
+                                               dataset=f"{params['dataset']} ({params['model']})")
+
+
+def ece_boxplots(params: dict, root: Path, study: str):
+    """C21 Figs 5 (Standard) and 6 (TS_FL, LS): ECE over seeds against γ, raw vs Ψ^γ."""
+    paradigms = params["paradigms"]
+    frame = ece_frame(study_table(root, study), params["groups"], paradigms, params["bins"])
+    frame["gamma"] = frame["gamma"].map(lambda gamma: f"{gamma:g}")  # box positions labelled 0, 1, 2, 3
+    panel_by = ("dataset", "arch") if paradigms == ["Standard"] else ("paradigm", "dataset", "arch")
+    figure_name = "Fig. 5" if paradigms == ["Standard"] else "Fig. 6"
+    return plots.ece_box_plots(frame, metric="ece", panel_by=panel_by, reproduces=f"charoenphakdee2021 {figure_name}")
+
+
+# --------------------------------------------------------------------- komisarenko2024
+
+
+def optimal_temperature(params: dict, root: Path, study: str):
+    """K24 Fig 8: the stored best T per γ_ev of focal temperature scaling, one line per loss."""
+    rows, colors = [], {}
+    for run in sorted(params["runs"], key=lambda r: (r["dataset"], r["gamma_train"])):
+        calibration = read_calibration(root / run["calibration"])
+        calibrator, _ = stored_method(calibration, run["method"], run["calibration"])
+        gammas = KOMISARENKO_GAMMAS if calibrator.gammas is None else calibrator.gammas
+        temperatures = np.asarray(calibrator.best_temperature_per_gamma_, dtype=np.float64)
+        if len(temperatures) != len(gammas):
+            raise ValueError(f"{run['calibration']}: {len(temperatures)} temperatures for {len(gammas)} γ_ev values")
+        rows += [{"dataset": run["dataset"], "loss": run["loss"], "gamma_ev": float(g), "temperature": float(t)}
+                 for g, t in zip(gammas, temperatures)]
+        colors[run["loss"]] = color_for(*run["color"])
+    return plots.optimal_temperature_figure(pd.DataFrame(rows), panel_by="dataset", colors=colors)
+
+
+# ------------------------------------------------------------------------ mukhoti2020
+
+
+def training_reliability(params: dict, root: Path, study: str):
+    """M20 Fig 1 from the run's train_reliability.csv (written when the recipe asks for it)."""
+    path = root / params["run_dir"] / "train_reliability.csv"
+    if not path.is_file():
+        raise ValueError(f"no {str(path)!r}: the run's recipe must set reliability_epochs (retrain to record it)")
+    table = pd.read_csv(path)
+    epochs = [e for e in params["epochs"] if e in set(table["epoch"])] or None
+    return plots.training_reliability_figure(table, epochs=epochs)
+
+
+def training_curves(params: dict, root: Path, study: str):
+    return plots.training_curves_figure(pd.read_csv(root / params["history"]))
+
+
+def training_comparison(params: dict, root: Path, study: str):
+    histories = {label: pd.read_csv(root / path) for label, path in params["histories"].items()}
+    colors = {label: color_for(name, gamma) for label, (name, gamma) in params["colors"].items()}
+    return plots.training_comparison_figure(histories, colors=colors)
+
+
+BUILDERS = {
+    "c21_synthetic_posterior": synthetic_posterior,
+    "c21_reliability": raw_vs_psi_reliability,
+    "c21_ece_boxplots": ece_boxplots,
+    "k24_optimal_temperature": optimal_temperature,
+    "m20_training_reliability": training_reliability,
+    "m20_training_curves": training_curves,
+    "m20_training_comparison": training_comparison,
+}

@@ -1,0 +1,142 @@
+"""Figures, paper tables and the HTML report, run for real on config/test.yaml.
+
+One Snakemake run of the test config (data -> runs -> calibration -> tables -> figures ->
+notebooks -> index) in a temporary directory, then: every planned figure and table exists,
+every notebook page embeds its images and ran without error, the index links resolve, the
+pages pass the headless-Chromium check (screenshot saved), a paper table agrees with the
+study table it summarises, and a deleted figure is rebuilt alone.
+
+The K = 3 and K = 4 closest-temperature figures cost minutes at the paper's grids; the
+fixture draws them beforehand with the same plotting call on a coarse grid, and Snakemake,
+finding them present, leaves them alone. Every other figure is made by the workflow.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import nbformat
+import pandas as pd
+import pytest
+import yaml
+
+from focalcal.pipeline import build_plan, validate_config
+from focalcal.report.browser import broken_links, check_report
+from focalcal.report.targets import report_plan
+from test_report_browser import ensure_chromium
+
+ROOT = Path(__file__).resolve().parents[1]
+SNAKEFILE = ROOT / "Snakefile"
+TEST_CONFIG = ROOT / "config" / "test.yaml"
+BIN = Path(sys.executable).parent
+PRESEEDED = {"komisarenko2024_fig6_closest_temperature_k3": 3, "komisarenko2024_closest_temperature_k4": 4}
+
+
+def snakemake(workdir: Path, *args: str) -> subprocess.CompletedProcess:
+    command = [str(BIN / "snakemake"), "-s", str(SNAKEFILE), "--directory", str(workdir), "--configfile",
+               str(TEST_CONFIG), *args]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=900, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    if result.returncode != 0:
+        raise AssertionError(f"snakemake {' '.join(args)} failed:\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}")
+    return result
+
+
+def planned_jobs(result: subprocess.CompletedProcess) -> dict[str, int]:
+    text = result.stdout + result.stderr
+    counts = {}
+    for line in text[text.index("Job stats:"):].splitlines()[3:] if "Job stats:" in text else []:
+        match = re.fullmatch(r"(\w+)\s+(\d+)", line.strip())
+        if not match:
+            break
+        counts[match.group(1)] = int(match.group(2))
+    return counts
+
+
+@pytest.fixture(scope="module")
+def plan():
+    config = yaml.safe_load(TEST_CONFIG.read_text())
+    validate_config(config, str(ROOT / "workflow/schemas/config.schema.yaml"))
+    return report_plan(build_plan(config))
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory) -> Path:
+    from focalcal import plots
+
+    workdir = tmp_path_factory.mktemp("report")
+    for name, classes in PRESEEDED.items():
+        figure = plots.closest_temperature_figure(classes, [0.0, 1.0, 2.0], max_logit_gap=4.0, logit_step=0.25)
+        plots.save(figure, workdir / "results/figures/theory" / f"{name}.png")
+    snakemake(workdir, "--cores", "2")
+    return workdir
+
+
+def test_every_planned_figure_and_table_and_the_index_exist(workdir, plan):
+    for artifact in plan.artifacts():
+        assert (workdir / artifact.path).stat().st_size > 0, artifact.path
+    assert (workdir / "results/report/index.html").is_file()
+    assert broken_links(workdir / "results/report") == []
+    manifest = json.loads((workdir / "results/report/manifest.json").read_text())
+    assert set(manifest["studies"]) == {"test_posterior", "test_digits"}
+    inventory = pd.read_csv(workdir / "results/report/runs.csv")
+    assert len(inventory) == 4 and (inventory["epochs"] == 3).all() and inventory["device"].notna().all()
+
+
+def test_notebook_pages_ran_cleanly_and_embed_their_figures(workdir, plan):
+    for notebook in plan.notebooks:
+        executed = nbformat.read(workdir / f"results/report/notebooks/{notebook}.ipynb", as_version=4)
+        outputs = [output for cell in executed.cells if cell.cell_type == "code" for output in cell.get("outputs", [])]
+        assert not [o for o in outputs if o.output_type == "error"], notebook
+        page = (workdir / f"results/report/{notebook}.html").read_text()
+        expected = len([a for a in plan.artifacts() if a.kind == "figure" and a.paper == notebook])
+        assert page.count("data:image/png;base64,") >= expected, notebook
+        assert "Traceback" not in page
+    mukhoti = (workdir / "results/report/mukhoti2020.html").read_text()
+    assert "Table 13" in mukhoti and "published ece post_t" in mukhoti
+
+
+def test_report_pages_load_in_headless_chromium(workdir):
+    ensure_chromium()
+    outcome = check_report(workdir / "results/report")
+    assert outcome["failures"] == []
+    images = {name: len(info["images"]) for name, info in outcome["pages"].items()}
+    assert images["komisarenko2024.html"] == 8 and images["mukhoti2020.html"] == 3
+    assert (workdir / "results/report/index.png").stat().st_size > 10_000
+
+
+def test_paper_table_agrees_with_the_study_table(workdir):
+    study = pd.read_csv(workdir / "results/tables/test_digits.csv")
+    table1 = pd.read_csv(workdir / "results/tables/test_digits/mukhoti2020_table1.csv").set_index("stage")
+    raw = study[(study.loss == "ce") & (study.method == "uncalibrated") & (study.metric == "ece") & (study.bins == 15)]
+    scaled = study[(study.loss == "ce") & (study.method == "ts_nll") & (study.metric == "temperature")]
+    assert table1.loc["pre_t", "ours_mean"] == pytest.approx(100 * raw["value"].mean())
+    assert table1.loc["post_t", "ours_temperature"] == pytest.approx(scaled["value"].mean())
+    assert table1["paper_dataset"].eq("SVHN").all() and table1["stand_in"].all()
+
+
+def test_a_deleted_figure_is_rebuilt_alone(workdir):
+    theory = workdir / "results/figures/theory/charoenphakdee2021_fig1_phi.png"
+    experiment = workdir / "results/figures/test_posterior/charoenphakdee2021_fig3_synthetic1d.png"
+    untouched = workdir / "results/figures/test_digits/mukhoti2020_fig2_training_curves.png"
+    before = untouched.stat().st_mtime_ns
+    for figure, rule in ((theory, "theory_figure"), (experiment, "study_figure")):
+        figure.unlink()
+        target = str(figure.relative_to(workdir))
+        assert planned_jobs(snakemake(workdir, "-n", target)) == {rule: 1, "total": 1}
+        snakemake(workdir, "--cores", "1", target)
+        assert figure.stat().st_size > 0
+    assert untouched.stat().st_mtime_ns == before
+
+
+def test_snakemake_report_includes_every_figure_and_table(workdir, plan):
+    snakemake(workdir, "--report", "report.zip")
+    with zipfile.ZipFile(workdir / "report.zip") as archive:
+        listing = "\n".join(archive.namelist())
+    for artifact in plan.artifacts():
+        assert Path(artifact.path).name in listing, artifact.path

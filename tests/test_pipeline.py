@@ -1,0 +1,239 @@
+"""focalcal.pipeline: config validation, the run plan, and the run-directory consistency check."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from focalcal.pipeline import (
+    ConfigError,
+    RunConflictError,
+    build_plan,
+    check_configfile_conflicts,
+    check_run_directories,
+    validate_config,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
+STUDIES = ROOT / "config" / "studies"
+
+
+def load(path) -> dict:
+    return yaml.safe_load(Path(path).read_text())
+
+
+def validated(path) -> dict:
+    return validate_config(load(path), SCHEMA)
+
+
+@pytest.fixture
+def test_config() -> dict:
+    return load(ROOT / "config" / "test.yaml")
+
+
+# --------------------------------------------------------------------------- schema
+
+
+def test_unknown_loss_name_names_the_key_and_the_allowed_values(test_config):
+    test_config["losses"]["focal1"]["name"] = "focall"
+    with pytest.raises(ConfigError) as error:
+        validate_config(test_config, SCHEMA)
+    message = str(error.value)
+    assert "losses.focal1.name" in message
+    assert "'focall'" in message
+    assert "focal_sample_dependent" in message and "cross_entropy" in message  # the allowed values
+
+
+def test_unknown_recipe_key_lists_the_allowed_keys(test_config):
+    test_config["recipes"]["tiny"]["epoch"] = 3
+    with pytest.raises(ConfigError, match=r"recipes\.tiny: unknown key\(s\) \['epoch'\]; allowed keys: .*epochs"):
+        validate_config(test_config, SCHEMA)
+
+
+def test_wrong_type_names_the_key(test_config):
+    test_config["recipes"]["tiny"]["epochs"] = "three"
+    with pytest.raises(ConfigError, match=r"recipes\.tiny\.epochs: 'three' is not of type 'integer'"):
+        validate_config(test_config, SCHEMA)
+
+
+def test_study_referring_to_an_undefined_key_names_it(test_config):
+    test_config["studies"]["test_digits"]["grids"][0]["losses"].append("focal9")
+    with pytest.raises(ConfigError, match=r"studies\.test_digits\.grids\[0\]\.losses: unknown losses key 'focal9'"):
+        validate_config(test_config, SCHEMA)
+
+
+def test_key_that_cannot_be_a_directory_name_is_rejected(test_config):
+    test_config["losses"]["focal/1"] = {"name": "focal", "gamma": 1}
+    with pytest.raises(ConfigError, match="directory names"):
+        validate_config(test_config, SCHEMA)
+
+
+def test_study_bins_must_be_computed(test_config):
+    test_config["studies"]["test_digits"]["ece_bins"] = [20]
+    with pytest.raises(ConfigError, match=r"studies\.test_digits\.ece_bins: \[20\] not among the computed ece_bins"):
+        validate_config(test_config, SCHEMA)
+
+
+def test_chained_calibrator_must_follow_a_temperature_scaling(test_config):
+    test_config["calibrators"]["bad_chain"] = {"name": "psi", "gamma": 1.0, "after": "uncalibrated"}
+    with pytest.raises(ConfigError, match=r"calibrators\.bad_chain\.after: 'uncalibrated' must be a temperature_scaling"):
+        validate_config(test_config, SCHEMA)
+
+
+def test_defaults_are_filled_in(test_config):
+    for key in ("download", "compile", "device"):
+        test_config.pop(key, None)
+    test_config["training"] = {}
+    config = validate_config(test_config, SCHEMA)
+    assert config["download"] is False and config["compile"] is False and config["device"] == "auto"
+    assert config["training"] == {"threads": 1, "mem_mb": 2000, "runtime": 30, "gpu": 0, "retries": 1, "by_recipe": {}}
+
+
+def _schema_enum(name: str) -> list[str]:
+    return load(SCHEMA)["$defs"][name]["enum"]
+
+
+def test_schema_name_lists_match_the_library_registries():
+    from focalcal import calibration, data, losses, models
+
+    assert sorted(_schema_enum("dataset_name")) == sorted(data.available())
+    assert sorted(_schema_enum("model_name")) == sorted(models.available())
+    assert sorted(_schema_enum("loss_name")) == sorted(losses.available())
+    assert sorted(_schema_enum("calibrator_name")) == sorted(calibration.CALIBRATORS)
+
+
+def test_schema_recipe_matches_the_trainer_recipe():
+    from focalcal.training import OptimizerConfig, Recipe
+
+    recipe = load(SCHEMA)["$defs"]["recipe"]
+    assert set(recipe["properties"]) == {f.name for f in dataclasses.fields(Recipe)}
+    assert set(recipe["properties"]["optimizer"]["properties"]) == {f.name for f in dataclasses.fields(OptimizerConfig)}
+
+
+def test_every_recipe_of_every_config_is_a_valid_trainer_recipe():
+    from focalcal.training import RunConfig
+
+    for path in [ROOT / "config" / "config.yaml", ROOT / "config" / "test.yaml", *sorted(STUDIES.glob("*.yaml"))]:
+        config = validated(path)
+        plan = build_plan(config)
+        for run in plan.runs.values():
+            RunConfig.from_dict(plan.run_config(run))  # raises on anything the trainer rejects
+
+
+# --------------------------------------------------------------------------- plan
+
+
+def test_runs_shared_between_studies_are_planned_once(test_config):
+    test_config["studies"]["test_digits_again"] = copy.deepcopy(test_config["studies"]["test_digits"])
+    test_config["studies"]["test_digits_again"]["grids"][0]["losses"] = ["ce", "focal3"]
+    plan = build_plan(validate_config(test_config, SCHEMA))
+    digits_runs = [run for run in plan.runs.values() if run.dataset == "digits"]
+    assert sorted(run.loss for run in digits_runs) == ["ce", "focal1", "focal3"]  # ce shared, not doubled
+    assert len(plan.runs) == 2 + 3
+    assert plan.runs["digits/cnn_small/ce/tiny/seed0"].run_dir == "results/runs/digits/cnn_small/ce/tiny/seed0"
+
+
+def test_from_loss_takes_the_training_gamma(test_config):
+    plan = build_plan(validate_config(test_config, SCHEMA))
+    assert plan.methods["synthetic1d/mlp/focal3/tiny/seed0"]["psi"] == {"build": {"name": "psi", "gamma": 3.0}}
+    assert plan.methods["synthetic1d/mlp/ce/tiny/seed0"]["psi"] == {"build": {"name": "psi", "gamma": 0.0}}
+
+
+def test_from_loss_with_a_loss_without_single_gamma_fails(test_config):
+    test_config["losses"]["flsd"] = {"name": "flsd53"}
+    test_config["studies"]["test_posterior"]["grids"][0]["losses"].append("flsd")
+    with pytest.raises(ConfigError, match=r"calibrators\.psi\.gamma = 'from_loss' but losses\.flsd \('flsd53'\) has no single gamma"):
+        build_plan(validate_config(test_config, SCHEMA))
+
+
+def test_chained_method_carries_the_temperature_scaling_it_follows():
+    plan = build_plan(validated(ROOT / "config" / "config.yaml"))
+    chained = plan.methods["mnist1d/cnn1d/focal2/small_30/seed0"]["ts_focal_psi"]
+    assert chained == {
+        "build": {"name": "psi", "gamma": 2.0},
+        "after": {"name": "temperature_scaling", "objective": "focal", "gamma": 2.0},
+    }
+
+
+def test_training_resources_default_and_per_recipe_override():
+    plan = build_plan(validated(STUDIES / "mukhoti2020.yaml"))
+    run = plan.runs["cifar10/resnet50/ce/cifar_350/seed0"]
+    assert plan.train_resources(run) == {"threads": 8, "mem_mb": 32000, "runtime": 2880, "gpu": 1}
+    plan = build_plan(validated(ROOT / "config" / "test.yaml"))
+    assert plan.train_resources(next(iter(plan.runs.values()))) == {"threads": 1, "mem_mb": 1000, "runtime": 10, "gpu": 0}
+
+
+# Training jobs each paper's grid implies (see the comment at the top of each study file).
+STUDY_RUNS = {"charoenphakdee2021": 353, "mukhoti2020": 99, "komisarenko2024": 110, "hossain2021": 480}
+
+
+@pytest.mark.parametrize("study", sorted(STUDY_RUNS))
+def test_study_configs_plan_the_papers_run_counts(study):
+    plan = build_plan(validated(STUDIES / f"{study}.yaml"))
+    assert len(plan.runs) == STUDY_RUNS[study]
+
+
+def test_mukhoti_and_komisarenko_share_their_common_runs():
+    merged = validated(STUDIES / "mukhoti2020.yaml")
+    komisarenko = load(STUDIES / "komisarenko2024.yaml")
+    for table in ("datasets", "models", "losses", "recipes", "calibrators", "studies"):
+        merged[table].update(komisarenko[table])
+    plan = build_plan(validate_config(merged, SCHEMA))
+    # seed 0 of ResNet-50 x {CE, FL-1, FL-2, FL-3, FLSD-53} on CIFAR-10/100, and CE, FL-1, FL-3, FLSD-53 on Tiny-ImageNet
+    assert len(plan.runs) == 99 + 110 - (2 * 5 + 4)
+
+
+# --------------------------------------------------------------------------- consistency
+
+
+def _write_run_config(tmp_path, plan, run, **changes):
+    settings = plan.run_config(run)
+    for dotted, value in changes.items():
+        target = settings
+        *parents, leaf = dotted.split(".")
+        for parent in parents:
+            target = target[parent]
+        target[leaf] = value
+    path = tmp_path / run.run_dir / "run_config.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(settings))
+
+
+def test_run_directory_with_other_settings_fails_loudly(tmp_path, test_config):
+    plan = build_plan(validate_config(test_config, SCHEMA))
+    run = plan.runs["digits/cnn_small/ce/tiny/seed0"]
+    _write_run_config(tmp_path, plan, run, **{"recipe.epochs": 5})
+    with pytest.raises(RunConflictError) as error:
+        check_run_directories(plan, tmp_path)
+    message = str(error.value)
+    assert "results/runs/digits/cnn_small/ce/tiny/seed0" in message
+    assert "recipe.epochs = 5 on disk, 3 in this config" in message
+
+
+def test_run_directory_with_the_same_settings_or_another_device_is_reused(tmp_path, test_config):
+    plan = build_plan(validate_config(test_config, SCHEMA))
+    _write_run_config(tmp_path, plan, plan.runs["digits/cnn_small/ce/tiny/seed0"], device="cuda", compile=True)
+    _write_run_config(tmp_path, plan, plan.runs["digits/cnn_small/focal1/tiny/seed0"])
+    check_run_directories(plan, tmp_path)  # device and compile do not change a run's numbers
+
+
+def test_config_files_defining_a_key_differently_conflict(tmp_path):
+    first = tmp_path / "a.yaml"
+    second = tmp_path / "b.yaml"
+    first.write_text(yaml.safe_dump({"recipes": {"short": {"epochs": 3}}, "losses": {"ce": {"name": "cross_entropy"}}}))
+    second.write_text(yaml.safe_dump({"recipes": {"short": {"epochs": 5}}, "losses": {"ce": {"name": "cross_entropy"}}}))
+    with pytest.raises(ConfigError) as error:
+        check_configfile_conflicts([first, second])
+    message = str(error.value)
+    assert "recipes.short" in message and str(first) in message and str(second) in message
+    assert "losses.ce" not in message  # identical definitions are fine
+
+
+def test_the_study_configs_agree_on_what_they_share():
+    check_configfile_conflicts(sorted(STUDIES.glob("*.yaml")))

@@ -1,0 +1,351 @@
+"""focalcal.report: what each config plans, paper tables against hand-computed values and
+the published numbers, stored calibrators applied without refitting, inventory, index."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+from scipy.special import softmax
+
+from focalcal.calibration import PsiCalibration, TemperatureScaling, psi
+from focalcal.pipeline import build_plan, validate_config
+from focalcal.report import naming, published, tables
+from focalcal.report.figures import THEORY_DRAWERS
+from focalcal.report.index import build_index
+from focalcal.report.inventory import run_inventory, summary
+from focalcal.report.study_figures import apply_stored, inputs_of_test_points, panel_scores
+from focalcal.report.targets import THEORY_FIGURES, report_plan, study_artifacts
+
+ROOT = Path(__file__).resolve().parents[1]
+SCHEMA = ROOT / "workflow/schemas/config.schema.yaml"
+
+
+def load_config(*names: str) -> dict:
+    config = {}
+    for name in names:
+        config.update(yaml.safe_load((ROOT / name).read_text()))
+    validate_config(config, str(SCHEMA))
+    return config
+
+
+def names(report, study: str) -> set[str]:
+    return {f"{a.kind}:{a.name}" for a in report.studies[study].artifacts}
+
+
+# ------------------------------------------------------------------------------ naming
+
+
+def test_loss_info_reads_gamma_paradigm_and_paper_names():
+    focal = naming.loss_info({"name": "focal", "gamma": 3})
+    assert (focal.gamma, focal.paradigm, focal.label, focal.mukhoti_name) == (3.0, "Standard", "FL γ=3", "FL-3")
+    assert focal.komisarenko_approach == ("focal", 3.0)
+    smoothed = naming.loss_info({"name": "focal", "gamma": 2, "smoothing": 0.1})
+    assert (smoothed.paradigm, smoothed.mukhoti_name, smoothed.komisarenko_approach) == ("LS", None, None)
+    ce = naming.loss_info({"name": "cross_entropy"})
+    assert (ce.gamma, ce.mukhoti_name, ce.komisarenko_approach) == (0.0, "Cross-Entropy", ("cross_entropy", None))
+    assert naming.loss_info({"name": "label_smoothing"}).mukhoti_name == "LS-0.05"
+    assert naming.loss_info({"name": "flsd53"}).komisarenko_approach == ("flsd53", None)
+    assert naming.loss_info({"name": "brier"}).gamma is None
+    with pytest.raises(ValueError, match="loss spec"):
+        naming.loss_info({"gamma": 2})
+
+
+def test_every_calibrator_of_the_default_config_has_a_role():
+    plan = build_plan(load_config("config/config.yaml"))
+    roles = {key: naming.method_role(spec) for methods in plan.methods.values() for key, spec in methods.items()}
+    assert roles == {"raw": "raw", "psi": "psi", "ts_nll": "ts_nll", "ts_ece": "ts_ece", "ts_focal": "ts_focal",
+                     "ts_focal_psi": "ts_focal_psi", "ts_grid_ece": "ts_grid_ece", "ts_grid_nll": "ts_grid_nll",
+                     "fts_ece": "fts_ece", "fts_nll": "fts_nll"}
+    assert naming.method_role({"build": {"name": "isotonic"}}) == "other"
+    with pytest.raises(ValueError, match="resolved calibrator"):
+        naming.method_role({"name": "identity"})
+
+
+def test_paper_setting_names_stand_ins():
+    assert naming.paper_setting({"name": "cifar10"}, {"name": "resnet50"}).describe() == "CIFAR-10, ResNet 50"
+    stand_in = naming.paper_setting({"name": "mnist1d"}, {"name": "cnn1d"})
+    assert (stand_in.dataset, stand_in.model, stand_in.stand_in) == ("CIFAR-10", "ResNet 50", True)
+    assert naming.paper_setting({"name": "synthetic1d"}, {"name": "mlp"}).dataset is None
+
+
+# ----------------------------------------------------------------------------- planning
+
+
+def test_default_config_plans_every_paper_figure_its_runs_support():
+    report = report_plan(build_plan(load_config("config/config.yaml")))
+    assert [a.name for a in report.theory] == list(THEORY_FIGURES) and set(THEORY_DRAWERS) == set(THEORY_FIGURES)
+    assert names(report, "charoenphakdee2021_posterior") == {"figure:charoenphakdee2021_fig3_synthetic1d",
+                                                            "table:charoenphakdee2021_fig3_synthetic1d"}
+    assert names(report, "charoenphakdee2021_paradigms") == {
+        "figure:charoenphakdee2021_fig4_digits", "figure:charoenphakdee2021_fig4_mnist1d",
+        "figure:charoenphakdee2021_fig4_mnist1d_s", "figure:charoenphakdee2021_fig5_ece_boxplots",
+        "figure:charoenphakdee2021_fig6_ece_boxplots", "table:charoenphakdee2021_ece_summary"}
+    assert names(report, "mukhoti2020") == {f"table:mukhoti2020_table{n}" for n in (1, 2, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13)} | {
+        "figure:mukhoti2020_fig1_training_reliability", "figure:mukhoti2020_fig2_training_curves",
+        "figure:mukhoti2020_fig3_training_comparison"}
+    assert names(report, "komisarenko2024") == {"table:komisarenko2024_table1", "figure:komisarenko2024_fig8_optimal_temperature"}
+    # Fig 4 on MNIST-1D: all three paradigms, on the model that has all three (cnn1d), seed 0
+    fig4 = report.artifact("charoenphakdee2021_paradigms", "charoenphakdee2021_fig4_mnist1d", "figure")
+    assert fig4.params["model"] == "cnn1d"
+    assert {(p["paradigm"], p["gamma"]) for p in fig4.params["panels"]} == {
+        (paradigm, g) for paradigm in ("Standard", "TS_FL", "LS") for g in (0.0, 1.0, 2.0, 3.0)}
+    assert all(p["run"].endswith("seed0") for p in fig4.params["panels"])
+    # Fig 3 (synthetic): raw of CE, FL 1, FL 5, then TS_NLL and Ψ^γ of the focal runs
+    fig3 = report.artifact("charoenphakdee2021_posterior", "charoenphakdee2021_fig3_synthetic1d", "figure")
+    assert [p["label"] for p in fig3.params["panels"]] == [
+        "CE", "FL γ=1", "FL γ=5", "FL γ=1 + TS_NLL", "FL γ=5 + TS_NLL", "FL γ=1 + Ψ^γ", "FL γ=5 + Ψ^γ"]
+    # mukhoti2020 Table 1 holds the paper's Table 1 losses, Table 5 the focal variants, Table 9 all
+    tables_of = {a.name: set(a.params["losses"]) for a in report.studies["mukhoti2020"].artifacts if a.kind == "table"}
+    assert tables_of["mukhoti2020_table1"] == {"ce", "brier", "mmce", "ls0.05", "flsd53"}
+    assert tables_of["mukhoti2020_table4"] == {"ce", "brier", "mmce", "ls0.05", "flsd53", "focal3", "flsc532"}
+    assert tables_of["mukhoti2020_table5"] == {"focal1", "focal2", "focal3", "flsc531", "flsc532", "flsd53", "flsd532"}
+    assert len(tables_of["mukhoti2020_table9"]) == 11
+    # Fig 8 draws the CE and focal runs' stored ECE-chosen focal TS
+    fig8 = report.artifact("komisarenko2024", "komisarenko2024_fig8_optimal_temperature", "figure")
+    assert fig8.params["criterion"] == "ece" and {r["loss"] for r in fig8.params["runs"]} == {"CE", "FL γ=1", "FL γ=3", "FL γ=7"}
+    assert len(fig8.inputs) == 4 * 3  # 4 losses x 3 seeds of calibration.json
+    json.dumps(report.manifest({"x": 1}))  # the manifest is JSON
+
+
+def test_what_a_config_cannot_support_is_not_planned_and_said():
+    config = load_config("config/test.yaml")
+    report = report_plan(build_plan(config))
+    assert "figure:mukhoti2020_fig1_training_reliability" not in names(report, "test_digits")
+    assert any("reliability_epochs" in note for note in report.studies["test_digits"].not_planned)
+    # without Ψ^γ or temperature scaling, and without a cross-entropy run
+    reduced = copy.deepcopy(config)
+    reduced["studies"]["test_posterior"]["grids"][0]["calibrators"] = ["ts_nll"]
+    reduced["studies"]["test_digits"]["grids"][0]["losses"] = ["focal1"]
+    reduced["studies"]["test_digits"]["grids"][0]["calibrators"] = ["ts_nll"]
+    plan = build_plan(reduced)
+    posterior = study_artifacts(plan, "test_posterior")
+    assert posterior.artifacts == [] and any("uncalibrated" in note for note in posterior.not_planned)
+    digits = study_artifacts(plan, "test_digits")
+    assert digits.artifacts == []
+    assert any("identity calibrator" in note for note in digits.not_planned)
+    assert any("cross-entropy run" in note for note in digits.not_planned)
+    with pytest.raises(ValueError, match="no study"):
+        study_artifacts(plan, "missing")
+
+
+def test_paper_scale_study_configs_plan_their_tables_and_refuse_a_study_named_theory():
+    mukhoti = report_plan(build_plan(load_config("config/studies/mukhoti2020.yaml")))
+    assert {a.name for a in mukhoti.studies["mukhoti2020"].artifacts if a.kind == "table"} == {
+        f"mukhoti2020_table{n}" for n in (1, 2, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13)}
+    hossain = load_config("config/studies/hossain2021.yaml")
+    plan = build_plan(hossain)
+    for key in plan.studies:
+        assert any("segmentation" in note for note in study_artifacts(plan, key).not_planned)
+    config = load_config("config/test.yaml")
+    config["studies"]["theory"] = config["studies"].pop("test_digits")
+    with pytest.raises(ValueError, match="theory"):
+        report_plan(build_plan(config))
+
+
+# ------------------------------------------------------------------------------ tables
+
+
+def tidy(study: str, rows: list[tuple]) -> pd.DataFrame:
+    """A study table from (dataset, arch, loss, seed, method, metric, bins, value) tuples."""
+    frame = pd.DataFrame(rows, columns=["dataset", "arch", "loss", "seed", "method", "metric", "bins", "value"])
+    frame = frame.assign(study=study, paper="p", mirrors="m", recipe="r")
+    frame["bins"] = frame["bins"].astype("Float64")
+    return frame
+
+
+def test_mukhoti_table_averages_seeds_and_puts_the_published_cell_beside():
+    report = report_plan(build_plan(load_config("config/studies/mukhoti2020.yaml")))
+    artifact = report.artifact("mukhoti2020", "mukhoti2020_table1", "table")
+    rows = []
+    for seed, (pre, post, temperature) in enumerate([(0.04, 0.010, 2.4), (0.06, 0.014, 2.6)]):
+        rows += [("cifar10", "resnet50", "ce", seed, "uncalibrated", "ece", 15, pre),
+                 ("cifar10", "resnet50", "ce", seed, "uncalibrated", "ece", 10, 0.5),  # other bins: ignored
+                 ("cifar10", "resnet50", "ce", seed, "ts_ece", "ece", 15, post),
+                 ("cifar10", "resnet50", "ce", seed, "ts_ece", "temperature", None, temperature)]
+    built = tables.build(artifact, tidy("mukhoti2020", rows)).set_index("stage")
+    assert built.loc["pre_t", "ours_mean"] == pytest.approx(5.0)
+    assert built.loc["pre_t", "ours_std"] == pytest.approx(np.std([4.0, 6.0], ddof=1))
+    assert built.loc["post_t", "ours_mean"] == pytest.approx(1.2)
+    assert built.loc["post_t", "ours_temperature"] == pytest.approx(2.5)
+    # the paper's Table 1, CIFAR-10 / ResNet 50 / Cross-Entropy: 4.35 before, 1.35 (T = 2.5) after
+    assert built.loc["pre_t", "published"] == pytest.approx(4.35)
+    assert (built.loc["post_t", "published"], built.loc["post_t", "published_temperature"]) == (pytest.approx(1.35), pytest.approx(2.5))
+    assert not built["stand_in"].any() and set(built["n_seeds"]) == {2}
+    shown = tables.present(artifact.builder, built.reset_index())
+    assert shown.loc[0, "ours ece post_t"] == "1.20 ± 0.28 (2.50)"
+    assert shown.loc[0, "published ece post_t"] == "1.35 (2.50)"
+
+
+def test_mukhoti_table8_compares_top5_error_with_100_minus_published_accuracy():
+    report = report_plan(build_plan(load_config("config/studies/mukhoti2020.yaml")))
+    artifact = report.artifact("mukhoti2020", "mukhoti2020_table8", "table")
+    built = tables.build(artifact, tidy("mukhoti2020", [("cifar100", "resnet50", "ce", 0, "uncalibrated", "top5_error", None, 0.07)]))
+    row = built.iloc[0]
+    assert row["ours_mean"] == pytest.approx(7.0) and row["published"] == pytest.approx(100 - 93.77)
+
+
+def test_komisarenko_table_reads_chosen_t_and_gamma_and_the_published_row():
+    report = report_plan(build_plan(load_config("config/studies/komisarenko2024.yaml")))
+    artifact = report.artifact("komisarenko2024", "komisarenko2024_table1", "table")
+    rows = []
+    for seed, gamma_ev in enumerate([5.0, 5.0, 1.0]):
+        for method, temperature, gamma in (("ts_grid_ece", 0.9, 0.0), ("ts_grid_nll", 0.95, 0.0),
+                                           ("fts_ece", 1.2, gamma_ev), ("fts_nll", 1.1, 0.5)):
+            rows += [("cifar10", "resnet50", "focal3", seed, method, "error", None, 0.05 + 0.01 * seed),
+                     ("cifar10", "resnet50", "focal3", seed, method, "nll", None, 0.2),
+                     ("cifar10", "resnet50", "focal3", seed, method, "adaece", 15, 0.01),
+                     ("cifar10", "resnet50", "focal3", seed, method, "temperature", None, temperature),
+                     ("cifar10", "resnet50", "focal3", seed, method, "gamma", None, gamma)]
+    built = tables.build(artifact, tidy("komisarenko2024", rows)).set_index("calibration")
+    fts = built.loc["focal_temperature_scaling"]
+    assert fts["accuracy_mean"] == pytest.approx(94.0) and fts["accuracy_std"] == pytest.approx(1.0)
+    assert (fts["ece_mean"], fts["ece_temperature"], fts["ece_gamma_eval"]) == (pytest.approx(1.0), pytest.approx(1.2), 5.0)
+    assert (fts["logloss_mean"], fts["logloss_temperature"], fts["logloss_gamma_eval"]) == (pytest.approx(0.2), pytest.approx(1.1), 0.5)
+    # the paper's CIFAR-10, focal γ_tr = 3 rows
+    assert fts["published_gamma_eval"] == 5.0 and fts["paper_dataset"] == "CIFAR-10"
+    reference = published.load("komisarenko2024_table1")
+    expected = reference[(reference.dataset == "CIFAR-10") & (reference.approach == "focal") & (reference.gamma_train == 3)
+                         & (reference.calibration == "temperature_scaling")].iloc[0]
+    assert built.loc["temperature_scaling", "published_ece_mean"] == pytest.approx(expected["ece_mean"])
+    assert built.loc["temperature_scaling", "ece_gamma_eval"] == 0.0
+
+
+def test_published_tables_load_and_unknown_names_are_refused():
+    assert len(published.available()) == 18 and "hossain2021_table2" in published.available()
+    assert len(published.load("mukhoti2020_table1")) == 110
+    assert "komisarenko2024_table1" in published.readme()
+    with pytest.raises(ValueError, match="no published table"):
+        published.load("mukhoti2020_table99")
+
+
+# ------------------------------------------------------------------ stored calibrators
+
+
+def test_stored_calibrators_reproduce_the_fitted_probabilities_without_refitting():
+    rng = np.random.default_rng(0)
+    labels = rng.integers(0, 4, 400)
+    logits = rng.normal(size=(400, 4)) * 3 + 4 * np.eye(4)[labels]
+    scaling = TemperatureScaling(objective="focal", gamma=2.0).fit(logits, labels)
+    stored = {
+        "ts_focal": {"fitted": scaling.to_dict()},
+        "ts_focal_psi": {"fitted": PsiCalibration(gamma=2.0).fit(logits, labels).to_dict(), "after": scaling.to_dict()},
+    }
+    test = rng.normal(size=(50, 4)) * 5
+    np.testing.assert_allclose(apply_stored(stored, "ts_focal", test), scaling.transform(test), rtol=1e-12)
+    # TS_FL + Ψ^γ: Ψ^2 of the temperature-scaled softmax, computed independently
+    np.testing.assert_allclose(apply_stored(stored, "ts_focal_psi", test),
+                               psi(softmax(test / scaling.temperature_, axis=1), 2.0), rtol=1e-9, atol=1e-12)
+    with pytest.raises(ValueError, match="no method 'missing'"):
+        apply_stored(stored, "missing", test)
+
+
+def test_panel_scores_read_one_row_per_metric():
+    table = tidy("s", [("d", "a", "ce", 0, "raw", "error", None, 0.25), ("d", "a", "ce", 0, "raw", "kl_posterior", None, 0.1),
+                       ("d", "a", "ce", 0, "raw", "ece", 10, 0.05), ("d", "a", "ce", 0, "raw", "ece", 15, 0.07)])
+    assert panel_scores(table, {"dataset": "d", "arch": "a", "loss": "ce", "seed": 0}, "raw", 10) == {
+        "ERR": 0.25, "KLD": 0.1, "ECE": 0.05}
+    with pytest.raises(ValueError, match="0 rows of error"):
+        panel_scores(table, {"dataset": "d", "arch": "a", "loss": "ce", "seed": 1}, "raw", 10)
+
+
+def test_synthetic_test_inputs_come_from_logits_or_from_the_reloaded_split(tmp_path):
+    from focalcal.data import load
+
+    dataset = load("synthetic1d", root=str(tmp_path), n_samples=300)
+    run_dir = tmp_path / "results/runs/synthetic1d/mlp/ce/r/seed0"
+    run_dir.mkdir(parents=True)
+    (run_dir / "run_config.json").write_text(json.dumps({
+        "dataset": {"name": "synthetic1d", "n_samples": 300}, "model": {"name": "mlp"}, "loss": {"name": "cross_entropy"},
+        "recipe": {"epochs": 1}, "seed": 0}))
+    (run_dir / "run.json").write_text(json.dumps({"split_hash": dataset.split_hash}))
+    run = {"path": "synthetic1d/mlp/ce/r/seed0", "run_config": str(run_dir.relative_to(tmp_path) / "run_config.json"),
+           "info": str(run_dir.relative_to(tmp_path) / "run.json")}
+    labels = dataset.test.y.numpy()
+    reloaded = inputs_of_test_points(tmp_path, run, {"test_labels": labels}, "data")
+    np.testing.assert_array_equal(reloaded[:, 0], dataset.test.x.numpy()[:, 0])
+    dumped = inputs_of_test_points(tmp_path, run, {"test_labels": labels, "test_inputs": reloaded[:, 0] * 2}, "data")
+    np.testing.assert_array_equal(dumped[:, 0], reloaded[:, 0] * 2)
+    (run_dir / "run.json").write_text(json.dumps({"split_hash": "0" * 64}))
+    with pytest.raises(ValueError, match="split"):
+        inputs_of_test_points(tmp_path, run, {"test_labels": labels}, "data")
+
+
+# ----------------------------------------------------------------- inventory and index
+
+
+def test_inventory_reads_run_json_and_falls_back_to_history(tmp_path):
+    done = tmp_path / "results/runs/d/a/ce/r/seed0"
+    done.mkdir(parents=True)
+    (done / "run.json").write_text(json.dumps({"epochs_done": 30, "train_time_s": 12.5, "device": "cpu (1 threads)",
+                                               "host": "h", "parameters": 1000, "finished_at": "now"}))
+    bench = tmp_path / "results/benchmarks/train/d/a/ce/r/seed0.tsv"
+    bench.parent.mkdir(parents=True)
+    bench.write_text("s\th:m:s\n20.5\t0:00:20\n")
+    partial = tmp_path / "results/runs/d/a/focal1/r/seed1"
+    partial.mkdir(parents=True)
+    pd.DataFrame({"epoch": [1, 2, 3], "wall_time_s": [1.0, 2.0, 3.5]}).to_csv(partial / "history.csv", index=False)
+    inventory = run_inventory(tmp_path, ["d/a/ce/r/seed0", "d/a/focal1/r/seed1"])
+    assert inventory["epochs"].tolist() == [30, 3] and inventory["train_time_s"].tolist() == [12.5, 3.5]
+    assert inventory.loc[0, "job_wall_s"] == 20.5 and np.isnan(inventory.loc[1, "job_wall_s"])
+    assert inventory["seed"].tolist() == [0, 1]
+    totals = summary(inventory)
+    assert (totals["runs"], totals["train_time_s"], totals["devices"]) == (2, 16.0, ["cpu (1 threads)"])
+    with pytest.raises(ValueError, match="train it first"):
+        run_inventory(tmp_path, ["d/a/ce/r/seed9"])
+
+
+def test_index_links_every_page_artifact_and_shows_the_config():
+    config = load_config("config/test.yaml")
+    report = report_plan(build_plan(config))
+    inventory = pd.DataFrame([{"run": "x", "epochs": 3, "train_time_s": 60.0, "job_wall_s": 70.0, "device": "cpu",
+                               "host": "h", "parameters": 10, "finished_at": "t"}])
+    page = build_index(report.manifest(config), inventory, "recipes: {tiny: {}}\n", ["config/test.yaml"])
+    for notebook in report.notebooks:
+        assert f'href="{notebook}.html"' in page
+    for artifact in report.artifacts():
+        assert f'href="../{artifact.path.removeprefix("results/")}"' in page
+    assert "Fig 1: recipe &#x27;tiny&#x27; records no training reliability" in page
+    assert "1 run(s), 3 epoch(s), 1.0 min of training" in page and "config/test.yaml" in page
+    assert "No study of this paper in the active config" in page  # komisarenko2024 and hossain2021
+
+
+def test_rule_helpers_constrain_wildcards_exactly_and_escape_captions():
+    import re
+
+    from docutils.core import publish_parts
+
+    from focalcal.report.rules import one_of, rst_text
+
+    pattern = re.compile(f"(?:{one_of(['fig3.synthetic1d', 'table1'])})$")
+    assert pattern.match("fig3.synthetic1d") and pattern.match("table1")
+    assert not pattern.match("fig3xsynthetic1d") and not pattern.match("table10")
+    assert not re.compile(f"(?:{one_of([])})$").match("")
+    text = "Table 13: |S99| of *TS_NLL* `x` \\ y_"
+    rendered = publish_parts(rst_text(text), writer="html")["body"]
+    assert "|S99| of *TS_NLL* `x` \\ y_" in rendered.replace("&lt;", "<")
+
+
+def test_coarse_theory_grid_is_planned_from_the_config_and_draws_quickly():
+    from focalcal.report.figures import draw
+
+    config = load_config("config/test.yaml")
+    assert config["report"] == {"theory_grid": "coarse"}  # CI's config draws the quick grids
+    config["report"] = {}
+    assert {a.params["grid"] for a in report_plan(build_plan(config)).theory} == {"paper"}
+    config["report"] = {"theory_grid": "coarse"}
+    report = report_plan(build_plan(config))
+    k2 = report.artifact(None, "komisarenko2024_fig2_closest_temperature_k2", "figure")
+    assert k2.params == {"grid": "coarse"} and k2.title.endswith("[coarse grid: config report.theory_grid]")
+    figure = draw(k2)
+    fit = [t.get_text() for ax in figure.axes for t in ax.texts if t.get_text().startswith("fit: 1/T")][0]
+    slope, intercept = (float(v) for v in fit.split("≈")[1].split("\n")[0].replace("·γ", "").split("+"))
+    assert abs(slope - 0.95) < 0.05 and abs(intercept - 0.85) < 0.05  # the paper's K = 2 line, on the coarse grid
+    config["report"] = {"theory_grid": "rough"}
+    with pytest.raises(ValueError, match="theory_grid"):
+        report_plan(build_plan(config))

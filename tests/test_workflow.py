@@ -1,0 +1,117 @@
+"""The Snakemake workflow, planned but not run: job counts of every config, lint, format, config errors."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+STUDIES = ROOT / "config" / "studies"
+BIN = Path(sys.executable).parent
+
+
+def snakemake(workdir: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    """Run Snakemake on the repository's Snakefile in ``workdir`` (its own .snakemake/ and results/)."""
+    command = [str(BIN / "snakemake"), "-s", str(ROOT / "Snakefile"), "--directory", str(workdir), *args]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    if check and result.returncode != 0:
+        raise AssertionError(f"{' '.join(command)} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
+    return result
+
+
+def job_counts(result: subprocess.CompletedProcess) -> dict[str, int]:
+    """The 'Job stats' table of a dry run, as {rule: count}."""
+    text = result.stdout + result.stderr
+    table = text[text.index("Job stats:") :]
+    counts = {}
+    for line in table.splitlines()[3:]:
+        match = re.fullmatch(r"(\w+)\s+(\d+)", line.strip())
+        if not match:
+            break
+        counts[match.group(1)] = int(match.group(2))
+    return counts
+
+
+def dry_run(tmp_path: Path, *configfiles: Path) -> dict[str, int]:
+    args = ["-n"] + (["--configfile", *map(str, configfiles)] if configfiles else [])
+    if not configfiles:
+        shutil.copytree(ROOT / "config", tmp_path / "config")
+    return job_counts(snakemake(tmp_path, *args))
+
+
+def test_default_config_plans_every_stage(tmp_path):
+    counts = dry_run(tmp_path)
+    # 53 runs: the four miniature studies ask for 64, 11 are shared (see config/config.yaml)
+    report = {"theory_figure": 12, "study_figure": 10, "paper_table": 15, "report_manifest": 1, "run_inventory": 1,
+              "report_notebook": 5, "report_index": 1}
+    assert counts == {"prepare_data": 4, "train": 53, "export_logits": 53, "calibrate": 53, "study_table": 4, "all": 1,
+                      **report, "total": 213}
+
+
+def test_test_config_plans_a_handful_of_runs(tmp_path):
+    counts = dry_run(tmp_path, ROOT / "config" / "test.yaml")
+    report = {"theory_figure": 12, "study_figure": 3, "paper_table": 13, "report_manifest": 1, "run_inventory": 1,
+              "report_notebook": 5, "report_index": 1}
+    assert counts == {"prepare_data": 2, "train": 4, "export_logits": 4, "calibrate": 4, "study_table": 2, "all": 1,
+                      **report, "total": 53}
+
+
+# Training jobs each paper implies; the comment atop each study file derives them.
+@pytest.mark.parametrize(
+    ("study", "trainings"),
+    [("charoenphakdee2021", 353), ("mukhoti2020", 99), ("komisarenko2024", 110), ("hossain2021", 480)],
+)
+def test_study_config_dry_runs_to_the_papers_training_jobs(tmp_path, study, trainings):
+    counts = dry_run(tmp_path, STUDIES / f"{study}.yaml")
+    assert counts["train"] == trainings
+    calibrated = 0 if study == "hossain2021" else trainings  # segmentation: no post-hoc calibration
+    assert counts.get("calibrate", 0) == calibrated
+
+
+def test_all_studies_together_train_shared_runs_once(tmp_path):
+    counts = dry_run(tmp_path, *sorted(STUDIES.glob("*.yaml")))
+    # mukhoti2020 and komisarenko2024 share seed 0 of 14 ResNet-50 runs
+    assert counts["train"] == 353 + 99 + 110 + 480 - 14
+    assert counts["study_table"] == 3
+
+
+def test_bad_config_fails_before_any_job_naming_key_and_allowed_values(tmp_path):
+    config = yaml.safe_load((ROOT / "config" / "test.yaml").read_text())
+    config["losses"]["focal1"]["name"] = "focall"
+    config["recipes"]["tiny"]["optimizer"]["name"] = "sgdd"
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(config))
+    result = snakemake(tmp_path, "--cores", "1", "--configfile", str(path), check=False)
+    assert result.returncode != 0
+    output = result.stdout + result.stderr
+    assert "losses.focal1.name: 'focall' is not allowed; allowed values: adafocal, brier, cross_entropy" in output
+    assert "recipes.tiny.optimizer.name: 'sgdd' is not allowed; allowed values: sgd, adam" in output
+    assert not (tmp_path / "results").exists() and not (tmp_path / "data").exists()
+
+
+def test_config_files_that_disagree_on_a_key_fail(tmp_path):
+    config = yaml.safe_load((ROOT / "config" / "test.yaml").read_text())
+    other = {"recipes": {"tiny": dict(config["recipes"]["tiny"], epochs=4)}}
+    path = tmp_path / "other.yaml"
+    path.write_text(yaml.safe_dump(other))
+    result = snakemake(tmp_path, "-n", "--configfile", str(ROOT / "config" / "test.yaml"), str(path), check=False)
+    assert result.returncode != 0
+    assert "recipes.tiny:" in result.stderr + result.stdout
+    assert "define the same key differently" in result.stderr + result.stdout
+
+
+def test_lint_is_clean(tmp_path):
+    result = snakemake(tmp_path, "--lint", "--configfile", str(ROOT / "config" / "test.yaml"))
+    assert "Congratulations, your workflow is in a good condition!" in result.stdout + result.stderr
+
+
+def test_snakefmt_is_clean():
+    files = [ROOT / "Snakefile", *sorted((ROOT / "workflow" / "rules").glob("*.smk"))]
+    result = subprocess.run([str(BIN / "snakefmt"), "--check", *map(str, files)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr

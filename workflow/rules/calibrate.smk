@@ -1,0 +1,27 @@
+# Stage 4: fit every calibrator a run's studies ask for, on its validation logits, and
+# measure each on the test logits. Reads logits.npz only: calibration never retrains.
+# One job per run (not per method): each job pays a torch import, which would dominate
+# the default config's budget at one job per (run, method).
+
+
+rule calibrate:
+    input:
+        logits=f"results/runs/{RUN}/logits.npz",
+    output:
+        params=f"results/calibration/{RUN}/calibration.json",
+        metrics=f"results/calibration/{RUN}/metrics.csv",
+    log:
+        f"results/logs/calibrate/{RUN}.log",
+    benchmark:
+        f"results/benchmarks/calibrate/{RUN}.tsv"
+    conda:
+        "../../envs/analysis.yaml"
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=30,
+    params:
+        methods=lambda wildcards: PLAN.methods[PLAN.run(wildcards).path],
+        ece_bins=config["ece_bins"],
+    script:
+        "../scripts/calibrate.py"

@@ -1,0 +1,109 @@
+# Stage 6: the papers' figures and tables, each its own target (delete one and re-make it
+# alone). Theory figures need no runs: results/figures/theory/<name>.png. A study's figures
+# and paper tables: results/figures/<study>/<name>.png, results/tables/<study>/<name>.csv.
+# What a study gets depends on its paper and its grids (focalcal.report.targets); a figure
+# whose inputs the config does not provide is not planned, and the report says so.
+# Figures read run files, stored calibrators and study tables: they never refit.
+
+from focalcal.report.rules import one_of, rst_text, study_artifact_names
+from focalcal.report.targets import THEORY_FIGURES, report_plan
+
+REPORT_PLAN = report_plan(PLAN)
+FIGURE_STUDIES, FIGURE_NAMES = study_artifact_names(REPORT_PLAN, "figure")
+TABLE_STUDIES, TABLE_NAMES = study_artifact_names(REPORT_PLAN, "table")
+
+
+localrules:
+    paper_table,
+
+
+rule theory_figure:
+    output:
+        report(
+            "results/figures/theory/{name}.png",
+            caption="../report/caption.rst",
+            category=lambda wildcards: THEORY_FIGURES[wildcards.name][0],
+            subcategory="theory",
+            labels=lambda wildcards: {"figure": wildcards.name},
+        ),
+    log:
+        "results/logs/figures/theory/{name}.log",
+    benchmark:
+        "results/benchmarks/figures/theory/{name}.tsv"
+    wildcard_constraints:
+        name=one_of(THEORY_FIGURES),
+    conda:
+        "../../envs/report.yaml"
+    params:
+        artifact=lambda wildcards: REPORT_PLAN.artifact(
+            None, wildcards.name, "figure"
+        ).to_dict(),
+        caption=lambda wildcards: rst_text(
+            THEORY_FIGURES[wildcards.name][1] + " (exact, no training)."
+        ),
+    script:
+        "../scripts/figure_make.py"
+
+
+rule study_figure:
+    input:
+        lambda wildcards: REPORT_PLAN.artifact(
+            wildcards.study, wildcards.name, "figure"
+        ).inputs,
+    output:
+        report(
+            "results/figures/{study}/{name}.png",
+            caption="../report/caption.rst",
+            category=lambda wildcards: REPORT_PLAN.studies[wildcards.study].paper,
+            subcategory="{study}",
+            labels=lambda wildcards: {"figure": wildcards.name},
+        ),
+    log:
+        "results/logs/figures/{study}/{name}.log",
+    benchmark:
+        "results/benchmarks/figures/{study}/{name}.tsv"
+    wildcard_constraints:
+        study=one_of(FIGURE_STUDIES),
+        name=one_of(FIGURE_NAMES),
+    conda:
+        "../../envs/report.yaml"
+    params:
+        artifact=lambda wildcards: REPORT_PLAN.artifact(
+            wildcards.study, wildcards.name, "figure"
+        ).to_dict(),
+        caption=lambda wildcards: rst_text(
+            REPORT_PLAN.artifact(wildcards.study, wildcards.name, "figure").title
+            + f" — study {wildcards.study}: {REPORT_PLAN.studies[wildcards.study].mirrors}"
+        ),
+    script:
+        "../scripts/figure_make.py"
+
+
+rule paper_table:
+    input:
+        "results/tables/{study}.csv",
+    output:
+        report(
+            "results/tables/{study}/{name}.csv",
+            caption="../report/caption.rst",
+            category=lambda wildcards: REPORT_PLAN.studies[wildcards.study].paper,
+            subcategory="{study}",
+            labels=lambda wildcards: {"table": wildcards.name},
+        ),
+    log:
+        "results/logs/tables/{study}/{name}.log",
+    wildcard_constraints:
+        study=one_of(TABLE_STUDIES),
+        name=one_of(TABLE_NAMES),
+    conda:
+        "../../envs/report.yaml"
+    params:
+        artifact=lambda wildcards: REPORT_PLAN.artifact(
+            wildcards.study, wildcards.name, "table"
+        ).to_dict(),
+        caption=lambda wildcards: rst_text(
+            REPORT_PLAN.artifact(wildcards.study, wildcards.name, "table").title
+            + " — ours (mean and std over seeds) beside the published value of the paper's setting"
+        ),
+    script:
+        "../scripts/table_paper.py"

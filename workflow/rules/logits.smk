@@ -1,0 +1,28 @@
+# Stage 3: dump a trained run's val/test logits from its checkpoint. Deleting logits.npz
+# re-runs only this rule; the model is not retrained.
+
+
+rule export_logits:
+    input:
+        data=ancient(f"{DATA_ROOT}/ready/{{dataset}}.json"),
+        run_config=f"results/runs/{RUN}/run_config.json",
+        history=f"results/runs/{RUN}/history.csv",
+    output:
+        logits=f"results/runs/{RUN}/logits.npz",
+        info=f"results/runs/{RUN}/run.json",
+    log:
+        f"results/logs/export_logits/{RUN}.log",
+    benchmark:
+        f"results/benchmarks/export_logits/{RUN}.tsv"
+    conda:
+        "../../envs/torch.yaml"
+    threads: lambda wildcards: PLAN.train_resources(PLAN.run(wildcards))["threads"]
+    resources:
+        mem_mb=lambda wildcards: PLAN.train_resources(PLAN.run(wildcards))["mem_mb"],
+        runtime=30,
+        gpu=lambda wildcards: PLAN.train_resources(PLAN.run(wildcards))["gpu"],
+    params:
+        run_dir=lambda wildcards: PLAN.run(wildcards).run_dir,
+        data_root=lambda wildcards, input: os.path.dirname(os.path.dirname(input.data)),
+    script:
+        "../scripts/export_logits.py"

@@ -1,0 +1,29 @@
+# Stage 2: train one run. The checkpoint in the run directory is not a declared output, so
+# that a killed, failed or re-triggered job resumes from it instead of starting over
+# (Snakemake deletes declared outputs before re-running a job).
+
+
+rule train:
+    input:
+        data=ancient(f"{DATA_ROOT}/ready/{{dataset}}.json"),
+    output:
+        run_config=f"results/runs/{RUN}/run_config.json",
+        history=f"results/runs/{RUN}/history.csv",
+    log:
+        f"results/logs/train/{RUN}.log",
+    benchmark:
+        f"results/benchmarks/train/{RUN}.tsv"
+    retries: config["training"]["retries"]
+    conda:
+        "../../envs/torch.yaml"
+    threads: lambda wildcards: PLAN.train_resources(PLAN.run(wildcards))["threads"]
+    resources:
+        mem_mb=lambda wildcards: PLAN.train_resources(PLAN.run(wildcards))["mem_mb"],
+        runtime=lambda wildcards: PLAN.train_resources(PLAN.run(wildcards))["runtime"],
+        gpu=lambda wildcards: PLAN.train_resources(PLAN.run(wildcards))["gpu"],
+    params:
+        run_config=lambda wildcards: PLAN.run_config(PLAN.run(wildcards)),
+        run_dir=lambda wildcards: PLAN.run(wildcards).run_dir,
+        data_root=lambda wildcards, input: os.path.dirname(os.path.dirname(input.data)),
+    script:
+        "../scripts/train.py"
