@@ -209,6 +209,10 @@ class Trainer:
         order = torch.randperm(n, generator=generator, device=device)
         n_batches = (n + recipe.batch_size - 1) // recipe.batch_size
         loss_sum = torch.zeros((), dtype=torch.float64, device=device)
+        # Classification: keep each batch's detached logits (a list append, no kernel) and
+        # score the whole epoch at once; segmentation logits are too big to keep, so they
+        # are scored per batch.
+        kept_logits, kept_targets = [], []
         nll_sum = torch.zeros((), dtype=torch.float64, device=device)
         correct = torch.zeros((), dtype=torch.int64, device=device)
         progress = Progress(n_batches, f"epoch {epoch}/{recipe.epochs}", self.progress)
@@ -223,22 +227,33 @@ class Trainer:
             with self.setup.autocast():
                 logits = self.forward(inputs)
             logits = logits.float()
-            if not torch.isfinite(logits).all():
+            try:
+                loss = self.loss_fn(logits, targets)
+            except ValueError as error:  # the loss names non-finite logits; say where training broke
+                if bool(torch.isfinite(logits).all()):
+                    raise
                 progress.close()
-                raise self._diverged("the model's logits became non-finite", epoch, batch, n_batches)
-            loss = self.loss_fn(logits, targets)
+                raise self._diverged("the model's logits became non-finite", epoch, batch, n_batches) from error
             if not torch.isfinite(loss):
                 progress.close()
                 raise self._diverged(f"the loss became {float(loss.detach())}", epoch, batch, n_batches)
             self.optimizer.zero_grad(set_to_none=True)
             loss.backward()
             self.optimizer.step()
-            detached = logits.detach()
-            loss_sum += loss.detach().double() * targets.shape[0]
-            nll_sum += F.cross_entropy(detached, targets, reduction="sum", ignore_index=IGNORE_INDEX).double()
-            correct += (detached.argmax(1) == targets).sum()
+            loss_sum += loss.detach() * targets.shape[0]
+            if logits.dim() == 2:
+                kept_logits.append(logits.detach())
+                kept_targets.append(targets)
+            else:
+                detached = logits.detach()
+                nll_sum += F.cross_entropy(detached, targets, reduction="sum", ignore_index=IGNORE_INDEX).double()
+                correct += (detached.argmax(1) == targets).sum()
             progress.update()
         progress.close()
+        if kept_logits:
+            epoch_logits, epoch_targets = torch.cat(kept_logits), torch.cat(kept_targets)
+            nll_sum = F.cross_entropy(epoch_logits.double(), epoch_targets, reduction="sum")
+            correct = (epoch_logits.argmax(1) == epoch_targets).sum()
         labelled = int((self.train_y != IGNORE_INDEX).sum())  # samples, or pixels for segmentation
         return {
             "train_loss": float(loss_sum) / n,
