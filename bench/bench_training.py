@@ -54,7 +54,7 @@ def compare(dataset: dict, model: dict, batch_size: int, epochs: int, data_root:
     })
     with tempfile.TemporaryDirectory() as run_dir:
         trainer = Trainer(config, run_dir, data_root=data_root, progress=False)
-        x, y = trainer.normalise(trainer.train_x), trainer.train_y
+        x, y = trainer.normalised_train_x(), trainer.train_y
         bare_model = models.build(model["name"], num_classes=trainer.dataset.num_classes,
                                   **{k: v for k, v in model.items() if k != "name"})
         bare_model.load_state_dict(trainer.model.state_dict())

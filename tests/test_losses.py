@@ -379,3 +379,42 @@ def test_hooks_exist_on_every_loss():
     assert losses.build({"name": "adafocal"}).needs_validation
     assert losses.build({"name": "weighted_cross_entropy"}).needs_training_targets
     assert not losses.build({"name": "weighted_cross_entropy", "weights": [1, 2]}).needs_training_targets
+
+
+# ---- trusted inputs (validate_inputs = False, as the trainer calls losses) ---------------------
+@pytest.mark.parametrize("name", ALL_NAMES)
+def test_trusted_inputs_give_the_same_loss_and_gradient(name):
+    torch.manual_seed(21)
+    spatial = name in SPATIAL_OK
+    shape = (4, 5, 3, 3) if spatial else (16, 5)
+    logits = torch.randn(*shape, dtype=torch.float64, requires_grad=True)
+    target = torch.randint(0, 5, (shape[0], *shape[2:]))
+    checked, trusted = prepared(name, 5), prepared(name, 5)
+    trusted.validate_inputs = False
+    expected = checked(logits, target)
+    got = trusted(logits, target)
+    assert torch.equal(got, expected)
+    assert torch.equal(torch.autograd.grad(got, logits)[0], torch.autograd.grad(expected, logits)[0])
+
+
+def test_trusted_inputs_keep_ignore_index_and_soft_targets():
+    torch.manual_seed(22)
+    logits = torch.randn(3, 4, 5, 5, dtype=torch.float64)
+    target = torch.randint(0, 4, (3, 5, 5)).masked_fill(torch.rand(3, 5, 5) < 0.3, 255)
+    checked = losses.build({"name": "focal", "ignore_index": 255})
+    trusted = losses.build({"name": "focal", "ignore_index": 255})
+    trusted.validate_inputs = False
+    assert torch.equal(trusted(logits, target), checked(logits, target))
+    soft = torch.softmax(torch.randn(6, 4, dtype=torch.float64), dim=1)
+    flat = torch.randn(6, 4, dtype=torch.float64)
+    assert torch.equal(trusted(flat, soft), checked(flat, soft))
+
+
+def test_check_target_values_names_the_problem():
+    losses.check_target_values(torch.tensor([0, 2, 255]), 3, ignore_index=255)
+    with pytest.raises(ValueError, match="target out of range: found 3, expected 0..2"):
+        losses.check_target_values(torch.tensor([0, 3]), 3)
+    with pytest.raises(ValueError, match="found 255"):
+        losses.check_target_values(torch.tensor([0, 255]), 3)
+    with pytest.raises(ValueError, match="integer class indices, got torch.float32"):
+        losses.check_target_values(torch.tensor([0.0, 1.0]), 3)

@@ -244,3 +244,34 @@ def test_segmentation_run_trains_on_pixels(tmp_path, data_root):
     # pixel-level diagnostics skip the unlabelled row: 6 images × 15 labelled rows × 16 columns
     reliability = pd.read_csv(tmp_path / "train_reliability.csv")
     assert reliability["count"].sum() == 12 * 15 * 16
+
+
+def test_targets_are_checked_once_at_load_and_the_loss_trusts_them(tmp_path, data_root, monkeypatch):
+    trainer = Trainer(make_config(), tmp_path / "ok", data_root=data_root, progress=False)
+    assert trainer.loss_fn.validate_inputs is False  # per-batch checks skipped: checked here instead
+    from focalcal.training import trainer as trainer_module
+
+    real_load = trainer_module.load_dataset
+
+    def bad_labels(config, root):
+        dataset = real_load(config, root)
+        dataset.val.y[3] = dataset.num_classes  # one label outside 0..K-1
+        return dataset
+
+    monkeypatch.setattr(trainer_module, "load_dataset", bad_labels)
+    with pytest.raises(ValueError, match=r"'synthetic1d', val split: target out of range: found 3, expected 0..2"):
+        Trainer(make_config(), tmp_path / "bad", data_root=data_root, progress=False)
+
+
+def test_non_finite_logits_name_epoch_and_batch(tmp_path, data_root):
+    trainer = Trainer(make_config(), tmp_path, data_root=data_root, progress=False)
+    real_forward, calls = trainer.forward, {"n": 0}
+
+    def poisoned(inputs):
+        calls["n"] += 1
+        logits = real_forward(inputs)
+        return logits * float("inf") if calls["n"] == 3 else logits
+
+    trainer.forward = poisoned
+    with pytest.raises(TrainingDiverged, match=r"logits became non-finite at epoch 1, batch 3/"):
+        trainer.fit()

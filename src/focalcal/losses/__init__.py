@@ -20,9 +20,13 @@ trainer calls them unconditionally:
 
 ``loss.needs_training_targets`` (weighted_cross_entropy without weights) and
 ``loss.needs_validation`` (adafocal) say when the call matters.
+
+Trusted inputs: every call checks its targets (one device sync). A caller that checks all of
+its targets once with ``check_target_values(targets, num_classes)`` may set
+``loss.validate_inputs = False`` — the trainer does.
 """
 
-from ._base import Loss
+from ._base import Loss, check_target_values
 from .adafocal import AdaFocalLoss
 from .brier import BrierLoss
 from .cross_entropy import CrossEntropyLoss
@@ -34,7 +38,7 @@ from .segmentation import (DualCrossEntropyLoss, DualFocalLoss, GeneralizedDiceL
 from .smoothing import LabelSmoothingLoss
 
 __all__ = [
-    "Loss", "build", "available", "parameters", "LOSSES", "PRESETS", "focal_of_target",
+    "Loss", "check_target_values", "build", "available", "parameters", "LOSSES", "PRESETS", "focal_of_target",
     "CrossEntropyLoss", "FocalLoss", "LabelSmoothingLoss", "SampleDependentFocalLoss", "ScheduledFocalLoss",
     "BrierLoss", "MMCELoss", "AdaFocalLoss", "WeightedCrossEntropyLoss", "DualCrossEntropyLoss",
     "DualFocalLoss", "GeneralizedDiceLoss", "class_counts", "inverse_frequency_weights",

@@ -37,6 +37,11 @@ class Loss(nn.Module):
     """
 
     name = "loss"
+    #: Check the targets (dtype, shape, device, range) and name non-finite logits on every
+    #: call. A caller that has checked all of its targets once with ``check_target_values``
+    #: (the trainer does, at load) may set this to False on the instance: the loss is the
+    #: same, minus a device sync and a few small kernels per batch.
+    validate_inputs = True
     needs_training_targets = False
     needs_validation = False
     accepts_soft_targets = False
@@ -66,6 +71,8 @@ class Loss(nn.Module):
         raise NotImplementedError
 
     def forward(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        if not self.validate_inputs:
+            return self._forward_trusted(logits, target)
         logits = check_logits(logits)
         if (self.accepts_soft_targets and torch.is_tensor(target) and target.is_floating_point()
                 and target.shape == logits.shape):
@@ -73,6 +80,15 @@ class Loss(nn.Module):
             return self._finish(self._reduce(loss, None), logits)
         index, valid = check_targets(target, logits, self.ignore_index)
         return self._finish(self.reduce_valid(logits, index, valid), logits)
+
+    def _forward_trusted(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        """``forward`` for inputs the caller has already checked (``validate_inputs = False``)."""
+        if logits.dtype in (torch.float16, torch.bfloat16):
+            logits = logits.float()
+        if self.accepts_soft_targets and target.is_floating_point():
+            return self._reduce(self.soft_target_elementwise(logits, target.to(logits.dtype)), None)
+        index, valid = prepare_targets(target, self.ignore_index)
+        return self.reduce_valid(logits, index, valid)
 
     def soft_target_elementwise(self, logits: torch.Tensor, soft: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
@@ -143,18 +159,37 @@ def check_targets(target, logits: torch.Tensor, ignore_index: int | None):
         raise ValueError(f"target has shape {tuple(target.shape)} but logits {tuple(logits.shape)} need {expected}")
     if target.device != logits.device:
         raise ValueError(f"target is on {target.device} but logits are on {logits.device}")
+    index, valid = prepare_targets(target, ignore_index)
+    check_target_range(index, logits.shape[1], ignore_index)
+    return index, valid
+
+
+def prepare_targets(target: torch.Tensor, ignore_index: int | None):
+    """(class indices (N, 1, *spatial), ignored entries set to class 0; valid mask or None)."""
     target = target.long()
-    num_classes = logits.shape[1]
     valid = None
     if ignore_index is not None:
         valid = target != ignore_index
         target = target.masked_fill(~valid, 0)
-    low, high = (int(v) for v in torch.aminmax(target)) if target.numel() else (0, 0)
+    return target.unsqueeze(1), valid
+
+
+def check_target_range(index: torch.Tensor, num_classes: int, ignore_index: int | None) -> None:
+    """Every index (ignored entries already replaced) is a class in 0..num_classes − 1."""
+    low, high = (int(v) for v in torch.aminmax(index)) if index.numel() else (0, 0)
     if low < 0 or high >= num_classes:
         bad = low if low < 0 else high
         hint = "" if ignore_index is None else f" (ignore_index={ignore_index})"
         raise ValueError(f"target out of range: found {bad}, expected 0..{num_classes - 1}{hint}")
-    return target.unsqueeze(1), valid
+
+
+def check_target_values(targets, num_classes: int, ignore_index: int | None = None) -> None:
+    """Check a whole set of integer targets once (e.g. a training set before a loss is told
+    ``validate_inputs = False``): integer dtype and every value a class or ``ignore_index``."""
+    if not torch.is_tensor(targets) or targets.is_floating_point() or targets.is_complex() or targets.dtype == torch.bool:
+        kind = targets.dtype if torch.is_tensor(targets) else type(targets).__name__
+        raise ValueError(f"targets must be a tensor of integer class indices, got {kind}")
+    check_target_range(prepare_targets(targets, ignore_index)[0], num_classes, ignore_index)
 
 
 def check_soft_targets(target: torch.Tensor, logits: torch.Tensor) -> torch.Tensor:

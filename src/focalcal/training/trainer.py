@@ -81,9 +81,11 @@ class Trainer:
         self.augmentation = resolve_augmentation(config.recipe.augmentation, self.dataset.meta)
         mean, std = self.dataset.meta.get("mean"), self.dataset.meta.get("std")
         self.normalise = lambda x: data_lib.normalise(x, mean, std)
-        # Training images stay un-normalised so that crop padding is black, as in the papers;
-        # val/test are normalised once here.
+        # Augmented training images stay un-normalised so that crop padding is black, as in the
+        # papers; without augmentation they are normalised once here, like val/test.
         self.train_x, self.train_y = (t.to(device) for t in self.dataset.train)
+        if not self.augmentation:
+            self.train_x = self.normalise(self.train_x)
         self.eval_splits = {
             split: (self.normalise(getattr(self.dataset, split).x.to(device)), getattr(self.dataset, split).y.to(device))
             for split in ("val", "test")
@@ -97,6 +99,14 @@ class Trainer:
         if isinstance(self.loss_fn, torch.nn.Module):
             self.loss_fn.to(device)
         _call_hook(self.loss_fn, "set_training_targets", self.train_y, self.dataset.num_classes)
+        if isinstance(self.loss_fn, loss_lib.Loss):  # check every target once, not once per batch
+            ignore_index = self.loss_fn.ignore_index
+            for split, targets in [("train", self.train_y)] + [(s, y) for s, (_, y) in self.eval_splits.items()]:
+                try:
+                    loss_lib.check_target_values(targets, self.dataset.num_classes, ignore_index)
+                except ValueError as error:
+                    raise ValueError(f"dataset {config.dataset['name']!r}, {split} split: {error}") from None
+            self.loss_fn.validate_inputs = False
         self.optimizer = build_optimizer(self.model, config)
         self.scheduler = build_scheduler(self.optimizer, config)
         self.history: list[dict] = []
@@ -221,21 +231,17 @@ class Trainer:
             inputs, targets = self.train_x[index], self.train_y[index]
             if self.augmentation:
                 inputs = data_lib.apply_augmentation(inputs, self.augmentation, generator=generator)
-            inputs = self.normalise(inputs)
+                inputs = self.normalise(inputs)
             if self.setup.channels_last and inputs.dim() == 4:
                 inputs = inputs.contiguous(memory_format=torch.channels_last)
             with self.setup.autocast():
                 logits = self.forward(inputs)
             logits = logits.float()
-            try:
-                loss = self.loss_fn(logits, targets)
-            except ValueError as error:  # the loss names non-finite logits; say where training broke
-                if bool(torch.isfinite(logits).all()):
-                    raise
+            loss = self.loss_fn(logits, targets)
+            if not torch.isfinite(loss):  # one sync per batch: the NaN stop must name the batch
                 progress.close()
-                raise self._diverged("the model's logits became non-finite", epoch, batch, n_batches) from error
-            if not torch.isfinite(loss):
-                progress.close()
+                if not bool(torch.isfinite(logits).all()):
+                    raise self._diverged("the model's logits became non-finite", epoch, batch, n_batches)
                 raise self._diverged(f"the loss became {float(loss.detach())}", epoch, batch, n_batches)
             self.optimizer.zero_grad(set_to_none=True)
             loss.backward()
@@ -266,6 +272,10 @@ class Trainer:
             f"{what} at epoch {epoch}, batch {batch + 1}/{n_batches} (loss {self.config.loss}, "
             f"lr {self.optimizer.param_groups[0]['lr']:.3g}); the checkpoint of epoch {epoch - 1} is kept"
         )
+
+    def normalised_train_x(self) -> torch.Tensor:
+        """The training inputs as the model sees them, before augmentation."""
+        return self.normalise(self.train_x) if self.augmentation else self.train_x
 
     @torch.no_grad()
     def predict(self, inputs: torch.Tensor) -> torch.Tensor:
@@ -300,7 +310,7 @@ class Trainer:
                 _call_hook(self.loss_fn, "update_from_validation", logits.to(self.setup.device), labels.to(self.setup.device))
         recipe = self.config.recipe
         if epoch in recipe.reliability_epochs:
-            train_logits = self.predict(self.normalise(self.train_x))
+            train_logits = self.predict(self.normalised_train_x())
             self.reliability.append(training_reliability(train_logits, self.train_y.cpu(), epoch, recipe.reliability_bins))
         return row
 
