@@ -95,7 +95,16 @@ class Loss(nn.Module):
 
     def reduce_valid(self, logits: torch.Tensor, index: torch.Tensor, valid: torch.Tensor | None) -> torch.Tensor:
         """Per-element loss, ignored elements zeroed, then reduced."""
+        if valid is None and self.reduction != "none":
+            reduced = self.reduced(logits, index, self.reduction)
+            if reduced is not None:
+                return reduced
         return self._reduce(self.elementwise(logits, index), valid)
+
+    def reduced(self, logits: torch.Tensor, index: torch.Tensor, reduction: str) -> torch.Tensor | None:
+        """The loss already reduced ("mean" or "sum") inside one autograd node — one node and
+        one pass less per batch — or None where a loss has no such path."""
+        return None
 
     def _reduce(self, loss: torch.Tensor, valid: torch.Tensor | None) -> torch.Tensor:
         """Reduce a per-element loss (N, 1, *spatial); ``valid`` is (N, *spatial) or None.
@@ -233,6 +242,16 @@ def target_weights(weights: torch.Tensor, logits: torch.Tensor, index: torch.Ten
     if weights.numel() != logits.shape[1]:
         raise ValueError(f"{name} has {weights.numel()} entries but logits have {logits.shape[1]} classes")
     return weights.to(device=logits.device, dtype=logits.dtype)[index]
+
+
+def cast_like(tensor: torch.Tensor, like: torch.Tensor, cache: dict, key: str) -> torch.Tensor:
+    """``tensor`` in the device and dtype of ``like``, converted once and reused while ``tensor``
+    is the same object, unmodified (small constants used on every batch: no copy per call)."""
+    hit = cache.get(key)
+    if (hit is None or hit[0] is not tensor or hit[1] != tensor._version
+            or hit[2].device != like.device or hit[2].dtype != like.dtype):
+        hit = cache[key] = (tensor, tensor._version, tensor.to(device=like.device, dtype=like.dtype))
+    return hit[2]
 
 
 def check_number(value, name: str, *, low: float | None = None, high: float | None = None,

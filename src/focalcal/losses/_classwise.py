@@ -96,36 +96,43 @@ def top_class(log_p: torch.Tensor, p: torch.Tensor):
 
 class _ClasswiseLoss(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, logits, spec, needs_top):
+    def forward(ctx, logits, spec, needs_top, reduction):
         parts = softmax_parts(logits, needs_top=needs_top)
         loss, a, b = spec(parts)
+        ctx.mean_of = loss.numel() if reduction == "mean" else None
         ctx.singular = b is not None
         if ctx.singular:
             a.scatter_(1, parts.top, 0.0)  # the top's share goes through b
             ctx.save_for_backward(parts.p, a, b, parts.top, parts.p_top, parts.rest)
         else:
             ctx.save_for_backward(parts.p, a)
-        return loss
+        return loss if reduction == "none" else loss.sum() if reduction == "sum" else loss.mean()
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad_output):
+        if ctx.mean_of is not None:
+            grad_output = grad_output / ctx.mean_of
         if not ctx.singular:
             p, a = ctx.saved_tensors
             grad = torch.addcmul(a, p, a.sum(dim=1, keepdim=True), value=-1.0)
-            return grad.mul_(grad_output), None, None
+            return grad.mul_(grad_output), None, None, None
         p, a, b, top, p_top, rest = ctx.saved_tensors
         total = a.sum(dim=1, keepdim=True)
-        grad = torch.addcmul(a, p, total, value=-1.0)
-        # − b_t p_j/(1 − p_t) for j ≠ t (p_j ≤ 1 − p_t, so no overflow); the top entry is replaced below.
-        grad.addcmul_(p / rest.clamp_min(torch.finfo(rest.dtype).tiny), b, value=-1.0)
+        # For j ≠ t the top's share is −b_t p_j/(1 − p_t): folded into the row factor as
+        # b_t/(1 − p_t) (= a_t where that is finite; capped where 1 − p_t underflowed, and
+        # there p_j ≤ 1 − p_t makes the product ≤ b_t anyway), one pass instead of three.
+        finfo = torch.finfo(rest.dtype)
+        row = torch.div(b, rest.clamp_min(finfo.tiny)).clamp_(-finfo.max, finfo.max).add_(total)
+        grad = torch.addcmul(a, p, row, value=-1.0)
         grad.scatter_(1, top, torch.addcmul(b, p_top, total, value=-1.0))
-        return grad.mul_(grad_output), None, None
+        return grad.mul_(grad_output), None, None, None
 
 
-def classwise_loss(logits: torch.Tensor, spec: Spec, *, needs_top: bool = False) -> torch.Tensor:
+def classwise_loss(logits: torch.Tensor, spec: Spec, *, needs_top: bool = False, reduction: str = "none") -> torch.Tensor:
     """Per-element loss (N, 1, *spatial) of a sum of per-class terms; see the module docstring.
 
-    A spec that returns b_t (a singular slope) must ask for ``needs_top``.
+    A spec that returns b_t (a singular slope) must ask for ``needs_top``. ``reduction``
+    "mean" or "sum" returns the reduced loss from the same autograd node.
     """
-    return _ClasswiseLoss.apply(logits, spec, needs_top)
+    return _ClasswiseLoss.apply(logits, spec, needs_top, reduction)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import torch
 
-from ._base import Loss, check_number, check_targets
+from ._base import Loss, cast_like, check_number, check_targets
 from .focal import focal_of_target
 
 BIN_BY = ("true_class", "predicted")
@@ -92,6 +92,8 @@ class AdaFocalLoss(Loss):
         self.register_buffer("gammas", torch.full((num_bins,), self.gamma_initial, dtype=torch.float64))
         # Before any validation statistics the edges do not matter (all γ equal); equal-width is a neutral start.
         self.register_buffer("bin_edges", torch.linspace(0, 1, num_bins + 1, dtype=torch.float64)[1:-1])
+        self._cast: dict = {}  # float32 copies of the bins' edges and γs for the loss
+        self._inverse: tuple | None = None
 
     # ---- epoch-level update ------------------------------------------------------------------
     def update_from_validation(self, logits: torch.Tensor, labels: torch.Tensor) -> None:
@@ -121,17 +123,27 @@ class AdaFocalLoss(Loss):
     # ---- training loss -----------------------------------------------------------------------
     def gamma_for(self, confidence: torch.Tensor) -> torch.Tensor:
         """Signed γ of each sample from the probability that picks its bin."""
-        edges = self.bin_edges.to(device=confidence.device, dtype=confidence.dtype)
-        return self.gammas.to(device=confidence.device, dtype=confidence.dtype)[torch.bucketize(confidence, edges)]
+        edges = cast_like(self.bin_edges, confidence, self._cast, "edges")
+        return cast_like(self.gammas, confidence, self._cast, "gammas")[torch.bucketize(confidence, edges)]
 
-    def _gamma_of_prediction(self, log_p: torch.Tensor, log_p_y: torch.Tensor) -> torch.Tensor:
+    def _gamma_of_prediction(self, p: torch.Tensor, p_y: torch.Tensor) -> torch.Tensor:
         if self.bin_by == "true_class":
-            return self.gamma_for(log_p_y.exp())
-        return self.gamma_for(log_p.amax(dim=1, keepdim=True).exp())
+            return self.gamma_for(p_y)
+        return self.gamma_for(p.amax(dim=1, keepdim=True))
+
+    def _has_inverse(self) -> bool:
+        """Whether some bin uses the inverse-focal loss (γ < 0); looked up once per γ update."""
+        gammas = self.gammas
+        if self._inverse is None or self._inverse[0] is not gammas or self._inverse[1] != gammas._version:
+            self._inverse = (gammas, gammas._version, bool((gammas < 0).any()))
+        return self._inverse[2]
 
     def elementwise(self, logits, index):
-        has_inverse = bool((self.gammas < 0).any())
-        return focal_of_target(logits, index, self._gamma_of_prediction, has_inverse=has_inverse)
+        return self.reduced(logits, index, "none")
+
+    def reduced(self, logits, index, reduction):
+        return focal_of_target(logits, index, self._gamma_of_prediction, has_inverse=self._has_inverse(),
+                               reduction=reduction)
 
     def hyperparameters(self):
         return {"num_bins": self.num_bins, "lam": self.lam, "gamma_initial": self.gamma_initial,

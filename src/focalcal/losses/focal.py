@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 import torch
 from torch.autograd.function import once_differentiable
 
-from ._base import Loss, check_number, check_sequence, class_weight_tensor, target_weights, weights_for
+from ._base import Loss, cast_like, check_number, check_sequence, class_weight_tensor, target_weights, weights_for
 from ._classwise import classwise_loss
 from ._logprob import LOG_HALF
 
@@ -49,40 +49,44 @@ class _FocalOfTarget(torch.autograd.Function):
     """Per-element −(1 − p_y)^γ log p_y (γ ≥ 0) or −(1 + p_y)^|γ| log p_y (γ < 0, inverse focal)."""
 
     @staticmethod
-    def forward(ctx, logits, index, gamma, has_inverse):
+    def forward(ctx, logits, index, gamma, has_inverse, reduction):
         log_p = torch.log_softmax(logits, dim=1)
         log_p_y = log_p.gather(1, index)
         p = log_p.exp()
         p_y = p.gather(1, index)
+        if callable(gamma):
+            gamma = gamma(p, p_y)
         others = p.scatter_(1, index, 0.0)  # p with the target's entry zeroed
         q_y = others.sum(dim=1, keepdim=True)  # 1 − p_y without cancellation
-        if callable(gamma):
-            gamma = gamma(log_p, log_p_y)
         loss, slope = focal_terms(log_p_y, p_y, q_y, gamma, has_inverse=has_inverse)
         ctx.save_for_backward(others, index, slope, q_y)
-        return loss
+        ctx.mean_of = loss.numel() if reduction == "mean" else None
+        return loss if reduction == "none" else loss.sum() if reduction == "sum" else loss.mean()
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad_output):
         # g · (p − e_y): p_j g for j ≠ y and −(1 − p_y) g for the target (exact, no p_y − 1).
         others, index, slope, q_y = ctx.saved_tensors
+        if ctx.mean_of is not None:
+            grad_output = grad_output / ctx.mean_of
         scale = grad_output * slope
         grad = others * scale
         grad.scatter_(1, index, q_y.mul(scale).neg_())
-        return grad, None, None, None
+        return grad, None, None, None, None
 
 
 def focal_of_target(logits: torch.Tensor, index: torch.Tensor, gamma: GammaSpec, *,
-                    has_inverse: bool = False) -> torch.Tensor:
+                    has_inverse: bool = False, reduction: str = "none") -> torch.Tensor:
     """Focal loss of each element, shape (N, 1, *spatial), for targets ``index`` (N, 1, *spatial).
 
     ``gamma`` is a float ≥ 0, a tensor broadcastable to the output, or a callable
-    ``(log_probs, log_p_target) -> gamma tensor`` for policies that pick γ from the prediction
+    ``(probs, p_target) -> gamma tensor`` for policies that pick γ from the prediction
     (evaluated without gradient: γ is piecewise constant in p). With ``has_inverse``, negative
     entries of a γ tensor mean the inverse-focal loss −(1 + p_y)^|γ| log p_y (AdaFocal).
+    ``reduction`` "mean" or "sum" returns the reduced loss from the same autograd node.
     """
-    return _FocalOfTarget.apply(logits, index, gamma, has_inverse)
+    return _FocalOfTarget.apply(logits, index, gamma, has_inverse, reduction)
 
 
 def classwise_focal_terms(parts, gamma: float):
@@ -118,7 +122,8 @@ def soft_target_focal(logits: torch.Tensor, soft: torch.Tensor, gamma: float,
     return classwise_loss(logits, spec, needs_top=True)
 
 
-def smoothed_target_focal(logits: torch.Tensor, index: torch.Tensor, gamma: float, smoothing: float) -> torch.Tensor:
+def smoothed_target_focal(logits: torch.Tensor, index: torch.Tensor, gamma: float, smoothing: float, *,
+                          reduction: str = "none") -> torch.Tensor:
     """``soft_target_focal`` for the smoothed one-hot target of ``smoothed_targets``, without
     building it: −share Σ_i (1 − p_i)^γ log p_i − (keep − share) (1 − p_y)^γ log p_y."""
     share = smoothing / (logits.shape[1] - 1)
@@ -130,7 +135,7 @@ def smoothed_target_focal(logits: torch.Tensor, index: torch.Tensor, gamma: floa
         slope_y = slope.gather(1, index).mul_(-keep)
         return loss, slope.mul_(-share).scatter_(1, index, slope_y), None
 
-    return classwise_loss(logits, spec, needs_top=True)
+    return classwise_loss(logits, spec, needs_top=True, reduction=reduction)
 
 
 def smoothed_targets(index: torch.Tensor, num_classes: int, smoothing: float, dtype, device) -> torch.Tensor:
@@ -185,6 +190,13 @@ class FocalLoss(Loss):
             loss = loss * target_weights(self.class_weights, logits, index, "alpha")
         return loss * self.alpha_scale if self.alpha_scale != 1.0 else loss
 
+    def reduced(self, logits, index, reduction):
+        if self.class_weights is not None or self.alpha_scale != 1.0:
+            return None
+        if self.smoothing > 0.0:
+            return smoothed_target_focal(logits, index, self.gamma, self.smoothing, reduction=reduction)
+        return focal_of_target(logits, index, self.gamma, reduction=reduction)
+
     def soft_target_elementwise(self, logits, soft):
         weights = None if self.class_weights is None else weights_for(self.class_weights, logits, "alpha")
         loss = soft_target_focal(logits, soft, self.gamma, weights)
@@ -218,15 +230,19 @@ class SampleDependentFocalLoss(Loss):
             raise ValueError(f"gammas must be >= 0, got {self.gammas}")
         self.register_buffer("threshold_tensor", torch.tensor(self.thresholds, dtype=torch.float64), persistent=False)
         self.register_buffer("gamma_tensor", torch.tensor(self.gammas, dtype=torch.float64), persistent=False)
+        self._cast: dict = {}
 
     def gamma_for(self, p_target: torch.Tensor) -> torch.Tensor:
         """γ of each sample from its probability of the true class (p = threshold takes the upper γ)."""
-        thresholds = self.threshold_tensor.to(device=p_target.device, dtype=p_target.dtype)
-        gammas = self.gamma_tensor.to(device=p_target.device, dtype=p_target.dtype)
+        thresholds = cast_like(self.threshold_tensor, p_target, self._cast, "thresholds")
+        gammas = cast_like(self.gamma_tensor, p_target, self._cast, "gammas")
         return gammas[torch.bucketize(p_target, thresholds, right=True)]
 
     def elementwise(self, logits, index):
-        return focal_of_target(logits, index, lambda log_p, log_p_y: self.gamma_for(log_p_y.exp()))
+        return self.reduced(logits, index, "none")
+
+    def reduced(self, logits, index, reduction):
+        return focal_of_target(logits, index, lambda p, p_y: self.gamma_for(p_y), reduction=reduction)
 
     def hyperparameters(self):
         return {"thresholds": self.thresholds, "gammas": self.gammas, **super().hyperparameters()}
@@ -274,9 +290,12 @@ class ScheduledFocalLoss(Loss):
         self.gamma = self.gamma_at(epoch, num_epochs)
 
     def elementwise(self, logits, index):
+        return self.reduced(logits, index, "none")
+
+    def reduced(self, logits, index, reduction):
         if self.gamma is None:
             raise ValueError("focal_scheduled needs the epoch: call set_epoch(epoch, num_epochs) before the first forward")
-        return focal_of_target(logits, index, self.gamma)
+        return focal_of_target(logits, index, self.gamma, reduction=reduction)
 
     def hyperparameters(self):
         return {"milestones": self.milestones, "gammas": self.gammas, **super().hyperparameters()}

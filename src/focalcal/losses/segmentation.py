@@ -128,6 +128,9 @@ class DualCrossEntropyLoss(Loss):
         self.beta = check_number(beta, "beta", low=0.0)
 
     def elementwise(self, logits, index):
+        return self.reduced(logits, index, "none")
+
+    def reduced(self, logits, index, reduction):
         alpha, beta = self.alpha, self.beta
 
         def spec(parts):
@@ -137,7 +140,7 @@ class DualCrossEntropyLoss(Loss):
             slope = torch.div(parts.p, alpha_plus_p.div_(beta)).scatter_(1, index, -1.0)
             return loss.sum(dim=1, keepdim=True), slope, None
 
-        return classwise_loss(logits, spec)
+        return classwise_loss(logits, spec, reduction=reduction)
 
     def hyperparameters(self):
         return {"alpha": self.alpha, "beta": self.beta, **super().hyperparameters()}
@@ -161,47 +164,53 @@ class DualFocalLoss(Loss):
         self.rho = check_number(rho, "rho", low=1.0)
 
     def elementwise(self, logits, index):
-        alpha, beta, gamma, rho_minus_one = self.alpha, self.beta, self.gamma, self.rho - 1.0
+        return self.reduced(logits, index, "none")
 
-        def power(x, log_x=None):
-            """x^γ (from log x where given: right also where x itself underflowed to 0)."""
-            if gamma == 1.0:
-                return x
-            return x.pow(gamma) if log_x is None else torch.exp(log_x * gamma)
+    def reduced(self, logits, index, reduction):
+        alpha, beta, gamma, rho_minus_one = self.alpha, self.beta, self.gamma, self.rho - 1.0
+        linear = gamma == 1.0  # the paper's setting: z^γ = z and Σ_{i≠y} z_i = 1 − z_y, no powers
 
         def spec(parts):
             log_p, p, top = parts.log_p, parts.p, parts.top
-            # 1 − z: exact by subtraction except at the row's top class, whose 1 − z_t is `rest`.
-            q = torch.rsub(p, 1.0).scatter_(1, top, parts.rest)
-            rho_minus_p = q if rho_minus_one == 0.0 else q + rho_minus_one  # sum of non-negatives
+            # Row values of the target y: log z_y, z_y, and 1 − z_y exactly (the top's is `rest`).
             log_rest = parts.log_rest()
-            # The target's values by row arithmetic (cheaper than gathers): exact 1 − z_y and its log.
             log_p_y = log_p.gather(1, index)
-            p_y, target_is_top = log_p_y.exp(), top == index
+            p_y, target_is_top = p.gather(1, index), top == index
             q_y = torch.where(target_is_top, parts.rest, torch.rsub(p_y, 1.0))
             log_q_y = torch.where(target_is_top, log_rest, torch.log1p(p_y.neg()))
-            if rho_minus_one == 0.0:  # log(1 − z): log1p where z ≤ 1/2, log(rest) at the top
+            # log(ρ − z_i) of every class: log1p(−z) is exact but at the top, whose 1 − z_t is `rest`.
+            if rho_minus_one == 0.0:
                 log_rho_minus_p = torch.log1p(p.neg()).scatter_(1, top, log_rest)
             else:
-                log_rho_minus_p = torch.log(rho_minus_p)
-            p_gamma = power(p)
-            # Other classes: α z_i^γ − β log(ρ − z_i).  True class: −log z_y + α (1 − z_y)^γ.
-            target_loss = power(q_y, log_q_y).mul(alpha).sub_(log_p_y)
-            loss = torch.sub(p_gamma * alpha if alpha != 1.0 else p_gamma, log_rho_minus_p, alpha=beta)
-            loss = loss.scatter_(1, index, target_loss).sum(dim=1, keepdim=True)
-            # a = ∂L/∂log z: β z/(ρ − z) + αγ z^γ, and −1 − αγ z_y (1 − z_y)^(γ−1) for the true class
-            # (anything at the top position: its share goes through b below).
-            slope = torch.addcdiv(p_gamma * (alpha * gamma), p, rho_minus_p, value=beta)
+                log_rho_minus_p = torch.log(torch.rsub(p, 1.0).scatter_(1, top, parts.rest).add_(rho_minus_one))
+            # L = −log z_y + α (1 − z_y)^γ + Σ_{i≠y} [α z_i^γ − β log(ρ − z_i)]
+            others = log_rho_minus_p.scatter_(1, index, 0.0).sum(dim=1, keepdim=True).mul_(-beta)
+            if linear:
+                others.add_(q_y, alpha=alpha)
+                target_loss = q_y * alpha
+            else:
+                others.add_(p.pow(gamma).scatter_(1, index, 0.0).sum(dim=1, keepdim=True), alpha=alpha)
+                target_loss = torch.exp(log_q_y * gamma).mul_(alpha)
+            loss = target_loss.sub_(log_p_y).add_(others)
+            # a = ∂L/∂log z: β z/(ρ − z) + αγ z^γ for the other classes, −1 − αγ z_y (1 − z_y)^(γ−1)
+            # for y. Plain 1 − z is exact but at the top, whose share goes through b below.
+            rho_minus_p = torch.rsub(p, 1.0 + rho_minus_one)
+            if linear:
+                slope = torch.addcdiv(p * alpha if alpha != 1.0 else p, p, rho_minus_p, value=beta)
+            else:
+                slope = torch.addcdiv(p.pow(gamma).mul_(alpha * gamma), p, rho_minus_p, value=beta)
             target_slope = torch.exp(log_p_y + (gamma - 1.0) * log_q_y).mul_(-alpha * gamma).sub_(1.0)
             slope.scatter_(1, index, target_slope)
             # b_t = a_t (1 − z_t) for the top class t (finite: a_t may be unbounded as z_t → 1).
             p_t, q_t = parts.p_top, parts.rest
-            other_b = p_t * q_t / (q_t + rho_minus_one) if rho_minus_one else p_t.clone()
-            other_b.mul_(beta).add_(power(p_t) * q_t, alpha=alpha * gamma)
+            other_b = p_t * q_t / (q_t + rho_minus_one) if rho_minus_one else p_t * beta
+            if rho_minus_one:
+                other_b.mul_(beta)
+            other_b.add_((p_t if linear else p_t.pow(gamma)) * q_t, alpha=alpha * gamma)
             target_b = torch.exp(log_p_y + gamma * log_q_y).mul_(-alpha * gamma).sub_(q_y)
             return loss, slope, torch.where(target_is_top, target_b, other_b)
 
-        return classwise_loss(logits, spec, needs_top=True)
+        return classwise_loss(logits, spec, needs_top=True, reduction=reduction)
 
     def hyperparameters(self):
         return {"alpha": self.alpha, "beta": self.beta, "gamma": self.gamma, "rho": self.rho,

@@ -23,6 +23,9 @@ class LabelSmoothingLoss(Loss):
         self.smoothing = check_number(smoothing, "smoothing", low=0.0, high=1.0, high_open=True)
 
     def elementwise(self, logits: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+        return self.reduced(logits, index, "none")
+
+    def reduced(self, logits, index, reduction):
         keep, share = 1.0 - self.smoothing, self.smoothing / (logits.shape[1] - 1)
 
         def spec(parts):
@@ -31,7 +34,7 @@ class LabelSmoothingLoss(Loss):
             slope = torch.full_like(log_p, -share).scatter_(1, index, -keep)  # ∂L/∂log p_i = −s_i
             return loss, slope, None
 
-        return classwise_loss(logits, spec)
+        return classwise_loss(logits, spec, reduction=reduction)
 
     def hyperparameters(self):
         return {"smoothing": self.smoothing, **super().hyperparameters()}
