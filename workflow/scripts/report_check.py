@@ -7,7 +7,7 @@ import sys
 sys.path.insert(0, snakemake.scriptdir)  # noqa: F821
 from _common import logged  # noqa: E402
 
-from focalcal.pipeline._files import atomic_write_text  # noqa: E402
+from focalcal._io import atomic_write_text  # noqa: E402
 from focalcal.report.browser import check_report  # noqa: E402
 
 with logged(snakemake.log[0]):  # noqa: F821

@@ -21,7 +21,7 @@ import math
 
 import numpy as np
 
-from focalcal.pipeline._files import atomic_write_text
+from focalcal._io import atomic_write_text
 
 BINNED_METRICS = ("ece", "adaece", "mce", "classwise_ece")
 METRICS_HEADER = ("method", "metric", "bins", "value")

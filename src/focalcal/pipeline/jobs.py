@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from focalcal.pipeline._files import atomic_write_text
+from focalcal._io import atomic_write_text
 from focalcal.pipeline.plan import RUN_CONFIG
 
 

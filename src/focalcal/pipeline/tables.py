@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from focalcal.pipeline._files import atomic_write_text
+from focalcal._io import atomic_write_text
 from focalcal.pipeline.plan import Plan
 
 COLUMNS = ("study", "paper", "mirrors", "dataset", "arch", "loss", "recipe", "seed", "method", "metric", "bins", "value")

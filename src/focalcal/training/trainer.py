@@ -25,7 +25,7 @@ from focalcal import models as model_lib
 from focalcal.training.config import RunConfig
 from focalcal.training.device import DeviceSetup, choose_device, epoch_seed, seed_everything
 from focalcal.training.diagnostics import IGNORE_INDEX, split_statistics, training_reliability, weight_norm
-from focalcal.training.io import atomic_savez, atomic_torch_save, atomic_write_json, atomic_write_text
+from focalcal._io import atomic_savez, atomic_torch_save, atomic_write_json, atomic_write_text
 from focalcal.training.progress import Progress, log
 
 CHECKPOINT = "checkpoint.pt"

@@ -1,4 +1,8 @@
-"""Atomic file writes: a killed process leaves the old file or the new one, never half of one."""
+"""Atomic file writes: a killed process leaves the old file or the new one, never half of one.
+
+Torch-free at import (torch and numpy load only inside the writers that need them), so the
+Snakefile and the report can use it without paying for a torch import.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +18,7 @@ def _atomic_replace(path: Path, write) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
     try:
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600 files; outputs get the usual mode
         with os.fdopen(fd, "wb") as handle:
             write(handle)
             handle.flush()
@@ -23,6 +28,12 @@ def _atomic_replace(path: Path, write) -> None:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def atomic_torch_save(obj: Any, path: Path) -> None:
