@@ -18,17 +18,7 @@ from focalcal.data.segmentation_folder import CITYSCAPES_CATEGORY_MAP
 from focalcal.data.splits import fold_indices
 
 
-@pytest.fixture(autouse=True)
-def no_network(monkeypatch):
-    """Any attempt to reach a non-file URL fails the test."""
-    real_open = download._open_url
-
-    def guarded(url):
-        if not url.startswith("file:"):
-            raise AssertionError(f"tests must not reach the network ({url})")
-        return real_open(url)
-
-    monkeypatch.setattr(download, "_open_url", guarded)
+pytestmark = pytest.mark.usefixtures("no_network")  # tests/conftest.py
 
 
 # ---------------------------------------------------------------- synthetic shapes

@@ -37,15 +37,20 @@ def _spread_order(labels: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     sorted by key, ties broken at random. The first m samples then hold round(m c / n) ± 1
     of every class; for balanced classes, exactly m / K each whenever K divides m.
     """
-    n = labels.shape[0]
-    shuffled = rng.permutation(n)
+    by_class, rank, count = _shuffled_class_ranks(labels, rng)
+    key = (rank + 0.5) / count
+    tie_break = rng.random(labels.shape[0])
+    return by_class[np.lexsort((tie_break, key))]
+
+
+def _shuffled_class_ranks(labels: np.ndarray, rng: np.random.Generator):
+    """(positions grouped by class, each shuffled within its class; the rank of each within its
+    class; the size of its class) — the common start of stratified orders and subsets."""
+    shuffled = rng.permutation(labels.shape[0])
     by_class = shuffled[np.argsort(labels[shuffled], kind="stable")]
     _, class_start, class_count = np.unique(labels[by_class], return_index=True, return_counts=True)
     class_of = np.repeat(np.arange(class_count.size), class_count)
-    rank = np.arange(n) - class_start[class_of]
-    key = (rank + 0.5) / class_count[class_of]
-    tie_break = rng.random(n)
-    return by_class[np.lexsort((tie_break, key))]
+    return by_class, np.arange(labels.shape[0]) - class_start[class_of], class_count[class_of]
 
 
 def split_indices(labels: np.ndarray | None, n: int, sizes: dict[str, int], rng: np.random.Generator,
@@ -75,14 +80,9 @@ def per_class_subset(labels: np.ndarray, fraction: float, rng: np.random.Generat
     labels = np.asarray(labels)
     if labels.ndim != 1:
         raise ValueError(f"a per-class subset needs 1-D class labels, got targets of shape {labels.shape}")
-    n = labels.shape[0]
-    shuffled = rng.permutation(n)
-    by_class = shuffled[np.argsort(labels[shuffled], kind="stable")]
-    _, class_start, class_count = np.unique(labels[by_class], return_index=True, return_counts=True)
-    class_of = np.repeat(np.arange(class_count.size), class_count)
-    rank = np.arange(n) - class_start[class_of]
-    keep_per_class = np.maximum(1, np.floor(fraction * class_count + 0.5).astype(np.int64))  # round half up
-    return np.sort(by_class[rank < keep_per_class[class_of]]).astype(np.int64)
+    by_class, rank, count = _shuffled_class_ranks(labels, rng)
+    keep = np.maximum(1, np.floor(fraction * count + 0.5).astype(np.int64))  # round half up, at least one
+    return np.sort(by_class[rank < keep]).astype(np.int64)
 
 
 def split_hash(indices: dict[str, np.ndarray], pools: dict[str, str]) -> str:
