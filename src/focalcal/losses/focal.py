@@ -9,8 +9,9 @@ function, ``focal_of_target``: its forward computes log p_y and 1 − p_y exactl
 the sum of the other classes' probabilities, never 1 − p_y by subtraction) and its backward is
 Prop 1 itself, g(p_y, γ) · (p − e_y), with g = (1 − p)^γ (1 + γ p (−log p)/(1 − p)) written so
 that no factor is unbounded. That keeps the loss finite with finite gradients for any finite
-logits and any γ ≥ 0 (including γ < 1, where (1 − p)^(γ−1) blows up), and costs about one
-cross-entropy.
+logits and any γ ≥ 0 (including γ < 1, where (1 − p)^(γ−1) blows up), in one autograd node
+(with the reduction inside it): forward + backward cost 1.5–2.6× torch's fused cross-entropy on
+CPU (``python -m bench losses``).
 """
 
 from __future__ import annotations
