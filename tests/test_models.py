@@ -381,3 +381,16 @@ def test_cnn1d_accepts_both_layouts_and_rejects_wrong_length():
 def test_float64_models_work():
     model = build("cnn1d", 4).double().eval()
     assert model(torch.randn(3, 40, dtype=torch.float64)).dtype == torch.float64
+
+
+def test_registry_and_trainer_import_without_torchvision_or_sklearn():
+    """Every workflow job imports these; torchvision (~1.5 s) and sklearn (~1 s) load only when
+    a model or calibrator that needs them is built."""
+    import subprocess
+    import sys
+
+    code = ("import sys, focalcal.training, focalcal.calibration, focalcal.models as m; "
+            "assert 'torchvision' not in sys.modules and 'sklearn' not in sys.modules; "
+            "m.build('unet_small', num_classes=2); assert 'torchvision' not in sys.modules; "
+            "m.build('resnet50', num_classes=10); assert 'torchvision' in sys.modules")
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import numpy as np
 from scipy.special import softmax
-from sklearn.isotonic import IsotonicRegression
 
 from focalcal.calibration._base import Calibrator
 from focalcal.metrics.binning import bin_statistics, check_binning, check_n_bins
@@ -78,6 +77,8 @@ class IsotonicCalibration(Calibrator):
     _fitted_attributes = ("x_thresholds_", "y_thresholds_")
 
     def _fit(self, logits, labels):
+        from sklearn.isotonic import IsotonicRegression  # here: importing sklearn costs ~1 s per job
+
         probs = softmax(logits, axis=1)
         self.x_thresholds_, self.y_thresholds_ = [], []
         for k in range(probs.shape[1]):

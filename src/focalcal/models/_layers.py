@@ -48,3 +48,13 @@ def check_image_batch(x: torch.Tensor, in_channels: int, min_size: int, model: s
         raise ValueError(f"{model} expects input of shape (N, {in_channels}, H, W), got {tuple(x.shape)}")
     if min(x.shape[-2:]) < min_size:
         raise ValueError(f"{model} needs H and W >= {min_size}, got {tuple(x.shape[-2:])}")
+
+
+def conv_bn_relu(in_channels: int, out_channels: int, kernel: int = 3, dilation: int = 1) -> nn.Sequential:
+    """Convolution (no bias: the batch norm has one), batch norm, ReLU; "same" padding."""
+    padding = dilation * (kernel // 2)
+    return nn.Sequential(
+        nn.Conv2d(in_channels, out_channels, kernel, padding=padding, dilation=dilation, bias=False),
+        nn.BatchNorm2d(out_channels),
+        nn.ReLU(inplace=True),
+    )

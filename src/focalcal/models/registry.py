@@ -19,10 +19,12 @@ from typing import Callable
 from torch import nn
 
 from .cifar_resnet import CifarResNet
-from .segmentation import DeepLabV3Plus, UNet, VGG19FCN
 from .small import CNN1D, MLP, SmallCNN
-from .torchvision_cifar import CifarBottleneckResNet, CifarDenseNet
+from .unet import UNet
 from .wide_resnet import WideResNet
+
+# The torchvision-based models (.torchvision_cifar, .segmentation) are imported by their
+# factories: importing torchvision costs ~1.5 s, paid by every workflow job otherwise.
 
 TASKS = ("classification", "segmentation")
 
@@ -122,6 +124,8 @@ def _he_cifar_resnet(depth: int) -> Callable[..., nn.Module]:
 
 def _bottleneck_resnet(layers: list[int]) -> Callable[..., nn.Module]:
     def factory(num_classes: int, *, in_channels: int = 3, pool_size: int = 1) -> nn.Module:
+        from .torchvision_cifar import CifarBottleneckResNet
+
         return CifarBottleneckResNet(layers, num_classes, in_channels=in_channels, pool_size=pool_size)
 
     return factory
@@ -142,6 +146,8 @@ def _wide_resnet(preactivation: bool) -> Callable[..., nn.Module]:
 
 
 def _densenet121(num_classes: int, *, in_channels: int = 3) -> nn.Module:
+    from .torchvision_cifar import CifarDenseNet
+
     return CifarDenseNet(num_classes, in_channels=in_channels)
 
 
@@ -169,6 +175,8 @@ def _deeplabv3plus(
     in_channels: int = 3,
     pretrained: bool = False,
 ) -> nn.Module:
+    from .segmentation import DeepLabV3Plus
+
     return DeepLabV3Plus(
         num_classes, backbone=backbone, output_stride=output_stride, in_channels=in_channels, pretrained=pretrained
     )
@@ -177,6 +185,8 @@ def _deeplabv3plus(
 def _vgg19_fcn(
     num_classes: int, *, head_channels: int = 4096, in_channels: int = 3, pretrained: bool = False
 ) -> nn.Module:
+    from .segmentation import VGG19FCN
+
     return VGG19FCN(num_classes, head_channels=head_channels, in_channels=in_channels, pretrained=pretrained)
 
 

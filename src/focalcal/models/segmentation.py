@@ -1,4 +1,4 @@
-"""Segmentation networks of hossain2021, plus a small U-Net for the CPU default.
+"""Segmentation networks of hossain2021 (the small U-Net of the CPU default is in ``unet``).
 
 All map (N, C, H, W) images to (N, K, H, W) logits at the input resolution and expose their
 per-pixel linear layer (a 1x1 convolution) as ``classifier``.
@@ -10,8 +10,6 @@ per-pixel linear layer (a 1x1 convolution) as ``classifier``.
   convolutions, class scores at strides 32, 16, 8 summed coarse-to-fine (skip scores zero-
   initialised as in the paper), then upsampled to the input. Upsampling is fixed bilinear
   interpolation (FCN learns it from a bilinear start), so any input size >= 32 works.
-* ``UNet`` — Ronneberger et al. 2015 in miniature: ``depth`` 2x down/up steps, double
-  conv-BN-ReLU at each scale, skip concatenation.
 
 ``pretrained=True`` loads torchvision's ImageNet weights for the encoder from the torch hub
 cache only; nothing is downloaded, and a missing file raises FileNotFoundError that names it.
@@ -28,7 +26,7 @@ from torch import nn
 from torchvision.models.vgg import cfgs as VGG_CONFIGS
 from torchvision.models.vgg import make_layers as make_vgg_layers
 
-from ._layers import check_image_batch, check_positive_int, he_init_
+from ._layers import check_image_batch, check_positive_int, conv_bn_relu, he_init_
 
 # --------------------------------------------------------------------------- pretrained weights
 
@@ -52,15 +50,6 @@ def load_cached_state_dict(weights: torchvision.models.WeightsEnum) -> dict[str,
 def _check_pretrained_channels(pretrained: bool, in_channels: int, model: str) -> None:
     if pretrained and in_channels != 3:
         raise ValueError(f"{model}: pretrained=True needs in_channels=3 (ImageNet RGB), got in_channels={in_channels}")
-
-
-def _conv_bn_relu(in_channels: int, out_channels: int, kernel: int = 3, dilation: int = 1) -> nn.Sequential:
-    padding = dilation * (kernel // 2)
-    return nn.Sequential(
-        nn.Conv2d(in_channels, out_channels, kernel, padding=padding, dilation=dilation, bias=False),
-        nn.BatchNorm2d(out_channels),
-        nn.ReLU(inplace=True),
-    )
 
 
 def _upsample_to(x: torch.Tensor, reference: torch.Tensor) -> torch.Tensor:
@@ -99,7 +88,7 @@ class SeparableConvBNReLU(nn.Sequential):
             nn.Conv2d(in_channels, in_channels, 3, padding=dilation, dilation=dilation, groups=in_channels, bias=False),
             nn.BatchNorm2d(in_channels),
             nn.ReLU(inplace=True),
-            *_conv_bn_relu(in_channels, out_channels, kernel=1),
+            *conv_bn_relu(in_channels, out_channels, kernel=1),
         )
 
 
@@ -109,12 +98,12 @@ class ASPP(nn.Module):
     def __init__(self, in_channels: int, out_channels: int, rates: tuple[int, ...]):
         super().__init__()
         self.branches = nn.ModuleList(
-            [_conv_bn_relu(in_channels, out_channels, kernel=1)]
+            [conv_bn_relu(in_channels, out_channels, kernel=1)]
             + [SeparableConvBNReLU(in_channels, out_channels, rate) for rate in rates]
         )
-        self.image_pooling = nn.Sequential(nn.AdaptiveAvgPool2d(1), *_conv_bn_relu(in_channels, out_channels, kernel=1))
+        self.image_pooling = nn.Sequential(nn.AdaptiveAvgPool2d(1), *conv_bn_relu(in_channels, out_channels, kernel=1))
         self.project = nn.Sequential(
-            *_conv_bn_relu((len(rates) + 2) * out_channels, out_channels, kernel=1), nn.Dropout(0.1)
+            *conv_bn_relu((len(rates) + 2) * out_channels, out_channels, kernel=1), nn.Dropout(0.1)
         )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -165,7 +154,7 @@ class DeepLabV3Plus(nn.Module):
         low_channels = high_channels // 8  # layer1 width: 64 (basic) or 256 (bottleneck)
         rates = tuple(rate * 16 // output_stride for rate in self.BASE_RATES)
         self.aspp = ASPP(high_channels, self.ASPP_CHANNELS, rates)
-        self.low_level = _conv_bn_relu(low_channels, self.LOW_LEVEL_CHANNELS, kernel=1)
+        self.low_level = conv_bn_relu(low_channels, self.LOW_LEVEL_CHANNELS, kernel=1)
         self.decoder = nn.Sequential(
             SeparableConvBNReLU(self.ASPP_CHANNELS + self.LOW_LEVEL_CHANNELS, self.ASPP_CHANNELS),
             SeparableConvBNReLU(self.ASPP_CHANNELS, self.ASPP_CHANNELS),
@@ -253,46 +242,3 @@ class VGG19FCN(nn.Module):
         scores = _upsample_to(scores, pool4) + self.score_pool4(pool4)
         scores = _upsample_to(scores, pool3) + self.score_pool3(pool3)
         return _upsample_to(scores, x)
-
-
-# --------------------------------------------------------------------------- small U-Net
-
-
-def _double_conv(in_channels: int, out_channels: int) -> nn.Sequential:
-    return nn.Sequential(*_conv_bn_relu(in_channels, out_channels), *_conv_bn_relu(out_channels, out_channels))
-
-
-class UNet(nn.Module):
-    """U-Net with ``depth`` down/up steps and ``base_channels`` * 2**level channels per level."""
-
-    def __init__(self, num_classes: int, *, in_channels: int = 3, base_channels: int = 16, depth: int = 3):
-        super().__init__()
-        self.in_channels = check_positive_int(in_channels, "in_channels")
-        check_positive_int(base_channels, "base_channels")
-        self.depth = check_positive_int(depth, "depth")
-        widths = [base_channels * 2**level for level in range(depth + 1)]
-        self.down = nn.ModuleList([_double_conv(in_channels, widths[0])])
-        self.down.extend(_double_conv(widths[level - 1], widths[level]) for level in range(1, depth + 1))
-        self.upsample = nn.ModuleList(
-            nn.ConvTranspose2d(widths[level + 1], widths[level], 2, stride=2) for level in reversed(range(depth))
-        )
-        self.up = nn.ModuleList(_double_conv(2 * widths[level], widths[level]) for level in reversed(range(depth)))
-        self.classifier = nn.Conv2d(widths[0], num_classes, 1)
-        he_init_(self)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        check_image_batch(x, self.in_channels, 2**self.depth, "unet_small")
-        skips = []
-        for level, block in enumerate(self.down):
-            if level:
-                x = F.max_pool2d(x, 2)
-            x = block(x)
-            skips.append(x)
-        skips.pop()  # the bottom level feeds the decoder directly
-        for upsample, block in zip(self.upsample, self.up):
-            skip = skips.pop()
-            x = upsample(x)
-            # odd sizes lose a row/column to pooling; pad back to the skip's size
-            x = F.pad(x, (0, skip.shape[-1] - x.shape[-1], 0, skip.shape[-2] - x.shape[-2]))
-            x = block(torch.cat([skip, x], dim=1))
-        return self.classifier(x)
