@@ -54,6 +54,7 @@ include: "workflow/rules/data.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/logits.smk"
 include: "workflow/rules/calibrate.smk"
+include: "workflow/rules/segment.smk"
 include: "workflow/rules/tables.smk"
 include: "workflow/rules/figures.smk"
 include: "workflow/rules/report.smk"
@@ -67,4 +68,5 @@ rule all:
         REPORT_PLAN.table_targets(),
         "results/report/index.html",
         PLAN.logits_targets(),
+        PLAN.evaluation_targets(),
         PLAN.training_targets(),

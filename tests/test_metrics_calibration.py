@@ -11,6 +11,7 @@ from netcal.metrics import ECE as NetcalECE
 from netcal.metrics import MCE as NetcalMCE
 from torchmetrics.functional.classification import multiclass_calibration_error
 
+from focalcal import metrics
 from focalcal.metrics import classwise_ece, ece, mce, reliability_bins
 from focalcal.metrics.binning import bin_statistics
 
@@ -351,3 +352,17 @@ def test_invalid_binning_arguments(metric):
         metric(GOOD, [0, 1], n_bins=2.5)
     with pytest.raises(ValueError, match="binning"):
         metric(GOOD, [0, 1], binning="quantile")
+
+
+def test_ece_of_confidence_equals_ece_of_the_probabilities():
+    rng = np.random.default_rng(5)
+    probs = rng.dirichlet(np.ones(4) * 0.7, size=500)
+    labels = rng.integers(0, 4, size=500)
+    confidence, predicted = probs.max(axis=1), probs.argmax(axis=1)
+    for binning in ("width", "mass"):
+        assert metrics.ece_of_confidence(confidence, predicted == labels, 15, binning) == pytest.approx(
+            metrics.ece(probs, labels, 15, binning), abs=1e-15)
+    with pytest.raises(ValueError, match="correct must be boolean"):
+        metrics.ece_of_confidence(confidence, (predicted == labels).astype(int))
+    with pytest.raises(ValueError, match="one size"):
+        metrics.ece_of_confidence(confidence, (predicted == labels)[:-1])

@@ -135,7 +135,7 @@ def test_runs_shared_between_studies_are_planned_once(test_config):
     plan = build_plan(validate_config(test_config, SCHEMA))
     digits_runs = [run for run in plan.runs.values() if run.dataset == "digits"]
     assert sorted(run.loss for run in digits_runs) == ["ce", "focal1", "focal3"]  # ce shared, not doubled
-    assert len(plan.runs) == 2 + 3
+    assert len(plan.runs) == 2 + 3 + 4  # and the 4 segmentation runs (2 folds x 2 losses)
     assert plan.runs["digits/cnn_small/ce/tiny/seed0"].run_dir == "results/runs/digits/cnn_small/ce/tiny/seed0"
 
 

@@ -138,10 +138,16 @@ def test_paper_scale_study_configs_plan_their_tables_and_refuse_a_study_named_th
     mukhoti = report_plan(build_plan(load_config("config/studies/mukhoti2020.yaml")))
     assert {a.name for a in mukhoti.studies["mukhoti2020"].artifacts if a.kind == "table"} == {
         f"mukhoti2020_table{n}" for n in (1, 2, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13)}
-    hossain = load_config("config/studies/hossain2021.yaml")
-    plan = build_plan(hossain)
-    for key in plan.studies:
-        assert any("segmentation" in note for note in study_artifacts(plan, key).not_planned)
+    hossain = study_artifacts(build_plan(load_config("config/studies/hossain2021.yaml")), "hossain2021")
+    names = {a.name for a in hossain.artifacts}
+    assert {"hossain2021_tables2_3", "hossain2021_scores_over_folds"} <= names
+    assert {f"hossain2021_overlays_{d}_{m}" for d in ("prostate_mri", "prostate_trus", "camvid", "cityscapes")
+            for m in ("deeplabv3plus", "vgg19_fcn")} <= names  # one per data set and architecture, fold 0
+    table = next(a for a in hossain.artifacts if a.name == "hossain2021_tables2_3")
+    assert table.params["settings"]["camvid/vgg19_fcn"] == {
+        "dataset": "CamVid", "model": "VGG19 FCN", "stand_in": False, "table": 3, "describe": "CamVid, VGG19 FCN"}
+    assert table.params["settings"]["prostate_trus/deeplabv3plus"]["dataset"] == "TRUS prostate"
+    assert table.params["losses"]["focal1_alpha1"]["paper"] == "FL"
     config = load_config("config/test.yaml")
     config["studies"]["theory"] = config["studies"].pop("test_digits")
     with pytest.raises(ValueError, match="theory"):

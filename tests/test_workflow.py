@@ -47,19 +47,22 @@ def dry_run(tmp_path: Path, *configfiles: Path) -> dict[str, int]:
 
 def test_default_config_plans_every_stage(tmp_path):
     counts = dry_run(tmp_path)
-    # 53 runs: the four miniature studies ask for 64, 11 are shared (see config/config.yaml)
-    report = {"theory_figure": 12, "study_figure": 10, "paper_table": 15, "report_manifest": 1, "run_inventory": 1,
+    # 53 classification runs (the four miniature studies ask for 64, 11 are shared, see
+    # config/config.yaml) and 18 segmentation runs (3 folds x 6 losses), each evaluated; hossain2021
+    # adds a table and two figures (scores over folds, overlays)
+    report = {"theory_figure": 12, "study_figure": 12, "paper_table": 16, "report_manifest": 1, "run_inventory": 1,
               "report_notebook": 5, "report_index": 1}
-    assert counts == {"prepare_data": 4, "train": 53, "export_logits": 53, "calibrate": 53, "study_table": 4, "all": 1,
-                      **report, "total": 213}
+    assert counts == {"prepare_data": 5, "train": 71, "export_logits": 53, "calibrate": 53, "evaluate_segmentation": 18,
+                      "study_table": 5, "all": 1, **report, "total": 254}
 
 
 def test_test_config_plans_a_handful_of_runs(tmp_path):
     counts = dry_run(tmp_path, ROOT / "config" / "test.yaml")
-    report = {"theory_figure": 12, "study_figure": 3, "paper_table": 13, "report_manifest": 1, "run_inventory": 1,
+    # 4 classification runs, 4 segmentation runs (2 folds x 2 losses)
+    report = {"theory_figure": 12, "study_figure": 5, "paper_table": 14, "report_manifest": 1, "run_inventory": 1,
               "report_notebook": 5, "report_index": 1}
-    assert counts == {"prepare_data": 2, "train": 4, "export_logits": 4, "calibrate": 4, "study_table": 2, "all": 1,
-                      **report, "total": 53}
+    assert counts == {"prepare_data": 3, "train": 8, "export_logits": 4, "calibrate": 4, "evaluate_segmentation": 4,
+                      "study_table": 3, "all": 1, **report, "total": 66}
 
 
 # Training jobs each paper implies; the comment atop each study file derives them.
@@ -70,15 +73,16 @@ def test_test_config_plans_a_handful_of_runs(tmp_path):
 def test_study_config_dry_runs_to_the_papers_training_jobs(tmp_path, study, trainings):
     counts = dry_run(tmp_path, STUDIES / f"{study}.yaml")
     assert counts["train"] == trainings
-    calibrated = 0 if study == "hossain2021" else trainings  # segmentation: no post-hoc calibration
-    assert counts.get("calibrate", 0) == calibrated
+    segmentation = study == "hossain2021"  # evaluated on the test fold, not calibrated
+    assert counts.get("calibrate", 0) == (0 if segmentation else trainings)
+    assert counts.get("evaluate_segmentation", 0) == (trainings if segmentation else 0)
 
 
 def test_all_studies_together_train_shared_runs_once(tmp_path):
     counts = dry_run(tmp_path, *sorted(STUDIES.glob("*.yaml")))
     # mukhoti2020 and komisarenko2024 share seed 0 of 14 ResNet-50 runs
     assert counts["train"] == 353 + 99 + 110 + 480 - 14
-    assert counts["study_table"] == 3
+    assert counts["study_table"] == 4  # hossain2021's from its runs' evaluations
 
 
 def test_bad_config_fails_before_any_job_naming_key_and_allowed_values(tmp_path):

@@ -14,7 +14,7 @@ Conventions shared by every function here:
   distance take integer label maps; ``pixel_ece`` is ``ece`` over the flattened pixels.
 """
 
-from focalcal.metrics.calibration import classwise_ece, ece, mce, reliability_bins
+from focalcal.metrics.calibration import classwise_ece, ece, ece_of_confidence, mce, reliability_bins
 from focalcal.metrics.classification import (
     S99,
     brier,
@@ -25,7 +25,8 @@ from focalcal.metrics.classification import (
     s99,
     top_k_error,
 )
-from focalcal.metrics.segmentation import IoU, hausdorff_distance, iou, pixel_accuracy, pixel_confusion_matrix, pixel_ece
+from focalcal.metrics.segmentation import (IoU, hausdorff_distance, iou, iou_from_confusion, pixel_accuracy,
+                                          pixel_confusion_matrix, pixel_ece)
 
 __all__ = [
     "IoU",
@@ -33,9 +34,11 @@ __all__ = [
     "brier",
     "classwise_ece",
     "ece",
+    "ece_of_confidence",
     "error",
     "hausdorff_distance",
     "iou",
+    "iou_from_confusion",
     "kl_divergence",
     "mce",
     "nll",

@@ -34,7 +34,26 @@ def ece(probs, labels, n_bins: int = 15, binning: str = "width") -> float:
     ``reliability_bins`` shows which.
     Empty bins contribute nothing. Returns a fraction, not a percentage.
     """
-    bins = _top_label_bins(probs, labels, n_bins, binning)
+    return _ece_of_bins(_top_label_bins(probs, labels, n_bins, binning))
+
+
+def ece_of_confidence(confidence, correct, n_bins: int = 15, binning: str = "width") -> float:
+    """``ece`` from each sample's top-label confidence (in [0, 1]) and whether its prediction
+    is right: for samples too many to hold as (N, K) probabilities (pixels, gathered batch by
+    batch)."""
+    confidence = np.asarray(confidence, dtype=np.float64).reshape(-1)
+    correct = np.asarray(correct).reshape(-1)
+    if confidence.shape != correct.shape or confidence.size == 0:
+        raise ValueError(f"confidence and correct must be non-empty and of one size, got {confidence.size} "
+                         f"and {correct.size}")
+    if not np.all((confidence >= 0) & (confidence <= 1)):
+        raise ValueError("confidence must lie in [0, 1]")
+    if correct.dtype != bool:
+        raise ValueError(f"correct must be boolean, got dtype {correct.dtype}")
+    return _ece_of_bins(bin_statistics(confidence, correct, check_n_bins(n_bins), check_binning(binning)))
+
+
+def _ece_of_bins(bins: BinStatistics) -> float:
     # |B_i|/N * |A_i - C_i| = |sum of confidences - number correct| / N: no per-bin division.
     return float(np.abs(bins.score_sum - bins.hit_sum).sum() / bins.count.sum())
 

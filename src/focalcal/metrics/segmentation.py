@@ -89,7 +89,15 @@ def iou(pred, target, num_classes: int, ignore_index: int | None = None) -> IoU:
     A class in neither ``pred`` nor ``target`` has IoU NaN (0/0: nothing to get right or
     wrong) and is left out of the mean; a class in only one of them has IoU 0.
     """
-    confusion = pixel_confusion_matrix(pred, target, num_classes, ignore_index).astype(np.float64)
+    return iou_from_confusion(pixel_confusion_matrix(pred, target, num_classes, ignore_index))
+
+
+def iou_from_confusion(confusion) -> IoU:
+    """``iou`` from a (K, K) pixel confusion matrix (rows true, columns predicted), e.g. one
+    summed over the batches of a test set too large to hold at once."""
+    confusion = np.asarray(confusion, dtype=np.float64)
+    if confusion.ndim != 2 or confusion.shape[0] != confusion.shape[1] or np.any(confusion < 0):
+        raise ValueError(f"confusion must be a square matrix of non-negative counts, got shape {confusion.shape}")
     intersection = np.diag(confusion)
     union = confusion.sum(axis=0) + confusion.sum(axis=1) - intersection
     with np.errstate(invalid="ignore", divide="ignore"):

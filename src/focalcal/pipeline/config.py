@@ -23,6 +23,9 @@ from typing import Any, Iterable
 import yaml
 
 TABLES = ("datasets", "models", "losses", "recipes", "calibrators")
+# Registry names of the segmentation datasets (focalcal.data, task "segmentation"), known here
+# without importing torch: their runs are evaluated (IoU, Hausdorff distance), not calibrated.
+SEGMENTATION_DATASETS = frozenset({"synthetic_segmentation", "camvid", "segmentation_folder"})
 # grid field -> the table its keys refer to
 GRID_REFERENCES = {"datasets": "datasets", "models": "models", "losses": "losses", "calibrators": "calibrators"}
 FROM_LOSS = "from_loss"
@@ -89,6 +92,9 @@ def _describe(error) -> str:
         return f"{where}: unknown key(s) {unexpected}; allowed keys: {', '.join(allowed)}"
     if error.validator == "required":
         return f"{where}: {error.message}"
+    if error.validator == "oneOf" and all(set(option) == {"required"} for option in error.validator_value):
+        keys = " or ".join(repr(option["required"][0]) for option in error.validator_value)
+        return f"{where}: give exactly one of {keys}"
     if error.validator == "pattern" or (error.validator == "propertyNames"):
         return f"{where}: {error.message} (keys become directory names: letters, digits, '_', '.', '-')"
     return f"{where}: {error.message}"
@@ -113,6 +119,14 @@ def _check_references(config: dict) -> None:
                         problems.append(f"{where}.{field}: unknown {table} key {key!r}; defined: {', '.join(config[table])}")
             if grid["recipe"] not in config["recipes"]:
                 problems.append(f"{where}.recipe: unknown recipes key {grid['recipe']!r}; defined: {', '.join(config['recipes'])}")
+            segmentation = [key for key in grid["datasets"]
+                            if key in config["datasets"] and is_segmentation(config["datasets"][key])]
+            if segmentation and grid.get("calibrators"):
+                problems.append(f"{where}.calibrators: segmentation datasets {segmentation} are evaluated (IoU, Hausdorff "
+                                "distance, pixel ECE), not calibrated; list no calibrators in their grids")
+            for key in grid["datasets"]:
+                if "folds" in grid and key in config["datasets"] and {"n_folds", "fold"} & set(config["datasets"][key]):
+                    problems.append(f"{where}.folds: datasets.{key} sets n_folds/fold itself; give folds in one place")
         bins = study.get("ece_bins")
         if bins and not set(bins) <= set(config["ece_bins"]):
             problems.append(
@@ -136,6 +150,10 @@ def _check_references(config: dict) -> None:
             )
     if problems:
         raise ConfigError("invalid workflow config:\n  " + "\n  ".join(problems))
+
+
+def is_segmentation(dataset_spec: dict) -> bool:
+    return dataset_spec.get("name") in SEGMENTATION_DATASETS
 
 
 def check_configfile_conflicts(paths: Iterable) -> None:

@@ -47,3 +47,21 @@ def export_logits(run_dir, data_root, threads: int) -> None:
     config = RunConfig.from_dict(json.loads((Path(run_dir) / RUN_CONFIG).read_text()))
     torch.set_num_threads(max(1, int(threads)))
     export_run_logits(config, run_dir, data_root=str(data_root))
+
+
+def evaluate_segmentation(run_dir, data_root, threads: int, metrics_path, samples_path, n_bins: int = 15) -> None:
+    """Score a finished segmentation run on its test split (IoU, Hausdorff, pixel accuracy and
+    ECE) from its checkpoint, and keep a few test images with true and predicted masks."""
+    import numpy as np
+    import torch
+
+    from focalcal._io import atomic_savez
+    from focalcal.training import RunConfig, evaluate_segmentation as evaluate, load_finished_run
+
+    config = RunConfig.from_dict(json.loads((Path(run_dir) / RUN_CONFIG).read_text()))
+    torch.set_num_threads(max(1, int(threads)))
+    trainer = load_finished_run(config, run_dir, data_root=str(data_root))
+    table, samples = evaluate(trainer, n_bins=n_bins)
+    names = trainer.dataset.meta.get("class_names") or [f"class {k}" for k in range(trainer.dataset.num_classes)]
+    atomic_write_text(table.to_csv(index=False), metrics_path)
+    atomic_savez(samples_path, class_names=np.asarray(names), **samples)

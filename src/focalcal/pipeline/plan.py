@@ -14,11 +14,12 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from focalcal.pipeline.config import FROM_LOSS, ConfigError
+from focalcal.pipeline.config import FROM_LOSS, ConfigError, is_segmentation
 
 RESULTS = "results"
 RUNS = f"{RESULTS}/runs"
 CALIBRATION = f"{RESULTS}/calibration"
+SEGMENTATION = f"{RESULTS}/segmentation"  # per-run IoU / Hausdorff / pixel-ECE evaluation
 TABLES = f"{RESULTS}/tables"
 RUN_CONFIG = "run_config.json"  # what determined the run, written first by the training job
 IDENTITY_KEYS = ("dataset", "model", "loss", "recipe", "seed")  # device/compile do not change the numbers
@@ -26,11 +27,16 @@ IDENTITY_KEYS = ("dataset", "model", "loss", "recipe", "seed")  # device/compile
 
 @dataclass(frozen=True)
 class Run:
+    """One training run. In a cross-validated grid (``folds: K``) run k trains with seed k and
+    is tested on fold k of K; ``n_folds`` is then K (None otherwise)."""
+
     dataset: str
     model: str
     loss: str
     recipe: str
     seed: int
+    n_folds: int | None = None
+    segmentation: bool = False
 
     @property
     def path(self) -> str:
@@ -44,6 +50,15 @@ class Run:
     @property
     def calibration_dir(self) -> str:
         return f"{CALIBRATION}/{self.path}"
+
+    @property
+    def evaluation_dir(self) -> str:
+        """Where a segmentation run's evaluation (metrics.csv, samples.npz) goes."""
+        return f"{SEGMENTATION}/{self.path}"
+
+    @property
+    def fold(self) -> int | None:
+        return self.seed if self.n_folds else None
 
     def columns(self) -> dict:
         return {"dataset": self.dataset, "arch": self.model, "loss": self.loss, "recipe": self.recipe, "seed": self.seed}
@@ -59,6 +74,10 @@ class StudyRuns:
     ece_bins: list[int]
     methods: dict[Run, list[str]] = field(default_factory=dict)  # run -> calibrator keys, in config order
     grid_of: dict[Run, str] = field(default_factory=dict)  # run -> what its grid mirrors
+
+    def has_table(self, plan: Plan) -> bool:
+        """Whether some run of the study is calibrated or evaluated, i.e. has metrics to tabulate."""
+        return any(run.segmentation or plan.methods[run.path] for run in self.methods)
 
 
 @dataclass
@@ -79,8 +98,11 @@ class Plan:
     def run_config(self, run: Run) -> dict:
         """The trainer's RunConfig dict (focalcal.training.RunConfig.from_dict)."""
         config = self.config
+        dataset = copy.deepcopy(config["datasets"][run.dataset])
+        if run.n_folds:
+            dataset.update(n_folds=run.n_folds, fold=run.fold)
         return {
-            "dataset": copy.deepcopy(config["datasets"][run.dataset]),
+            "dataset": dataset,
             "model": copy.deepcopy(config["models"][run.model]),
             "loss": copy.deepcopy(config["losses"][run.loss]),
             "recipe": copy.deepcopy(config["recipes"][run.recipe]),
@@ -102,19 +124,33 @@ class Plan:
         return [self.runs[path] for path, methods in self.methods.items() if methods]
 
     def study_inputs(self, study: str) -> list[str]:
-        """The metrics files a study's table is built from."""
-        return [f"{run.calibration_dir}/metrics.csv" for run in self.studies[study].methods if self.methods[run.path]]
+        """The metrics files a study's table is built from: calibration, or segmentation evaluation."""
+        inputs = []
+        for run in self.studies[study].methods:
+            if run.segmentation:
+                inputs.append(f"{run.evaluation_dir}/metrics.csv")
+            elif self.methods[run.path]:
+                inputs.append(f"{run.calibration_dir}/metrics.csv")
+        return inputs
 
     def table_targets(self) -> list[str]:
-        return [f"{TABLES}/{key}.csv" for key, study in self.studies.items() if any(study.methods.values())]
+        return [f"{TABLES}/{key}.csv" for key, study in self.studies.items() if study.has_table(self)]
+
+    def segmentation_runs(self) -> list[Run]:
+        return [run for run in self.runs.values() if run.segmentation]
+
+    def evaluation_targets(self) -> list[str]:
+        """Every segmentation run's evaluation (a deleted one is re-made from the checkpoint)."""
+        return [f"{run.evaluation_dir}/{name}" for run in self.segmentation_runs() for name in ("metrics.csv", "samples.npz")]
 
     def logits_targets(self) -> list[str]:
         """Every calibrated run's logits: a deleted logits file is re-dumped by a plain ``snakemake``."""
         return [f"{run.run_dir}/logits.npz" for run in self.calibrated_runs()]
 
     def training_targets(self) -> list[str]:
-        """Runs no study calibrates (segmentation, until issue 7 evaluates them): train them."""
-        return [f"{run.run_dir}/history.csv" for path, run in self.runs.items() if not self.methods[path]]
+        """Runs no study calibrates or evaluates: train them."""
+        return [f"{run.run_dir}/history.csv" for path, run in self.runs.items()
+                if not self.methods[path] and not run.segmentation]
 
 
 def build_plan(config: dict) -> Plan:
@@ -125,12 +161,20 @@ def build_plan(config: dict) -> Plan:
     for study_key, study in config["studies"].items():
         view = StudyRuns(study_key, study["paper"], study["mirrors"], list(study.get("ece_bins") or config["ece_bins"]))
         for grid in study["grids"]:
+            n_folds = grid.get("folds")
+            seeds = range(n_folds) if n_folds else grid["seeds"]
             for dataset in grid["datasets"]:
+                segmentation = is_segmentation(config["datasets"][dataset])
                 for model in grid["models"]:
                     for loss in grid["losses"]:
-                        for seed in grid["seeds"]:
-                            run = Run(dataset, model, loss, grid["recipe"], int(seed))
-                            run = runs.setdefault(run.path, run)
+                        for seed in seeds:
+                            run = Run(dataset, model, loss, grid["recipe"], int(seed), n_folds, segmentation)
+                            known = runs.setdefault(run.path, run)
+                            if known != run:
+                                raise ConfigError(
+                                    f"studies.{study_key}: run {run.path} is planned both with n_folds="
+                                    f"{known.n_folds} and n_folds={run.n_folds} (one directory, two data splits); "
+                                    "use another recipe or dataset key for one of them")
                             resolved = methods.setdefault(run.path, {})
                             for calibrator in grid["calibrators"]:
                                 if calibrator not in resolved:
@@ -138,6 +182,10 @@ def build_plan(config: dict) -> Plan:
                             chosen = view.methods.setdefault(run, [])
                             chosen.extend(c for c in grid["calibrators"] if c not in chosen)
                             view.grid_of.setdefault(run, grid.get("mirrors", study["mirrors"]))
+        kinds = {run.segmentation for run in view.methods}
+        if len(kinds) > 1:
+            raise ConfigError(f"studies.{study_key} mixes segmentation and classification runs; split it into two "
+                              "studies (their metrics and tables differ)")
         studies[study_key] = view
     return Plan(config=config, runs=runs, methods=methods, studies=studies)
 

@@ -3,6 +3,10 @@
 Columns: study, paper, mirrors, dataset, arch, loss, recipe, seed, method, metric, bins,
 value. Only the methods the study's grids list and the bin counts it reports are kept (a
 shared run may carry more for other studies).
+
+A segmentation study (hossain2021) has a row per run x metric x class instead, from the runs'
+evaluations: study, paper, mirrors, dataset, arch, loss, recipe, seed, fold, n_folds, metric,
+class, value (fold and n_folds empty without cross-validation).
 """
 
 from __future__ import annotations
@@ -13,10 +17,14 @@ from focalcal._io import atomic_write_text
 from focalcal.pipeline.plan import Plan
 
 COLUMNS = ("study", "paper", "mirrors", "dataset", "arch", "loss", "recipe", "seed", "method", "metric", "bins", "value")
+SEGMENTATION_COLUMNS = ("study", "paper", "mirrors", "dataset", "arch", "loss", "recipe", "seed", "fold", "n_folds",
+                        "metric", "class", "value")
 
 
 def study_table(plan: Plan, study_key: str, root=".") -> pd.DataFrame:
     study = plan.studies[study_key]
+    if any(run.segmentation for run in study.methods):
+        return segmentation_table(plan, study_key, root)
     frames = []
     for run, methods in study.methods.items():
         if not methods:
@@ -32,6 +40,19 @@ def study_table(plan: Plan, study_key: str, root=".") -> pd.DataFrame:
     table = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=COLUMNS)
     table["bins"] = table["bins"].astype("Int64")
     return table.loc[:, list(COLUMNS)]
+
+
+def segmentation_table(plan: Plan, study_key: str, root=".") -> pd.DataFrame:
+    study = plan.studies[study_key]
+    frames = []
+    for run in study.methods:
+        metrics = pd.read_csv(f"{root}/{run.evaluation_dir}/metrics.csv", dtype={"metric": str, "class": str})
+        frames.append(metrics.assign(study=study.key, paper=study.paper, mirrors=study.grid_of[run],
+                                     fold=run.fold, n_folds=run.n_folds, **run.columns()))
+    table = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=SEGMENTATION_COLUMNS)
+    for column in ("fold", "n_folds"):
+        table[column] = table[column].astype("Int64")
+    return table.loc[:, list(SEGMENTATION_COLUMNS)]
 
 
 def write_study_table(plan: Plan, study_key: str, path, root=".") -> pd.DataFrame:

@@ -15,6 +15,8 @@ From runs — :mod:`.experiment_figures`, :mod:`.reliability`:
     ece_box_plots (C21 Figs 5-6), optimal_temperature_figure (K24 Fig 8),
     training_reliability_figure (M20 Fig 1), training_curves_figure (M20 Fig 2),
     training_comparison_figure (M20 Fig 3), reliability_diagram (any run).
+From segmentation runs — :mod:`.segmentation`:
+    segmentation_scores_figure (H21 Tables 2-3 over folds), segmentation_overlays_figure (H21 Figs 3-6).
 
 C21 = charoenphakdee2021, K24 = komisarenko2024, M20 = mukhoti2020, H21 = hossain2021.
 """
@@ -23,6 +25,7 @@ from .experiment_figures import (ece_box_plots, optimal_temperature_figure, post
                                  synthetic_posterior_figure, training_comparison_figure, training_curves_figure)
 from .reliability import (draw_reliability, raw_vs_psi_reliability_figure, reliability_diagram,
                           training_reliability_figure)
+from .segmentation import segmentation_overlays_figure, segmentation_scores_figure
 from .simplex import (barycentric_grid, calibration_arrows_figure, calibration_difference_figure,
                       conditional_risk, conditional_risk_isolines_figure, map_difference, to_cartesian)
 from .style import color_for, gamma_color, plot_style, save
@@ -36,6 +39,6 @@ __all__ = [
     "focal_calibration_map_figure", "gamma_color", "gradient_ratio_figure", "loss_derivatives",
     "loss_derivatives_figure", "map_difference", "numerical_temperature_bounds", "optimal_temperature_figure",
     "phi_figure", "plot_style", "posterior_scores", "posterior_vs_minimizer_figure", "raw_vs_psi_reliability_figure",
-    "reliability_diagram", "save", "synthetic_posterior_figure", "temperature_bounds_figure", "to_cartesian",
+    "reliability_diagram", "save", "segmentation_overlays_figure", "segmentation_scores_figure", "synthetic_posterior_figure", "temperature_bounds_figure", "to_cartesian",
     "training_comparison_figure", "training_curves_figure", "training_reliability_figure",
 ]

@@ -223,6 +223,33 @@ def paper_setting(dataset_spec: dict, model_spec: dict) -> PaperSetting:
     return PaperSetting(dataset, model, stand_in)
 
 
+# hossain2021 (segmentation): its dataset and model names (Tables 2-3). The synthetic set stands
+# in for the MRI prostate set, whose 15:1 background:prostate imbalance it copies; an image/mask
+# folder is matched by its folder name; any other model is compared with DeepLabV3+ (Table 2).
+_HOSSAIN_DATASETS = {"synthetic_segmentation": ("MRI prostate", True), "camvid": ("CamVid", False)}
+_HOSSAIN_FOLDERS = (("mri", "MRI prostate"), ("trus", "TRUS prostate"), ("cityscape", "Cityscape"))
+_HOSSAIN_MODELS = {"deeplabv3plus": "DeepLabV3+", "vgg19_fcn": "VGG19 FCN"}
+HOSSAIN_TABLES = {"DeepLabV3+": 2, "VGG19 FCN": 3}
+HOSSAIN_LOSSES = {"cross_entropy": "CE", "weighted_cross_entropy": "WCE", "dual_cross_entropy": "DCE", "focal": "FL",
+                  "generalized_dice": "GDL", "dual_focal": "DFL"}
+
+
+def hossain_setting(dataset_spec: dict, model_spec: dict) -> PaperSetting:
+    """Which hossain2021 (dataset, model) a segmentation run stands for."""
+    name = dataset_spec.get("name")
+    if name == "segmentation_folder":
+        folder = str(dataset_spec.get("folder", "")).lower()
+        dataset, stand_in = next((paper for key, paper in _HOSSAIN_FOLDERS if key in folder), None), False
+    else:
+        dataset, stand_in = _HOSSAIN_DATASETS.get(name, (None, True))
+    model = _HOSSAIN_MODELS.get(model_spec.get("name"))
+    if dataset is None:
+        return PaperSetting(None, None, True)
+    if model is None:
+        return PaperSetting(dataset, "DeepLabV3+", True)
+    return PaperSetting(dataset, model, stand_in)
+
+
 def komisarenko_dataset(paper_dataset: str | None) -> str | None:
     """komisarenko2024 spells Tiny-ImageNet "TinyImageNet"."""
     return "TinyImageNet" if paper_dataset == "Tiny-ImageNet" else paper_dataset

@@ -210,7 +210,35 @@ def training_comparison(params: dict, root: Path, study: str):
     return plots.training_comparison_figure(histories, colors=colors)
 
 
+# ------------------------------------------------------------------------ hossain2021
+
+
+def segmentation_scores(params: dict, root: Path, study: str):
+    """H21 Tables 2-3 as box plots: each fold's mean IoU and mean Hausdorff distance per loss."""
+    table = study_table(root, study)
+    rows = table[(table["class"] == "mean") & table["metric"].isin(["iou", "hausdorff"])]
+    labels = {key: info["label"] for key, info in params["losses"].items()}
+    rows = rows.assign(loss=rows["loss"].map(labels).fillna(rows["loss"]))
+    colors = {info["label"]: color_for(*info["color"]) for info in params["losses"].values()}
+    return plots.segmentation_scores_figure(rows, loss_order=list(colors), colors=colors)
+
+
+def segmentation_overlays(params: dict, root: Path, study: str):
+    """H21 Figs 3-6: stored test images and masks (samples.npz of each run's evaluation)."""
+    samples, class_names = {}, None
+    for run in params["runs"]:
+        path = root / run["samples"]
+        if not path.is_file():
+            raise ValueError(f"no {str(path)!r}; run the workflow's evaluate_segmentation rule first")
+        with np.load(path) as data:
+            samples[params["losses"][run["loss"]]["label"]] = {name: data[name] for name in data.files}
+            class_names = [str(name) for name in data["class_names"]]
+    return plots.segmentation_overlays_figure(samples, class_names=class_names)
+
+
 BUILDERS = {
+    "h21_scores": segmentation_scores,
+    "h21_overlays": segmentation_overlays,
     "c21_synthetic_posterior": synthetic_posterior,
     "c21_reliability": raw_vs_psi_reliability,
     "c21_ece_boxplots": ece_boxplots,

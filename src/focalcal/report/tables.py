@@ -219,7 +219,49 @@ def ece_summary(table: pd.DataFrame, params: dict) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+# ------------------------------------------------------------------------ hossain2021
+
+# our metric -> (column stem, scale): IoU in %, as the paper; HD in pixels (the paper's mm need
+# a pixel spacing our data sets do not have).
+_HOSSAIN_METRICS = {"iou": ("iou", 100.0), "hausdorff": ("hd", 1.0), "pixel_accuracy": ("pixel_accuracy", 100.0),
+                    "pixel_ece": ("pixel_ece", 100.0), "hausdorff_missed": ("hd_missed", 100.0)}
+
+
+def hossain_tables(table: pd.DataFrame, params: dict) -> pd.DataFrame:
+    """hossain2021 Tables 2-3: per (dataset, arch, loss), mean ± std over folds of each fold's
+    mean IoU and mean Hausdorff distance (plus pixel accuracy and ECE), published values beside."""
+    summary = table[table["class"].isin(["mean", "all"])]
+    references = {number: published.load(f"hossain2021_table{number}") for number in (2, 3)}
+    rows = []
+    for (dataset, arch, loss), group in summary.groupby(SETTING_KEYS, sort=False):
+        setting = params["settings"].get(f"{dataset}/{arch}", {"dataset": None, "model": None, "stand_in": True,
+                                                                "table": None, "describe": "no published counterpart"})
+        info = params["losses"].get(loss, {"label": loss, "paper": None})
+        row = {"dataset": dataset, "arch": arch, "loss": info["label"], "loss_key": loss,
+               "n_folds": int(group["seed"].nunique()), "paper_setting": setting["describe"],
+               "paper_table": setting["table"]}
+        for metric, (stem, scale) in _HOSSAIN_METRICS.items():
+            mean, std, _ = _mean_std(group.loc[group["metric"] == metric, "value"] * scale)
+            row[f"{stem}_mean"], row[f"{stem}_std"] = mean, std
+        row.update(_hossain_published(references.get(setting["table"]), setting, info["paper"]))
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _hossain_published(reference: pd.DataFrame | None, setting: dict, paper_loss: str | None) -> dict:
+    empty = {f"published_{c}": np.nan for c in ("iou_mean", "iou_std", "hd_mean", "hd_std")}
+    if reference is None or paper_loss is None:
+        return {**empty, "published_provenance": None}
+    hit = reference[(reference["model"] == setting["model"]) & (reference["dataset"] == setting["dataset"])
+                    & (reference["loss"] == paper_loss)]
+    if hit.empty:
+        return {**empty, "published_provenance": None}
+    return {**{f"published_{c}": float(hit[c].iloc[0]) for c in ("iou_mean", "iou_std", "hd_mean", "hd_std")},
+            "published_provenance": hit["provenance"].iloc[0]}
+
+
 BUILDERS = {
+    "h21_tables": hossain_tables,
     "m20_table": mukhoti_table,
     "k24_table1": komisarenko_table,
     "c21_synthetic_scores": synthetic_scores,
@@ -235,7 +277,8 @@ def build(artifact, study_table: pd.DataFrame) -> pd.DataFrame:
 
 
 def read_study_table(path) -> pd.DataFrame:
-    return pd.read_csv(path, dtype={"method": str, "metric": str, "loss": str, "arch": str, "dataset": str})
+    return pd.read_csv(path, dtype={"method": str, "metric": str, "loss": str, "arch": str, "dataset": str,
+                                    "class": str})
 
 
 # --------------------------------------------------------------------------- reading
@@ -279,6 +322,17 @@ def present(builder: str, table: pd.DataFrame) -> pd.DataFrame:
         out["published ECE % (T)"] = [_cell(m, s, t) for m, s, t in zip(table["published_ece_mean"], table["published_ece_std"], table["published_ece_temperature"])]
         out["ours γ_ev (ECE / NLL)"] = [f"{_cell(e)} / {_cell(n)}" for e, n in zip(table["ece_gamma_eval"], table["logloss_gamma_eval"])]
         out["published γ_ev"] = [_cell(g) for g in table["published_gamma_eval"]]
+        return out
+    if builder == "h21_tables":
+        out = table[["dataset", "arch", "loss", "n_folds", "paper_setting"]].copy()
+        out["ours IoU (%)"] = [_cell(m, s) for m, s in zip(table["iou_mean"], table["iou_std"])]
+        out["published IoU (%)"] = [_cell(m, s) for m, s in zip(table["published_iou_mean"], table["published_iou_std"])]
+        out["ours HD (pixels)"] = [_cell(m, s) for m, s in zip(table["hd_mean"], table["hd_std"])]
+        out["published HD (mm)"] = [_cell(m, s) for m, s in zip(table["published_hd_mean"], table["published_hd_std"])]
+        out["ours missed regions (%)"] = [_cell(m, s, digits=1) for m, s in zip(table["hd_missed_mean"], table["hd_missed_std"])]
+        out["ours pixel ECE (%)"] = [_cell(m, s) for m, s in zip(table["pixel_ece_mean"], table["pixel_ece_std"])]
+        out["published from"] = [f"Table {int(t)} ({p})" if isinstance(p, str) else "—"
+                                 for t, p in zip(table["paper_table"].fillna(0), table["published_provenance"])]
         return out
     if builder == "c21_synthetic_scores":
         return table.pivot_table(index="panel", columns="metric", values="value", sort=False).reset_index()

@@ -17,7 +17,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 
-from focalcal.report.naming import ROLE_LABELS, LossInfo, loss_color_key, loss_info, method_role, paper_setting
+from focalcal.report.naming import (HOSSAIN_LOSSES, HOSSAIN_TABLES, ROLE_LABELS, LossInfo, hossain_setting,
+                                    loss_color_key, loss_info, method_role, paper_setting)
 
 FIGURES = "results/figures"
 TABLES = "results/tables"
@@ -142,7 +143,7 @@ class _Study:
             for calibrator in keys:
                 roles.setdefault(method_role(plan.methods[run.path][calibrator]), calibrator)
             self.runs.append(_RunView(run, loss_info(config["losses"][run.loss]), roles))
-        self.table = f"{TABLES}/{key}.csv" if any(self.view.methods.values()) else None
+        self.table = f"{TABLES}/{key}.csv" if self.view.has_table(plan) else None
         self.ece_bins = list(self.view.ece_bins)
 
     def dataset_name(self, dataset_key: str) -> str:
@@ -182,6 +183,7 @@ class _Study:
             "models": sorted({r.model for r in runs}),
             "losses": list(dict.fromkeys(r.loss for r in runs)),
             "seeds": sorted({r.seed for r in runs}),
+            "folds": sorted({r.n_folds for r in runs if r.n_folds}),
             "epochs": {r.recipe: config["recipes"][r.recipe].get("epochs") for r in runs},
             "calibrators": list(dict.fromkeys(k for keys in self.view.methods.values() for k in keys)),
             "settings": sorted({self.setting(view)["describe"] for view in self.runs}),
@@ -440,8 +442,41 @@ def _mukhoti2020(study: _Study) -> tuple[list[Artifact], list[str]]:
 
 
 def _hossain2021(study: _Study) -> tuple[list[Artifact], list[str]]:
-    return [], ["Tables 2-3 (IoU and Hausdorff distance over folds): the segmentation evaluation is not part of the "
-                "workflow yet; the report shows the published values for reference"]
+    views = [v for v in study.runs if v.run.segmentation]
+    if not views:
+        return [], ["Tables 2-3 and Figs 3-6: need segmentation runs (IoU and Hausdorff distance); this study has none"]
+    config = study.plan.config
+    settings = {}
+    for v in views:
+        setting = hossain_setting(config["datasets"][v.run.dataset], config["models"][v.run.model])
+        settings[f"{v.run.dataset}/{v.run.model}"] = {
+            "dataset": setting.dataset, "model": setting.model, "stand_in": setting.stand_in,
+            "table": HOSSAIN_TABLES.get(setting.model), "describe": setting.describe()}
+    losses = {v.run.loss: {"label": v.loss.label if v.loss.name != "focal" else "FL",
+                           "paper": HOSSAIN_LOSSES.get(v.loss.name), "color": list(loss_color_key(v.loss))}
+              for v in views}
+    params = {"losses": losses, "settings": settings}
+    artifacts = [
+        study.artifact("table", "hossain2021_tables2_3",
+                       "Tables 2-3: IoU (%) and Hausdorff distance (pixels; the paper's in mm) per data set, "
+                       "architecture and loss, mean ± std over folds, beside the published values",
+                       "h21_tables", [study.table], params),
+        study.artifact("figure", "hossain2021_scores_over_folds",
+                       "Tables 2-3 as box plots: mean IoU and Hausdorff distance of every fold, per loss",
+                       "h21_scores", [study.table], params),
+    ]
+    # Figs 3-6: one test fold's images with every loss's prediction, per data set and architecture.
+    for dataset, model in dict.fromkeys((v.run.dataset, v.run.model) for v in views):
+        same = [v for v in views if (v.run.dataset, v.run.model) == (dataset, model)]
+        first = min(v.run.seed for v in same)
+        chosen = [v for v in same if v.run.seed == first]
+        runs = [{"loss": v.run.loss, "samples": f"{v.run.evaluation_dir}/samples.npz"} for v in chosen]
+        where = f"fold {first}" if chosen[0].run.n_folds else f"seed {first}"
+        artifacts.append(study.artifact("figure", f"hossain2021_overlays_{dataset}_{model}",
+                                        f"Figs 3-6: test images of {dataset} ({model}, {where}) with each loss's "
+                                        "predicted mask", "h21_overlays", [r["samples"] for r in runs],
+                                        {"runs": runs, "losses": losses}))
+    return artifacts, []
 
 
 _PAPER_PLANNERS = {

@@ -327,8 +327,7 @@ class Trainer:
 
         The logits come from the final model, or from the best one when early stopping is on.
         """
-        if self.best["model"] is not None:
-            self.model.load_state_dict(self.best["model"])
+        self.use_final_weights()
         arrays = {}
         for split, (inputs, labels) in self.eval_splits.items():
             arrays[f"{split}_logits"] = self.predict(inputs).numpy().astype(np.float32)
@@ -343,6 +342,11 @@ class Trainer:
         atomic_savez(self.paths.logits, **arrays)
         atomic_write_json(self.run_info(), self.paths.info)
         return self.paths.logits
+
+    def use_final_weights(self) -> None:
+        """The weights a finished run reports: the final ones, or the best with early stopping."""
+        if self.best["model"] is not None:
+            self.model.load_state_dict(self.best["model"])
 
     def run_info(self) -> dict:
         return {
@@ -378,8 +382,8 @@ def train_run(config: RunConfig, run_dir, data_root="data", progress: bool | Non
     return trainer
 
 
-def export_run_logits(config: RunConfig, run_dir, data_root="data") -> Path:
-    """Re-dump ``logits.npz`` from a finished run's checkpoint without training."""
+def load_finished_run(config: RunConfig, run_dir, data_root="data") -> Trainer:
+    """A Trainer restored from a finished run's checkpoint (no training), for what reads the model."""
     trainer = Trainer(config, run_dir, data_root=data_root, progress=False)
     if not trainer.resume_if_possible():
         raise FileNotFoundError(f"no checkpoint at {trainer.paths.checkpoint}; train the run first")
@@ -387,7 +391,12 @@ def export_run_logits(config: RunConfig, run_dir, data_root="data") -> Path:
         raise RuntimeError(
             f"{trainer.paths.checkpoint} holds {trainer.epochs_done}/{config.recipe.epochs} epochs; finish training first"
         )
-    return trainer.export_logits()
+    return trainer
+
+
+def export_run_logits(config: RunConfig, run_dir, data_root="data") -> Path:
+    """Re-dump ``logits.npz`` from a finished run's checkpoint without training."""
+    return load_finished_run(config, run_dir, data_root).export_logits()
 
 
 def load_dataset(config: RunConfig, data_root: Path):
