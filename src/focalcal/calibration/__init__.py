@@ -23,13 +23,14 @@ from focalcal.calibration.focal_temperature import (
     KOMISARENKO_TEMPERATURES,
     FocalTemperatureScaling,
 )
-from focalcal.calibration.registry import CALIBRATORS, build, calibrator_class
+from focalcal.calibration.registry import CALIBRATORS, build, calibrator_class, register
 from focalcal.calibration.scaling import MatrixScaling, VectorScaling
 from focalcal.calibration.temperature import MUKHOTI_TEMPERATURES, TemperatureScaling
 from focalcal.theory import log_psi_from_logits, psi, psi_from_logits
 
 __all__ = [
     "CALIBRATORS",
+    "register",
     "KOMISARENKO_GAMMAS",
     "KOMISARENKO_TEMPERATURES",
     "MUKHOTI_TEMPERATURES",

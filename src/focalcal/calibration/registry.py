@@ -24,6 +24,20 @@ CALIBRATORS: dict[str, type[Calibrator]] = {
 }
 
 
+def register(cls: type[Calibrator]) -> type[Calibrator]:
+    """Add a calibrator class under its ``name`` (usable as a class decorator): ``build`` and
+    ``Calibrator.from_dict`` then take it."""
+    if not (isinstance(cls, type) and issubclass(cls, Calibrator)) or cls is Calibrator:
+        raise ValueError(f"a calibrator must be a subclass of focalcal.calibration.Calibrator, got {cls!r}")
+    name = getattr(cls, "name", None)
+    if not isinstance(name, str) or not name or name == getattr(Calibrator, "name", None):
+        raise ValueError(f"{cls.__name__} needs its own class attribute `name` (the config name)")
+    if name in CALIBRATORS:
+        raise ValueError(f"calibrator name {name!r} is already registered")
+    CALIBRATORS[name] = cls
+    return cls
+
+
 def calibrator_class(name: str) -> type[Calibrator]:
     """The calibrator class registered under ``name``."""
     try:

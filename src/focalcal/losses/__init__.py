@@ -32,13 +32,13 @@ from .brier import BrierLoss
 from .cross_entropy import CrossEntropyLoss
 from .focal import FocalLoss, SampleDependentFocalLoss, ScheduledFocalLoss, focal_of_target
 from .mmce import MMCELoss
-from .registry import LOSSES, PRESETS, available, build, parameters
+from .registry import LOSSES, PRESETS, available, build, parameters, register
 from .segmentation import (DualCrossEntropyLoss, DualFocalLoss, GeneralizedDiceLoss, WeightedCrossEntropyLoss,
                            class_counts, inverse_frequency_weights)
 from .smoothing import LabelSmoothingLoss
 
 __all__ = [
-    "Loss", "check_target_values", "build", "available", "parameters", "LOSSES", "PRESETS", "focal_of_target",
+    "Loss", "check_target_values", "build", "register", "available", "parameters", "LOSSES", "PRESETS", "focal_of_target",
     "CrossEntropyLoss", "FocalLoss", "LabelSmoothingLoss", "SampleDependentFocalLoss", "ScheduledFocalLoss",
     "BrierLoss", "MMCELoss", "AdaFocalLoss", "WeightedCrossEntropyLoss", "DualCrossEntropyLoss",
     "DualFocalLoss", "GeneralizedDiceLoss", "class_counts", "inverse_frequency_weights",

@@ -33,6 +33,18 @@ PRESETS: dict[str, tuple[str, dict]] = {
 }
 
 
+def register(cls: type[Loss]) -> type[Loss]:
+    """Add a loss class under its ``name`` (usable as a class decorator); ``build`` then takes it."""
+    if not (isinstance(cls, type) and issubclass(cls, Loss)) or cls is Loss:
+        raise ValueError(f"a loss must be a subclass of focalcal.losses.Loss, got {cls!r}")
+    if not isinstance(cls.name, str) or not cls.name or cls.name == Loss.name:
+        raise ValueError(f"{cls.__name__} needs its own class attribute `name` (the config name)")
+    if cls.name in LOSSES or cls.name in PRESETS:
+        raise ValueError(f"loss name {cls.name!r} is already registered")
+    LOSSES[cls.name] = cls
+    return cls
+
+
 def available() -> list[str]:
     """Every name ``build`` accepts: the losses, then the presets."""
     return sorted(LOSSES) + sorted(PRESETS)
