@@ -15,6 +15,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 PYTHON_BIN="${PYTHON_BIN:-$ROOT/.venv/bin}"
 WORK="${SLURM_TEST_WORKDIR:-$(mktemp -d /tmp/focalcal-slurm.XXXXXX)}"
+mkdir -p "$WORK"
 CONF=/etc/slurm/slurm.conf
 STATE=/var/spool/focalcal-slurm
 LOGS=/var/log/focalcal-slurm
@@ -129,10 +130,12 @@ submitted=$(grep -c "with SLURM jobid" "$WORK/snakemake.log" || true)
 slurm_logs=$(find "$WORK/.snakemake/slurm_logs" -name "*.log" | wc -l)
 completed=$(grep -c "_job_complete: JobId=.* done" "$LOGS/slurmctld.log" || true)
 echo "sbatch submissions: $submitted; SLURM job logs: $slurm_logs; jobs completed by slurmctld: $completed"
-# 4 train + 4 export_logits + 4 calibrate jobs; prepare_data and study_table are local
-[[ "$submitted" -ge 12 ]] || { echo "slurm_test: expected >= 12 SLURM submissions, saw $submitted" >&2; exit 1; }
-[[ "$slurm_logs" -ge 12 ]] || { echo "slurm_test: expected >= 12 SLURM job logs, found $slurm_logs" >&2; exit 1; }
-[[ "$completed" -ge 12 ]] || { echo "slurm_test: slurmctld completed $completed jobs, expected >= 12" >&2; exit 1; }
+# At least 8 train + 4 export_logits + 4 calibrate + 4 evaluate_segmentation jobs (figures and
+# notebooks go through SLURM too; prepare_data, tables and the index are local rules).
+expected=20
+[[ "$submitted" -ge $expected ]] || { echo "slurm_test: expected >= $expected SLURM submissions, saw $submitted" >&2; exit 1; }
+[[ "$slurm_logs" -ge $expected ]] || { echo "slurm_test: expected >= $expected SLURM job logs, found $slurm_logs" >&2; exit 1; }
+[[ "$completed" -ge $expected ]] || { echo "slurm_test: slurmctld completed $completed jobs, expected >= $expected" >&2; exit 1; }
 "$PYTHON_BIN/python" - "$WORK" <<'EOF'
 import sys
 from pathlib import Path
@@ -146,8 +149,14 @@ assert len(posterior) == 64, len(posterior)  # 2 runs x (10 + 11 + 11) rows, as 
 assert len(digits) == 42, len(digits)        # 2 runs x (10 + 11)
 assert set(digits.method) == {"uncalibrated", "ts_nll"}
 assert posterior[posterior.metric == "kl_posterior"].value.notna().all()
+segmentation = pd.read_csv(work / "results/tables/test_segmentation.csv")
+assert len(segmentation) == 4 * 14, len(segmentation)  # 4 runs x (5 IoU + 5 HD + missed, accuracy, ECE, NLL)
+assert sorted(segmentation.fold.unique()) == [0, 1]
 for run in work.glob("results/runs/*/*/*/*/seed*"):
-    assert (run / "checkpoint.pt").exists() and (run / "logits.npz").exists(), run
-print("outputs OK:", len(posterior) + len(digits), "table rows")
+    assert (run / "checkpoint.pt").exists(), run
+    evaluated = work / "results/segmentation" / run.relative_to(work / "results/runs")
+    assert (run / "logits.npz").exists() or (evaluated / "metrics.csv").exists(), run
+assert (work / "results/report/index.html").exists()
+print("outputs OK:", len(posterior) + len(digits) + len(segmentation), "table rows")
 EOF
 step "SLURM end-to-end test passed"
