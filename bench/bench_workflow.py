@@ -2,7 +2,7 @@
 
 * Dry run: parsing + config validation + planning + DAG of all config/studies/*.yaml at
   once (thousands of jobs). Goal: <= 15 s on the 2-core development machine. Baseline in the
-  same run: the dry run of config/test.yaml (17 jobs), i.e. Snakemake's fixed start-up cost;
+  same run: the dry run of config/test.yaml (66 jobs), i.e. Snakemake's fixed start-up cost;
   the ratio shows what the thousands of jobs add.
 * End to end (skipped with quick=True): `snakemake --cores 2` on the default config in a
   fresh directory. Goal: <= 15 minutes including figures and report. Printed beside it: the
