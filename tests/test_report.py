@@ -296,12 +296,19 @@ def test_inventory_reads_run_json_and_falls_back_to_history(tmp_path):
     partial = tmp_path / "results/runs/d/a/focal1/r/seed1"
     partial.mkdir(parents=True)
     pd.DataFrame({"epoch": [1, 2, 3], "wall_time_s": [1.0, 2.0, 3.5]}).to_csv(partial / "history.csv", index=False)
-    inventory = run_inventory(tmp_path, ["d/a/ce/r/seed0", "d/a/focal1/r/seed1"])
-    assert inventory["epochs"].tolist() == [30, 3] and inventory["train_time_s"].tolist() == [12.5, 3.5]
+    segmented = tmp_path / "results/runs/s/u/dfl/r/seed2"  # segmentation: run.json beside its scores
+    segmented.mkdir(parents=True)
+    pd.DataFrame({"epoch": [1, 2], "wall_time_s": [1.0, 2.0]}).to_csv(segmented / "history.csv", index=False)
+    scored = tmp_path / "results/segmentation/s/u/dfl/r/seed2"
+    scored.mkdir(parents=True)
+    (scored / "run.json").write_text(json.dumps({"epochs_done": 2, "train_time_s": 2.0, "device": "cuda:0 (H100)"}))
+    inventory = run_inventory(tmp_path, ["d/a/ce/r/seed0", "d/a/focal1/r/seed1", "s/u/dfl/r/seed2"])
+    assert inventory["epochs"].tolist() == [30, 3, 2] and inventory["train_time_s"].tolist() == [12.5, 3.5, 2.0]
     assert inventory.loc[0, "job_wall_s"] == 20.5 and np.isnan(inventory.loc[1, "job_wall_s"])
-    assert inventory["seed"].tolist() == [0, 1]
+    assert inventory["seed"].tolist() == [0, 1, 2]
+    assert inventory["device"].tolist()[::2] == ["cpu (1 threads)", "cuda:0 (H100)"]
     totals = summary(inventory)
-    assert (totals["runs"], totals["train_time_s"], totals["devices"]) == (2, 16.0, ["cpu (1 threads)"])
+    assert (totals["runs"], totals["train_time_s"], totals["devices"]) == (3, 18.0, ["cpu (1 threads)", "cuda:0 (H100)"])
     with pytest.raises(ValueError, match="train it first"):
         run_inventory(tmp_path, ["d/a/ce/r/seed9"])
 

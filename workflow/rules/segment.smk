@@ -1,6 +1,7 @@
 # Stage 3-4 for segmentation runs (hossain2021): score a trained run on its test fold from its
 # checkpoint (IoU, Hausdorff distance, pixel accuracy, pixel ECE) and keep a few test images
-# with their masks for the qualitative figure. Segmentation runs are evaluated, not calibrated;
+# with their masks for the qualitative figure, and the run's record (run.json: device, time,
+# versions) for the run inventory. Segmentation runs are evaluated, not calibrated;
 # deleting a run's evaluation re-makes it without retraining.
 
 
@@ -12,6 +13,7 @@ rule evaluate_segmentation:
     output:
         metrics=f"results/segmentation/{RUN}/metrics.csv",
         samples=f"results/segmentation/{RUN}/samples.npz",
+        info=f"results/segmentation/{RUN}/run.json",
     log:
         f"results/logs/evaluate_segmentation/{RUN}.log",
     benchmark:

@@ -15,4 +15,5 @@ with logged(snakemake.log[0]):  # noqa: F821
         snakemake.output.metrics,  # noqa: F821
         snakemake.output.samples,  # noqa: F821
         snakemake.params.n_bins,  # noqa: F821
+        snakemake.output.info,  # noqa: F821
     )

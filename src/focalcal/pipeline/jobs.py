@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from focalcal._io import atomic_write_text
+from focalcal._io import atomic_write_json, atomic_write_text
 from focalcal.pipeline.plan import RUN_CONFIG
 
 
@@ -49,9 +49,11 @@ def export_logits(run_dir, data_root, threads: int) -> None:
     export_run_logits(config, run_dir, data_root=str(data_root))
 
 
-def evaluate_segmentation(run_dir, data_root, threads: int, metrics_path, samples_path, n_bins: int = 15) -> None:
+def evaluate_segmentation(run_dir, data_root, threads: int, metrics_path, samples_path, n_bins: int = 15,
+                          info_path=None) -> None:
     """Score a finished segmentation run on its test split (IoU, Hausdorff, pixel accuracy and
-    ECE) from its checkpoint, and keep a few test images with true and predicted masks."""
+    ECE) from its checkpoint, and keep a few test images with true and predicted masks; with
+    ``info_path``, also write the run's record (what ``run.json`` holds for exported runs)."""
     import numpy as np
     import torch
 
@@ -65,3 +67,5 @@ def evaluate_segmentation(run_dir, data_root, threads: int, metrics_path, sample
     names = trainer.dataset.meta.get("class_names") or [f"class {k}" for k in range(trainer.dataset.num_classes)]
     atomic_write_text(table.to_csv(index=False), metrics_path)
     atomic_savez(samples_path, class_names=np.asarray(names), **samples)
+    if info_path is not None:
+        atomic_write_json(trainer.run_info(), info_path)

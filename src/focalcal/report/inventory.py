@@ -1,7 +1,8 @@
 """What trained: one row per run with its epochs, training time, device and size.
 
-Read from each run directory's ``run.json`` (written with the logits) and, for runs whose
-logits were never exported, from ``run_config.json`` and ``history.csv``; the Snakemake
+Read from each run's ``run.json`` — in the run directory, written with the logits, or for a
+segmentation run in ``results/segmentation/<run>/``, written with its test-fold scores — and,
+for runs that have neither, from ``history.csv``; the Snakemake
 benchmark of the training job adds its wall time (process start-up included) when present.
 """
 
@@ -24,6 +25,8 @@ def run_record(root: Path, run_path: str) -> dict:
     row = {"run": run_path, "dataset": dataset, "arch": arch, "loss": loss, "recipe": recipe,
            "seed": int(seed.removeprefix("seed"))}
     info_path = run_dir / "run.json"
+    if not info_path.is_file():
+        info_path = root / "results/segmentation" / run_path / "run.json"
     if info_path.is_file():
         info = json.loads(info_path.read_text())
         row.update(epochs=info.get("epochs_done"), train_time_s=info.get("train_time_s"), device=info.get("device"),

@@ -30,11 +30,14 @@ def study_artifact_names(report: ReportPlan, kind: str) -> tuple[list[str], list
 
 
 def inventory_inputs(plan) -> list[str]:
-    """Every run's history and settings, and run.json where the logits were exported."""
+    """Every run's history and settings, and its run.json: written with the logits where they
+    were exported, with the test-fold scores for segmentation runs."""
     files = []
     for path, run in plan.runs.items():
         files += [f"{run.run_dir}/history.csv", f"{run.run_dir}/run_config.json"]
-        if plan.methods[path]:
+        if run.segmentation:
+            files.append(f"{run.evaluation_dir}/run.json")
+        elif plan.methods[path]:
             files.append(f"{run.run_dir}/run.json")
     return files
 
