@@ -44,12 +44,14 @@ class SoftmaxParts:
     rest: torch.Tensor | None = None
 
     def log_rest(self) -> torch.Tensor:
-        """log(1 − p_top) per row: log1p(−p_top) where p_top ≤ 1/2, else log(rest), and where
-        ``rest`` underflows a logsumexp over the other classes (computed only for those rows)."""
+        """log(1 − p_top) per row: log(rest) — where p_top > 1/2 ``rest`` is a sum of positive
+        terms (a few ulps off), elsewhere it is ≥ 1/2, so the log is within a few ulps of 1
+        absolute — and, where ``rest`` underflows, a logsumexp over the other classes
+        (computed only for those rows)."""
         finfo = torch.finfo(self.rest.dtype)
-        log_rest = torch.where(self.p_top > 0.5, torch.log(self.rest), torch.log1p(-self.p_top))
-        underflow = self.rest < finfo.tiny / finfo.eps  # below this the sum has lost precision
-        if bool(underflow.any()):
+        log_rest = torch.log(self.rest)
+        if float(self.rest.amin()) < finfo.tiny / finfo.eps:  # below this the sum has lost precision
+            underflow = self.rest < finfo.tiny / finfo.eps
             pixels = underflow.squeeze(1)
             others = self.log_p.scatter(1, self.top, float("-inf")).movedim(1, -1)[pixels]
             log_rest.squeeze(1)[pixels] = torch.logsumexp(others, dim=-1)

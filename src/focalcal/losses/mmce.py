@@ -58,52 +58,79 @@ def _mmce_weights(confidence, one_minus_confidence, correct, weighted):
 
 
 class _CrossEntropyPlusMMCE(torch.autograd.Function):
-    """Per sample −log p_y + λ √MMCE², with the gradient in closed form (one autograd node).
+    """Per sample −log p_y + λ √MMCE², with the gradient in closed form (one autograd node,
+    the reduction inside it).
 
     With r the top-label confidence, K_ij = exp(−|r_i − r_j|/h) and v = K w:
     ∂MMCE²/∂r_k = 2 Σ_i v_i ∂w_i/∂r_k − (2/h) w_k Σ_j K_kj sign(r_k − r_j) w_j, where
     Σ_i v_i ∂w_i/∂r_k is (w·v over the correct samples − v_k)/W_correct for a correct sample,
     −(v_k + w·v over the wrong samples)/W_wrong for a wrong one (weighted), −v_k/m (plain);
-    and ∂r_i/∂u_ij = r_i (e_pred − p_ij).
+    and ∂r_i/∂u_ij = r_i (e_pred − p_ij). Batch-level scalars (W, norms, w·v sums) are read
+    back once as Python floats: fewer tiny kernels than 0-d tensor arithmetic.
     """
 
     @staticmethod
-    def forward(ctx, logits, index, lam, bandwidth, weighted):
+    def forward(ctx, logits, index, lam, bandwidth, weighted, reduction):
         log_p = torch.log_softmax(logits, dim=1)
         p = log_p.exp()
         log_confidence, predicted = log_p.max(dim=1, keepdim=True)
         confidence = log_confidence.exp().squeeze(1)
         one_minus = p.scatter(1, predicted, 0.0).sum(dim=1)  # 1 − r exactly
         correct = predicted.squeeze(1) == index.squeeze(1)
-        w, totals = _mmce_weights(confidence, one_minus, correct, weighted)
+        m = confidence.numel()
+        if weighted:
+            # Group weights: 1 − r for correct samples, r for wrong ones; W = their group sums.
+            correct_f = correct.to(logits.dtype)
+            groups = torch.stack([correct_f, torch.rsub(correct_f, 1.0)])
+            values = torch.where(correct, one_minus, confidence)
+            total_correct, total_wrong = torch.mv(groups, values).tolist()
+            both = total_correct > 0 and total_wrong > 0  # nothing to compare without both groups
+            inverse = (1 / total_correct, 1 / total_wrong) if both else (0.0, 0.0)
+            # w = values/W_correct (correct) or −values/W_wrong (wrong)
+            w = values * correct_f.mul(inverse[0] + inverse[1]).sub_(inverse[1])
+        else:
+            groups, total_correct, total_wrong = None, 0.0, 0.0
+            w = torch.where(correct, one_minus, confidence.neg()).div_(m)
         difference = confidence.unsqueeze(1) - confidence.unsqueeze(0)
         kernel = torch.exp(difference.abs().div_(-bandwidth))
-        v = kernel @ w
-        norm = _norm_from_square(w @ v)
-        ctx.save_for_backward(p, index, predicted, confidence, correct, w, v, kernel, difference, norm, totals)
-        ctx.lam, ctx.bandwidth, ctx.weighted = lam, bandwidth, weighted
-        return (lam * norm - log_p.gather(1, index)).squeeze(1)
+        v = torch.mv(kernel, w)
+        norm = max(float(torch.dot(w, v)), 0.0) ** 0.5  # a PSD form: < 0 only by rounding
+        ctx.save_for_backward(p, index, predicted, confidence, groups, w, v, kernel, difference)
+        ctx.scalars = (lam, bandwidth, weighted, reduction, m, norm, total_correct, total_wrong)
+        log_p_y = log_p.gather(1, index).squeeze(1)
+        if reduction == "none":
+            return log_p_y.neg().add_(lam * norm)
+        return log_p_y.sum().neg().add_(lam * norm * m) if reduction == "sum" else log_p_y.mean().neg().add_(lam * norm)
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad_output):
-        p, index, predicted, confidence, correct, w, v, kernel, difference, norm, totals = ctx.saved_tensors
-        grad = p * grad_output.unsqueeze(1)
-        grad.scatter_add_(1, index, -grad_output.unsqueeze(1))  # cross-entropy: p − e_y
-        if not bool(norm > 0):
-            return grad, None, None, None, None
-        if ctx.weighted:
-            vw = v * w
-            through_w = torch.where(correct, (torch.where(correct, vw, 0.0).sum() - v) / totals[0],
-                                    -(v + torch.where(correct, 0.0, vw).sum()) / totals[1])
+        p, index, predicted, confidence, groups, w, v, kernel, difference = ctx.saved_tensors
+        lam, bandwidth, weighted, reduction, m, norm, total_correct, total_wrong = ctx.scalars
+        if reduction == "none":
+            per_sample = grad_output.unsqueeze(1)
+            total = float(grad_output.sum())
         else:
-            through_w = -v / confidence.numel()
-        through_kernel = (kernel * difference.sign()) @ w
-        d_square = 2 * through_w - (2 / ctx.bandwidth) * w * through_kernel
-        d_confidence = d_square * (ctx.lam * grad_output.sum() / (2 * norm)) * confidence  # times r_i
-        grad.addcmul_(p, d_confidence.unsqueeze(1), value=-1.0)
-        grad.scatter_add_(1, predicted, d_confidence.unsqueeze(1))
-        return grad, None, None, None, None
+            total = float(grad_output) * (m if reduction == "sum" else 1.0)
+            per_sample = total / m
+        grad = p.scatter_add(1, index, torch.full_like(confidence, -1.0).unsqueeze(1)).mul_(per_sample)  # p − e_y
+        if not norm > 0:
+            return grad, None, None, None, None, None
+        if weighted:
+            vw_correct, vw_wrong = torch.mv(groups, v * w).tolist()
+            inverse_correct, inverse_wrong = 1 / total_correct, 1 / total_wrong
+            # (Σ_correct vw − v)/W_correct for correct samples, −(v + Σ_wrong vw)/W_wrong for wrong ones
+            slope = groups[0].mul(inverse_wrong - inverse_correct).sub_(inverse_wrong)
+            offset = groups[0].mul(vw_correct * inverse_correct + vw_wrong * inverse_wrong).sub_(vw_wrong * inverse_wrong)
+            through_w = torch.addcmul(offset, v, slope)
+        else:
+            through_w = v / -m
+        through_kernel = torch.mv(kernel * difference.sign(), w)
+        d_square = torch.addcmul(through_w, w, through_kernel, value=-1.0 / bandwidth)  # half of ∂MMCE²/∂r
+        d_confidence = d_square.mul_(confidence).mul_(lam * total / norm).unsqueeze(1)  # times r_i
+        grad.addcmul_(p, d_confidence, value=-1.0)
+        grad.scatter_add_(1, predicted, d_confidence)
+        return grad, None, None, None, None, None
 
 
 class MMCELoss(Loss):
@@ -141,10 +168,10 @@ class MMCELoss(Loss):
             raise ValueError(f"mmce compares every pair of samples (quadratic in the batch), so it takes "
                              f"classification logits (N, K); got shape {tuple(logits.shape)}")
         if valid is None:
-            per_sample = _CrossEntropyPlusMMCE.apply(logits, index, self.lam, self.bandwidth, self.weighted)
-            return self._reduce(per_sample.unsqueeze(1), None)
+            return _CrossEntropyPlusMMCE.apply(logits, index, self.lam, self.bandwidth, self.weighted, self.reduction)
         # Ignored samples: the regulariser is over the valid ones; they get 0 as every loss does.
-        per_sample = _CrossEntropyPlusMMCE.apply(logits[valid], index[valid], self.lam, self.bandwidth, self.weighted)
+        per_sample = _CrossEntropyPlusMMCE.apply(logits[valid], index[valid], self.lam, self.bandwidth,
+                                                 self.weighted, "none")
         loss = torch.zeros(valid.shape, dtype=per_sample.dtype, device=per_sample.device).masked_scatter(valid, per_sample)
         return self._reduce(loss.unsqueeze(1), valid)
 

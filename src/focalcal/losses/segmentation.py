@@ -167,8 +167,10 @@ class DualFocalLoss(Loss):
         return self.reduced(logits, index, "none")
 
     def reduced(self, logits, index, reduction):
+        if self.gamma == 1.0 and self.rho == 1.0:
+            return classwise_loss(logits, self._paper_setting_spec(index), needs_top=True, reduction=reduction)
         alpha, beta, gamma, rho_minus_one = self.alpha, self.beta, self.gamma, self.rho - 1.0
-        linear = gamma == 1.0  # the paper's setting: z^γ = z and Σ_{i≠y} z_i = 1 − z_y, no powers
+        linear = gamma == 1.0  # z^γ = z and Σ_{i≠y} z_i = 1 − z_y, no powers
 
         def spec(parts):
             log_p, p, top = parts.log_p, parts.p, parts.top
@@ -212,6 +214,31 @@ class DualFocalLoss(Loss):
 
         return classwise_loss(logits, spec, needs_top=True, reduction=reduction)
 
+    def _paper_setting_spec(self, index):
+        """γ = ρ = 1 (the paper's setting, any α, β) in fewer passes: there α Σ_i |y_i − z_i| =
+        2α (1 − z_y), so L = −log z_y + 2α (1 − z_y) − β Σ_{i≠y} log(1 − z_i), and
+        a = ∂L/∂log z is z_i (α + β/(1 − z_i)) for i ≠ y and −1 − α z_y for y."""
+        alpha, beta = self.alpha, self.beta
+
+        def spec(parts):
+            p, top, rest = parts.p, parts.top, parts.rest
+            log_p_y, p_y = parts.log_p.gather(1, index), p.gather(1, index)
+            target_is_top = top == index
+            q_y = torch.where(target_is_top, rest, torch.rsub(p_y, 1.0))  # 1 − z_y exactly
+            # log(1 − z_i): log1p is exact but at the top, whose 1 − z_t is `rest`.
+            log_one_minus = torch.log1p(p.neg()).scatter_(1, top, parts.log_rest())
+            others = log_one_minus.sum(dim=1, keepdim=True).sub_(log_one_minus.gather(1, index))
+            loss = q_y.mul(2.0 * alpha).sub_(log_p_y).sub_(others, alpha=beta)
+            one_minus = torch.rsub(p, 1.0)
+            slope = torch.addcdiv(p if alpha == 1.0 else p * alpha, p, one_minus, value=beta)
+            target_slope = p_y.mul(-alpha).sub_(1.0)
+            slope.scatter_(1, index, target_slope)
+            # b_t = a_t (1 − z_t) for the top t: z_t (β + α (1 − z_t)) if t ≠ y, a_y (1 − z_y) if t = y.
+            other_b = torch.addcmul(parts.p_top * beta, parts.p_top, rest, value=alpha)
+            return loss, slope, torch.where(target_is_top, target_slope * q_y, other_b)
+
+        return spec
+
     def hyperparameters(self):
         return {"alpha": self.alpha, "beta": self.beta, "gamma": self.gamma, "rho": self.rho,
                 **super().hyperparameters()}
@@ -237,6 +264,8 @@ class GeneralizedDiceLoss(Loss):
         self.per_image = per_image
 
     def reduce_valid(self, logits, index, valid):
+        if valid is None and not self.per_image:
+            return self._batch_dice_loss(logits, index)
         n, k = logits.shape[:2]
         probs = torch.softmax(logits, dim=1).reshape(n, k, -1)  # (N, K, pixels); 1 pixel for (N, K)
         reference = torch.zeros_like(probs).scatter_(1, index.reshape(n, 1, -1), 1.0)
@@ -254,6 +283,24 @@ class GeneralizedDiceLoss(Loss):
         dice = 2 * numerator / torch.where(has_pixels, denominator, 1.0)
         loss = torch.where(has_pixels, 1.0 - dice, 0.0)
         return self._reduce(loss.unsqueeze(1), None) if self.per_image else loss  # batch level: one value
+
+    @staticmethod
+    def _batch_dice_loss(logits, index):
+        """The common case (every pixel counts, sums over the batch) without the one-hot
+        reference: Σ_l w_l Σ_n r_ln z_ln = Σ_n w_(y_n) z_(y_n, n) and Σ_n r_ln = the class
+        counts — a third of the passes and autograd nodes of the general path."""
+        k = logits.shape[1]
+        with torch.no_grad():
+            counts = torch.bincount(index.reshape(-1), minlength=k).to(logits.dtype)
+            present = counts > 0
+            weight = torch.where(present, counts, float("inf")).square_().reciprocal_()  # 0 where absent
+            weight = torch.where(present, weight, weight.amax())
+            reference_total = torch.dot(weight, counts)
+        probs = torch.softmax(logits, dim=1)
+        numerator = (probs.gather(1, index) * weight[index]).sum()
+        predicted_total = probs.sum(dim=(0, *range(2, probs.dim())))  # Σ_n z_ln per class
+        denominator = torch.dot(weight, predicted_total) + reference_total
+        return torch.rsub(numerator.div(denominator), 1.0, alpha=2.0)
 
     def hyperparameters(self):
         return {"per_image": self.per_image, **super().hyperparameters()}
