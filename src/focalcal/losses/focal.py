@@ -36,8 +36,11 @@ def focal_terms(log_p, p, q, gamma, *, has_inverse: bool = False):
     nothing overflows as p → 1. With ``has_inverse``, entries with γ < 0 give the inverse focal
     loss −(1 + p)^|γ| log p, whose slope is the same expression with 1 + p in place of 1 − p.
     """
-    # −log p: where p > 1/2, log p itself has lost its digits (it is −log(1 + tiny) rounded).
-    neg_log_p = torch.where(log_p > LOG_HALF, torch.log1p(-q).neg_(), log_p.neg())
+    # −log p: where p > 1/2, log p itself has lost its digits (it is −log(1 + tiny) rounded), so
+    # it is −log1p(−q) there. Selected as exact arithmetic on a 0/1 mask (faster than
+    # torch.where on CPU); log1p is fed 0 where unused, so nothing infinite meets the 0.
+    confident = (log_p > LOG_HALF).to(q.dtype)
+    neg_log_p = torch.addcmul(torch.log1p(q * confident.neg()).neg_(), log_p, confident.sub_(1.0))
     base = torch.where(gamma < 0, 1.0 + p, q) if has_inverse else q
     factor = base.pow(gamma.abs() if has_inverse else gamma)
     # r at q = 0 (1 − p underflowed) is 0 here; it only meets factor = 0 there, or γ = 0.
@@ -97,10 +100,14 @@ def classwise_focal_terms(parts, gamma: float):
     top's entries come from ``focal_terms`` with 1 − p_top = Σ_{j≠top} p_j.
     """
     log_p, p = parts.log_p, parts.p
-    q = torch.rsub(p, 1.0)
-    negated = q.pow(gamma)  # (1 − p)^γ for now
-    # g = (1 − p)^γ − γ (1 − p)^γ p log p / (1 − p); the top entry may be 0/0 here, replaced below.
-    slope = torch.addcdiv(negated, negated * p * log_p, q, value=-gamma)
+    # Two full-size buffers, the rest in place: at segmentation sizes a fresh tensor costs more
+    # in page faults than the arithmetic that fills it.
+    negated = torch.rsub(p, 1.0)  # 1 − p for now
+    slope = negated.pow(gamma - 1.0)  # (1 − p)^(γ−1) for now
+    negated.mul_(slope)  # (1 − p)^γ
+    # g = (1 − p)^γ − γ (1 − p)^(γ−1) p log p (a multiply where (1 − p)^γ/(1 − p) would divide);
+    # the top entry may be inf · 0 here (γ < 1, p = 1), replaced below.
+    torch.add(negated, slope.mul_(p).mul_(log_p), alpha=-gamma, out=slope)
     negated.mul_(log_p)
     top_loss, top_slope = focal_terms(parts.log_p_top, parts.p_top, parts.rest, gamma)
     negated.scatter_(1, parts.top, top_loss.neg_())
