@@ -42,6 +42,15 @@ class SoftmaxParts:
     log_p_top: torch.Tensor | None = None
     p_top: torch.Tensor | None = None
     rest: torch.Tensor | None = None
+    spare: torch.Tensor | None = None  # a free buffer of p's shape, if finding the top left one
+
+    def buffer(self) -> torch.Tensor:
+        """A tensor of p's shape to write into (``out=``): the spare one once, then new ones.
+
+        At segmentation sizes a fresh tensor costs more in page faults than the arithmetic
+        that fills it, so a spec's first full-size intermediate reuses what ``top_class`` freed."""
+        spare, self.spare = self.spare, None
+        return spare if spare is not None else torch.empty_like(self.p)
 
     def log_rest(self) -> torch.Tensor:
         """log(1 − p_top) per row: log(rest) — where p_top > 1/2 ``rest`` is a sum of positive
@@ -66,12 +75,13 @@ def softmax_parts(logits: torch.Tensor, *, needs_top: bool) -> SoftmaxParts:
     log_p = torch.log_softmax(logits, dim=1)
     parts = SoftmaxParts(log_p, log_p.exp())
     if needs_top:
-        parts.top, parts.p_top, parts.log_p_top, parts.rest = top_class(log_p, parts.p)
+        parts.top, parts.p_top, parts.log_p_top, parts.rest, parts.spare = top_class(log_p, parts.p)
     return parts
 
 
 def top_class(log_p: torch.Tensor, p: torch.Tensor):
-    """(index t (N, 1, *) with p_t > 1/2 where a row has such a class, p_t, log p_t, 1 − p_t exactly).
+    """(index t (N, 1, *) with p_t > 1/2 where a row has such a class, p_t, log p_t, 1 − p_t
+    exactly, and a full-size buffer it no longer needs).
 
     Only a class with p > 1/2 needs its 1 − p from the other classes; rows without one may
     use any class. For (N, K) logits that is the argmax; with spatial dims a max-with-index
@@ -82,7 +92,8 @@ def top_class(log_p: torch.Tensor, p: torch.Tensor):
     """
     if p.dim() == 2:
         top = p.argmax(dim=1, keepdim=True)
-        return top, p.gather(1, top), log_p.gather(1, top), p.scatter(1, top, 0.0).sum(dim=1, keepdim=True)
+        others = p.scatter(1, top, 0.0)
+        return top, p.gather(1, top), log_p.gather(1, top), others.sum(dim=1, keepdim=True), others
     n, k = p.shape[:2]
     above_half = F.threshold(p, 0.5, 0.0)  # p where p > 1/2 (at most one class per row), else 0
     weights = torch.stack([torch.arange(k, dtype=p.dtype, device=p.device), torch.ones(k, dtype=p.dtype, device=p.device)])
@@ -96,7 +107,7 @@ def top_class(log_p: torch.Tensor, p: torch.Tensor):
     log_p_top = log_p.gather(1, top)
     below_half = torch.sub(p, above_half, out=above_half)  # reuses the buffer: no fresh full-size tensor
     rest = torch.addcmul(below_half.sum(dim=1, keepdim=True).mul_(has_top), no_top, torch.rsub(p[:, :1], 1.0))
-    return top, p_top, log_p_top, rest
+    return top, p_top, log_p_top, rest, below_half
 
 
 class _ClasswiseLoss(torch.autograd.Function):

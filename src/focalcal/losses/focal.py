@@ -100,9 +100,8 @@ def classwise_focal_terms(parts, gamma: float):
     top's entries come from ``focal_terms`` with 1 − p_top = Σ_{j≠top} p_j.
     """
     log_p, p = parts.log_p, parts.p
-    # Two full-size buffers, the rest in place: at segmentation sizes a fresh tensor costs more
-    # in page faults than the arithmetic that fills it.
-    negated = torch.rsub(p, 1.0)  # 1 − p for now
+    # Two full-size buffers (one reused, see ``SoftmaxParts.buffer``), the rest in place.
+    negated = torch.sub(p, 1.0, out=parts.buffer()).neg_()  # 1 − p for now
     slope = negated.pow(gamma - 1.0)  # (1 − p)^(γ−1) for now
     negated.mul_(slope)  # (1 − p)^γ
     # g = (1 − p)^γ − γ (1 − p)^(γ−1) p log p (a multiply where (1 − p)^γ/(1 − p) would divide);

@@ -20,6 +20,7 @@ subgradient of the norm. mukhoti2020 used λ = 2 for images, 8 for text.
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch.autograd.function import once_differentiable
 
 from ._base import Loss, check_number
@@ -73,14 +74,15 @@ class _CrossEntropyPlusMMCE(torch.autograd.Function):
     def forward(ctx, logits, index, lam, bandwidth, weighted, reduction):
         log_p = torch.log_softmax(logits, dim=1)
         p = log_p.exp()
-        log_confidence, predicted = log_p.max(dim=1, keepdim=True)
-        confidence = log_confidence.exp().squeeze(1)
+        confidence, predicted = p.max(dim=1)
+        predicted = predicted.unsqueeze(1)
         one_minus = p.scatter(1, predicted, 0.0).sum(dim=1)  # 1 − r exactly
-        correct = predicted.squeeze(1) == index.squeeze(1)
+        labels = index.view(-1)
+        correct = predicted.view(-1) == labels
         m = confidence.numel()
+        correct_f = correct.to(logits.dtype)
         if weighted:
             # Group weights: 1 − r for correct samples, r for wrong ones; W = their group sums.
-            correct_f = correct.to(logits.dtype)
             groups = torch.stack([correct_f, torch.rsub(correct_f, 1.0)])
             values = torch.where(correct, one_minus, confidence)
             total_correct, total_wrong = torch.mv(groups, values).tolist()
@@ -95,17 +97,17 @@ class _CrossEntropyPlusMMCE(torch.autograd.Function):
         kernel = torch.exp(difference.abs().div_(-bandwidth))
         v = torch.mv(kernel, w)
         norm = max(float(torch.dot(w, v)), 0.0) ** 0.5  # a PSD form: < 0 only by rounding
-        ctx.save_for_backward(p, index, predicted, confidence, groups, w, v, kernel, difference)
+        ctx.save_for_backward(p, index, predicted, confidence, correct_f, groups, w, v, kernel, difference)
         ctx.scalars = (lam, bandwidth, weighted, reduction, m, norm, total_correct, total_wrong)
-        log_p_y = log_p.gather(1, index).squeeze(1)
         if reduction == "none":
-            return log_p_y.neg().add_(lam * norm)
-        return log_p_y.sum().neg().add_(lam * norm * m) if reduction == "sum" else log_p_y.mean().neg().add_(lam * norm)
+            return log_p.gather(1, index).view(-1).neg_().add_(lam * norm)
+        cross_entropy = F.nll_loss(log_p, labels, reduction=reduction)
+        return cross_entropy.add_(lam * norm * (m if reduction == "sum" else 1))
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad_output):
-        p, index, predicted, confidence, groups, w, v, kernel, difference = ctx.saved_tensors
+        p, index, predicted, confidence, correct_f, groups, w, v, kernel, difference = ctx.saved_tensors
         lam, bandwidth, weighted, reduction, m, norm, total_correct, total_wrong = ctx.scalars
         if reduction == "none":
             per_sample = grad_output.unsqueeze(1)
@@ -113,15 +115,15 @@ class _CrossEntropyPlusMMCE(torch.autograd.Function):
         else:
             total = float(grad_output) * (m if reduction == "sum" else 1.0)
             per_sample = total / m
-        grad = p.scatter_add(1, index, torch.full_like(confidence, -1.0).unsqueeze(1)).mul_(per_sample)  # p − e_y
+        grad = p.scatter_add(1, index, torch.full_like(p[:, :1], -1.0)).mul_(per_sample)  # p − e_y
         if not norm > 0:
             return grad, None, None, None, None, None
         if weighted:
             vw_correct, vw_wrong = torch.mv(groups, v * w).tolist()
             inverse_correct, inverse_wrong = 1 / total_correct, 1 / total_wrong
             # (Σ_correct vw − v)/W_correct for correct samples, −(v + Σ_wrong vw)/W_wrong for wrong ones
-            slope = groups[0].mul(inverse_wrong - inverse_correct).sub_(inverse_wrong)
-            offset = groups[0].mul(vw_correct * inverse_correct + vw_wrong * inverse_wrong).sub_(vw_wrong * inverse_wrong)
+            slope = correct_f.mul(inverse_wrong - inverse_correct).sub_(inverse_wrong)
+            offset = correct_f.mul(vw_correct * inverse_correct + vw_wrong * inverse_wrong).sub_(vw_wrong * inverse_wrong)
             through_w = torch.addcmul(offset, v, slope)
         else:
             through_w = v / -m

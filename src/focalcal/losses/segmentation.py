@@ -230,7 +230,7 @@ class DualFocalLoss(Loss):
             # log(1 − z_i): log1p is exact but at the top, whose 1 − z_t is `rest`.
             # In place where possible: at segmentation sizes a fresh tensor costs more in page faults
             # than the arithmetic that fills it.
-            log_one_minus = torch.neg(p).log1p_().scatter_(1, top, parts.log_rest())
+            log_one_minus = torch.neg(p, out=parts.buffer()).log1p_().scatter_(1, top, parts.log_rest())
             others = log_one_minus.sum(dim=1, keepdim=True).sub_(log_one_minus.gather(1, index))
             loss = q_y.mul(2.0 * alpha).sub_(log_p_y).sub_(others, alpha=beta)
             del log_one_minus
