@@ -31,18 +31,22 @@ from torch.autograd.function import once_differentiable
 class SoftmaxParts:
     """What a spec may use: log p and p and — if asked for — the row's top class.
 
-    ``top`` (N, 1, *) is the index of the most probable class, ``log_p_top`` / ``p_top`` its
-    log-probability and probability, ``rest`` = Σ_{j≠top} p_j = 1 − p_top exactly (it
-    underflows to 0 only where 1 − p_top < ~1e-38; ``log_rest`` covers that).
+    ``top`` (N, 1, *) is the index of the most probable class, ``p_top`` its probability
+    (``log_p_top()`` its log-probability, gathered when asked for), ``rest`` = Σ_{j≠top} p_j
+    = 1 − p_top exactly (it underflows to 0 only where 1 − p_top < ~1e-38; ``log_rest``
+    covers that).
     """
 
     log_p: torch.Tensor
     p: torch.Tensor
     top: torch.Tensor | None = None
-    log_p_top: torch.Tensor | None = None
     p_top: torch.Tensor | None = None
     rest: torch.Tensor | None = None
     spare: torch.Tensor | None = None  # a free buffer of p's shape, if finding the top left one
+
+    def log_p_top(self) -> torch.Tensor:
+        """log p of the top class (a gather along the class axis: only for specs that need it)."""
+        return self.log_p.gather(1, self.top)
 
     def buffer(self) -> torch.Tensor:
         """A tensor of p's shape to write into (``out=``): the spare one once, then new ones.
@@ -75,13 +79,13 @@ def softmax_parts(logits: torch.Tensor, *, needs_top: bool) -> SoftmaxParts:
     log_p = torch.log_softmax(logits, dim=1)
     parts = SoftmaxParts(log_p, log_p.exp())
     if needs_top:
-        parts.top, parts.p_top, parts.log_p_top, parts.rest, parts.spare = top_class(log_p, parts.p)
+        parts.top, parts.p_top, parts.rest, parts.spare = top_class(log_p, parts.p)
     return parts
 
 
 def top_class(log_p: torch.Tensor, p: torch.Tensor):
-    """(index t (N, 1, *) with p_t > 1/2 where a row has such a class, p_t, log p_t, 1 − p_t
-    exactly, and a full-size buffer it no longer needs).
+    """(index t (N, 1, *) with p_t > 1/2 where a row has such a class, p_t, 1 − p_t exactly,
+    and a full-size buffer it no longer needs).
 
     Only a class with p > 1/2 needs its 1 − p from the other classes; rows without one may
     use any class. For (N, K) logits that is the argmax; with spatial dims a max-with-index
@@ -93,7 +97,7 @@ def top_class(log_p: torch.Tensor, p: torch.Tensor):
     if p.dim() == 2:
         top = p.argmax(dim=1, keepdim=True)
         others = p.scatter(1, top, 0.0)
-        return top, p.gather(1, top), log_p.gather(1, top), others.sum(dim=1, keepdim=True), others
+        return top, p.gather(1, top), others.sum(dim=1, keepdim=True), others
     n, k = p.shape[:2]
     above_half = F.threshold(p, 0.5, 0.0)  # p where p > 1/2 (at most one class per row), else 0
     weights = torch.stack([torch.arange(k, dtype=p.dtype, device=p.device), torch.ones(k, dtype=p.dtype, device=p.device)])
@@ -104,10 +108,9 @@ def top_class(log_p: torch.Tensor, p: torch.Tensor):
     no_top = torch.rsub(has_top, 1.0)
     top = index_times_p.div_(p_above + no_top).round_().long()  # 0/1 = class 0 in rows without a top
     p_top = torch.addcmul(p_above, no_top, p[:, :1])
-    log_p_top = log_p.gather(1, top)
     below_half = torch.sub(p, above_half, out=above_half)  # reuses the buffer: no fresh full-size tensor
     rest = torch.addcmul(below_half.sum(dim=1, keepdim=True).mul_(has_top), no_top, torch.rsub(p[:, :1], 1.0))
-    return top, p_top, log_p_top, rest, below_half
+    return top, p_top, rest, below_half
 
 
 class _ClasswiseLoss(torch.autograd.Function):

@@ -108,7 +108,7 @@ def classwise_focal_terms(parts, gamma: float):
     # the top entry may be inf · 0 here (γ < 1, p = 1), replaced below.
     torch.add(negated, slope.mul_(p).mul_(log_p), alpha=-gamma, out=slope)
     negated.mul_(log_p)
-    top_loss, top_slope = focal_terms(parts.log_p_top, parts.p_top, parts.rest, gamma)
+    top_loss, top_slope = focal_terms(parts.log_p_top(), parts.p_top, parts.rest, gamma)
     negated.scatter_(1, parts.top, top_loss.neg_())
     slope.scatter_(1, parts.top, top_slope)
     return negated, slope
