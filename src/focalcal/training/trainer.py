@@ -9,6 +9,7 @@ stopped and, on CPU, ends with bit-identical logits.
 
 from __future__ import annotations
 
+import math
 import platform
 import time
 from dataclasses import dataclass
@@ -218,7 +219,7 @@ class Trainer:
         n = self.train_y.shape[0]
         order = torch.randperm(n, generator=generator, device=device)
         n_batches = (n + recipe.batch_size - 1) // recipe.batch_size
-        loss_sum = torch.zeros((), dtype=torch.float64, device=device)
+        loss_sum = 0.0
         # Classification: keep each batch's detached logits (a list append, no kernel) and
         # score the whole epoch at once; segmentation logits are too big to keep, so they
         # are scored per batch.
@@ -238,15 +239,16 @@ class Trainer:
                 logits = self.forward(inputs)
             logits = logits.float()
             loss = self.loss_fn(logits, targets)
-            if not torch.isfinite(loss):  # one sync per batch: the NaN stop must name the batch
+            loss_value = float(loss.detach())  # one sync per batch: the NaN stop must name the batch
+            if not math.isfinite(loss_value):
                 progress.close()
                 if not bool(torch.isfinite(logits).all()):
                     raise self._diverged("the model's logits became non-finite", epoch, batch, n_batches)
-                raise self._diverged(f"the loss became {float(loss.detach())}", epoch, batch, n_batches)
+                raise self._diverged(f"the loss became {loss_value}", epoch, batch, n_batches)
             self.optimizer.zero_grad(set_to_none=True)
             loss.backward()
             self.optimizer.step()
-            loss_sum += loss.detach() * targets.shape[0]
+            loss_sum += loss_value * targets.shape[0]
             if logits.dim() == 2:
                 kept_logits.append(logits.detach())
                 kept_targets.append(targets)
