@@ -83,6 +83,13 @@ def softmax_parts(logits: torch.Tensor, *, needs_top: bool) -> SoftmaxParts:
     return parts
 
 
+def choose(mask: torch.Tensor, complement: torch.Tensor, if_true: torch.Tensor, if_false: torch.Tensor) -> torch.Tensor:
+    """``torch.where(mask, if_true, if_false)`` for finite values, given the mask as 0/1 floats
+    and its complement: exact (x·1 + y·0 = x), and a multiply-add where CPU torch.where is
+    several times slower at segmentation sizes."""
+    return torch.addcmul(if_true * mask, if_false, complement)
+
+
 def top_class(log_p: torch.Tensor, p: torch.Tensor):
     """(index t (N, 1, *) with p_t > 1/2 where a row has such a class, p_t, 1 − p_t exactly,
     and a full-size buffer it no longer needs).
@@ -102,14 +109,12 @@ def top_class(log_p: torch.Tensor, p: torch.Tensor):
     above_half = F.threshold(p, 0.5, 0.0)  # p where p > 1/2 (at most one class per row), else 0
     weights = torch.stack([torch.arange(k, dtype=p.dtype, device=p.device), torch.ones(k, dtype=p.dtype, device=p.device)])
     index_times_p, p_above = torch.matmul(weights, above_half.reshape(n, k, -1)).view(n, 2, 1, *p.shape[2:]).unbind(1)
-    # Row selections as exact arithmetic on a 0/1 mask (x·1 + y·0 = x for finite x, y): CPU
-    # torch.where is several times slower than a multiply-add at these sizes.
-    has_top = (p_above > 0).to(p.dtype)
+    has_top = (p_above > 0).to(p.dtype)  # row masks as 0/1 floats, see ``choose``
     no_top = torch.rsub(has_top, 1.0)
     top = index_times_p.div_(p_above + no_top).round_().long()  # 0/1 = class 0 in rows without a top
-    p_top = torch.addcmul(p_above, no_top, p[:, :1])
+    p_top = torch.addcmul(p_above, no_top, p[:, :1])  # p_above is already 0 in rows without a top
     below_half = torch.sub(p, above_half, out=above_half)  # reuses the buffer: no fresh full-size tensor
-    rest = torch.addcmul(below_half.sum(dim=1, keepdim=True).mul_(has_top), no_top, torch.rsub(p[:, :1], 1.0))
+    rest = choose(has_top, no_top, below_half.sum(dim=1, keepdim=True), torch.rsub(p[:, :1], 1.0))
     return top, p_top, rest, below_half
 
 

@@ -37,8 +37,8 @@ def focal_terms(log_p, p, q, gamma, *, has_inverse: bool = False):
     loss −(1 + p)^|γ| log p, whose slope is the same expression with 1 + p in place of 1 − p.
     """
     # −log p: where p > 1/2, log p itself has lost its digits (it is −log(1 + tiny) rounded), so
-    # it is −log1p(−q) there. Selected as exact arithmetic on a 0/1 mask (faster than
-    # torch.where on CPU); log1p is fed 0 where unused, so nothing infinite meets the 0.
+    # it is −log1p(−q) there. Selected on a 0/1 mask as in ``_classwise.choose``, with log1p fed
+    # 0 where unused, since log1p(−q) is −inf at q = 1 and inf · 0 would be NaN.
     confident = (log_p > LOG_HALF).to(q.dtype)
     neg_log_p = torch.addcmul(torch.log1p(q * confident.neg()).neg_(), log_p, confident.sub_(1.0))
     base = torch.where(gamma < 0, 1.0 + p, q) if has_inverse else q

@@ -80,8 +80,8 @@ class _CrossEntropyPlusMMCE(torch.autograd.Function):
         labels = index.view(-1)
         correct = predicted.view(-1) == labels
         m = confidence.numel()
-        correct_f = correct.to(logits.dtype)
         if weighted:
+            correct_f = correct.to(logits.dtype)
             # Group weights: 1 − r for correct samples, r for wrong ones; W = their group sums.
             groups = torch.stack([correct_f, torch.rsub(correct_f, 1.0)])
             values = torch.where(correct, one_minus, confidence)
@@ -91,7 +91,7 @@ class _CrossEntropyPlusMMCE(torch.autograd.Function):
             # w = values/W_correct (correct) or −values/W_wrong (wrong)
             w = values * correct_f.mul(inverse[0] + inverse[1]).sub_(inverse[1])
         else:
-            groups, total_correct, total_wrong = None, 0.0, 0.0
+            correct_f, groups, total_correct, total_wrong = None, None, 0.0, 0.0
             w = torch.where(correct, one_minus, confidence.neg()).div_(m)
         difference = confidence.unsqueeze(1) - confidence.unsqueeze(0)
         kernel = torch.exp(difference.abs().div_(-bandwidth))

@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from ._base import Loss, check_number, class_weight_tensor
-from ._classwise import classwise_loss
+from ._classwise import choose, classwise_loss
 
 
 # ---- class weights ---------------------------------------------------------------------------
@@ -224,10 +224,9 @@ class DualFocalLoss(Loss):
             p, top, rest = parts.p, parts.top, parts.rest
             log_p_y = parts.log_p.gather(1, index)
             p_y = log_p_y.exp()  # cheaper than a second gather along the class axis
-            # Row selections as exact arithmetic on a 0/1 mask (faster than torch.where on CPU).
-            target_is_top = (top == index).to(p.dtype)
+            target_is_top = (top == index).to(p.dtype)  # a 0/1 mask for ``choose``
             target_not_top = torch.rsub(target_is_top, 1.0)
-            q_y = torch.addcmul(rest * target_is_top, torch.rsub(p_y, 1.0), target_not_top)  # 1 − z_y exactly
+            q_y = choose(target_is_top, target_not_top, rest, torch.rsub(p_y, 1.0))  # 1 − z_y exactly
             # log(1 − z_i): log1p is exact but at the top, whose 1 − z_t is `rest`.
             # In place where possible: at segmentation sizes a fresh tensor costs more in page faults
             # than the arithmetic that fills it.
@@ -241,7 +240,7 @@ class DualFocalLoss(Loss):
             slope.scatter_(1, index, target_slope)
             # b_t = a_t (1 − z_t) for the top t: z_t (β + α (1 − z_t)) if t ≠ y, a_y (1 − z_y) if t = y.
             other_b = torch.addcmul(parts.p_top * beta, parts.p_top, rest, value=alpha)
-            return loss, slope, torch.addcmul(other_b.mul_(target_not_top), target_slope * q_y, target_is_top)
+            return loss, slope, choose(target_is_top, target_not_top, target_slope * q_y, other_b)
 
         return spec
 
