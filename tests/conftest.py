@@ -30,3 +30,16 @@ def no_network(monkeypatch):
         return real_open(url)
 
     monkeypatch.setattr(download, "_open_url", guarded)
+
+
+@pytest.fixture(params=["fused", "eager"])
+def loss_kernels(request, monkeypatch):
+    """Run a loss test twice: through the fused CPU kernels and through the eager PyTorch
+    reference path (``FOCALCAL_FUSED_KERNELS=0``); loss test modules opt in with
+    ``pytestmark = pytest.mark.usefixtures("loss_kernels")``."""
+    from focalcal.losses import _fused
+
+    monkeypatch.setenv(_fused.ENV_SWITCH, "1" if request.param == "fused" else "0")
+    if request.param == "fused":
+        assert _fused.kernels() is not None, "the fused CPU loss kernels failed to build (see the warning)"
+    return request.param

@@ -15,6 +15,8 @@ from focalcal import losses
 from focalcal.losses._logprob import log_one_minus_softmax, target_log_probs
 from focalcal.theory import gradient_ratio
 
+pytestmark = pytest.mark.usefixtures("loss_kernels")  # every test on the fused and the eager path
+
 ALL_NAMES = losses.available()
 SPATIAL_OK = [n for n in ALL_NAMES if n != "mmce"]
 

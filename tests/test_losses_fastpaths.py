@@ -18,6 +18,8 @@ from focalcal.losses._classwise import top_class
 from focalcal.losses.focal import smoothed_targets
 from focalcal.losses.mmce import _norm_from_square, mmce_squared
 
+pytestmark = pytest.mark.usefixtures("loss_kernels")  # every test on the fused and the eager path
+
 
 def as_spatial(logits: torch.Tensor) -> torch.Tensor:
     """(N, K) logits as (2, K, N/2, 1): the same rows, taking the spatial code path."""
@@ -74,8 +76,9 @@ def test_smoothed_focal_matches_soft_target_path_including_extreme_logits():
             grad_a, = torch.autograd.grad(a.sum(), x)
             b = general(x, soft.to(dtype))
             grad_b, = torch.autograd.grad(b.sum(), x)
+            # float32: the fused kernel (fast) and the eager soft-target path round differently
             torch.testing.assert_close(a, b, rtol=1e-12 if dtype == torch.float64 else 1e-6, atol=0)
-            torch.testing.assert_close(grad_a, grad_b, rtol=1e-12 if dtype == torch.float64 else 1e-6, atol=1e-30)
+            torch.testing.assert_close(grad_a, grad_b, rtol=1e-12 if dtype == torch.float64 else 4e-6, atol=1e-30)
             assert torch.isfinite(grad_a).all()
 
 

@@ -12,6 +12,8 @@ from scipy.special import softmax as np_softmax
 
 from focalcal import losses
 
+pytestmark = pytest.mark.usefixtures("loss_kernels")  # every test on the fused and the eager path
+
 
 def per_sample_grad_from_dz(z: np.ndarray, dl_dz: np.ndarray) -> np.ndarray:
     """hossain2021 Eq 13 (= A.3): ∂L/∂u_i = z_i (∂L/∂z_i − Σ_k z_k ∂L/∂z_k), row by row."""

@@ -20,6 +20,8 @@ from scipy.optimize import minimize_scalar
 from focalcal import losses
 from focalcal.theory import focal_risk_minimizer
 
+pytestmark = pytest.mark.usefixtures("loss_kernels")  # every test on the fused and the eager path
+
 ETA = 0.7
 ETA_FLSD532 = 0.8
 

@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 import torch
 from torch.autograd.function import once_differentiable
 
+from . import _fused
 from ._base import Loss, cast_like, check_number, check_sequence, class_weight_tensor, target_weights, weights_for
 from ._classwise import classwise_loss
 from ._logprob import LOG_HALF
@@ -89,7 +90,11 @@ def focal_of_target(logits: torch.Tensor, index: torch.Tensor, gamma: GammaSpec,
     (evaluated without gradient: γ is piecewise constant in p). With ``has_inverse``, negative
     entries of a γ tensor mean the inverse-focal loss −(1 + p_y)^|γ| log p_y (AdaFocal).
     ``reduction`` "mean" or "sum" returns the reduced loss from the same autograd node.
+    A fixed γ on CPU goes through the fused kernel (``_fused``; the same formulas).
     """
+    if (isinstance(gamma, (int, float)) and not isinstance(gamma, bool) and gamma >= 0 and not has_inverse
+            and _fused.usable(logits)):
+        return _fused.classwise(logits, index, "smoothed_focal", (gamma, 0.0, 1.0), reduction=reduction)
     return _FocalOfTarget.apply(logits, index, gamma, has_inverse, reduction)
 
 
@@ -135,6 +140,8 @@ def smoothed_target_focal(logits: torch.Tensor, index: torch.Tensor, gamma: floa
     building it: −share Σ_i (1 − p_i)^γ log p_i − (keep − share) (1 − p_y)^γ log p_y."""
     share = smoothing / (logits.shape[1] - 1)
     keep = 1.0 - smoothing
+    if _fused.usable(logits):
+        return _fused.classwise(logits, index, "smoothed_focal", (gamma, share, keep), reduction=reduction)
 
     def spec(parts):
         negated, slope = classwise_focal_terms(parts, gamma)

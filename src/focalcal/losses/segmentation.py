@@ -20,6 +20,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from . import _fused
 from ._base import Loss, check_number, class_weight_tensor
 from ._classwise import choose, classwise_loss
 
@@ -132,6 +133,8 @@ class DualCrossEntropyLoss(Loss):
 
     def reduced(self, logits, index, reduction):
         alpha, beta = self.alpha, self.beta
+        if _fused.usable(logits):
+            return _fused.classwise(logits, index, "dual_cross_entropy", (alpha, beta), reduction=reduction)
 
         def spec(parts):
             alpha_plus_p = parts.p + alpha  # α > 0: no cancellation
@@ -167,6 +170,9 @@ class DualFocalLoss(Loss):
         return self.reduced(logits, index, "none")
 
     def reduced(self, logits, index, reduction):
+        if _fused.usable(logits):
+            constants = (self.alpha, self.beta, self.gamma, self.rho)
+            return _fused.classwise(logits, index, "dual_focal", constants, reduction=reduction)
         if self.gamma == 1.0 and self.rho == 1.0:
             return classwise_loss(logits, self._paper_setting_spec(index), needs_top=True, reduction=reduction)
         alpha, beta, gamma, rho_minus_one = self.alpha, self.beta, self.gamma, self.rho - 1.0

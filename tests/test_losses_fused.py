@@ -1,0 +1,210 @@
+"""The fused CPU kernels (``focalcal.losses._fused``) against the eager reference path,
+against autograd's numerical gradient, and at the edges: tails of the SIMD lanes, ties,
+extreme logits, 1 − p_top below the smallest normal float, NaN, threads, and the fallback."""
+
+from __future__ import annotations
+
+import warnings
+
+import mpmath
+import numpy as np
+import pytest
+import torch
+
+from focalcal import losses
+from focalcal.losses import _fused
+
+CONFIGS = [  # (loss config, kernel kind) — every kind, the papers' settings and off-default ones
+    ({"name": "focal", "gamma": 3.0}, "smoothed_focal"),
+    ({"name": "focal", "gamma": 0.5}, "smoothed_focal"),
+    ({"name": "focal", "gamma": 2.5, "smoothing": 0.1}, "smoothed_focal"),
+    ({"name": "focal", "gamma": 0.0, "smoothing": 0.05}, "smoothed_focal"),
+    ({"name": "dual_focal"}, "dual_focal"),
+    ({"name": "dual_focal", "alpha": 0.5, "beta": 2.0, "gamma": 2.0, "rho": 1.5}, "dual_focal"),
+    ({"name": "dual_focal", "gamma": 0.5}, "dual_focal"),
+    ({"name": "dual_focal", "gamma": 2.5, "rho": 1.0}, "dual_focal"),
+    ({"name": "dual_cross_entropy", "alpha": 0.7, "beta": 1.3}, "dual_cross_entropy"),
+    ({"name": "focal_scheduled"}, "smoothed_focal"),
+]
+SHAPES = [(4, 3), (37, 10), (128, 100), (2, 5, 7, 9), (3, 11, 4, 5), (1, 2, 33)]
+
+
+@pytest.fixture(autouse=True)
+def fused_on(monkeypatch):
+    monkeypatch.setenv(_fused.ENV_SWITCH, "1")
+    assert _fused.kernels() is not None, "the fused CPU loss kernels failed to build (see the warning)"
+
+
+def _loss(config, reduction="mean"):
+    loss = losses.build({**config, "reduction": reduction})
+    loss.set_epoch(0, 10)
+    return loss
+
+
+def _value_and_grad(loss, logits, target, *, fused, monkeypatch):
+    monkeypatch.setenv(_fused.ENV_SWITCH, "1" if fused else "0")
+    x = logits.clone().requires_grad_()
+    value = loss(x, target)
+    (value.sum() if value.dim() else value).backward()
+    return value.detach(), x.grad
+
+
+def _kernel_calls(monkeypatch):
+    calls = []
+    real = _fused.classwise
+
+    def counting(*args, **kwargs):
+        calls.append(args[2])
+        return real(*args, **kwargs)
+
+    for module in ("focal", "segmentation"):
+        monkeypatch.setattr(f"focalcal.losses.{module}._fused.classwise", counting)
+    return calls
+
+
+@pytest.mark.parametrize("config,kind", CONFIGS, ids=lambda c: str(c))
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+def test_fused_matches_eager_reference(config, kind, shape, monkeypatch):
+    torch.manual_seed(sum(shape))
+    logits = 4 * torch.randn(*shape, dtype=torch.float64)
+    logits.view(shape[0], shape[1], -1)[0, 1, 0] += 40  # one very confident position
+    logits.view(shape[0], shape[1], -1)[-1, :, -1] = 0.5  # and one all-tied position
+    target = torch.randint(0, shape[1], (shape[0], *shape[2:]))
+    calls = _kernel_calls(monkeypatch)
+    for reduction in ("mean", "sum", "none"):
+        loss = _loss(config, reduction)
+        reference = _value_and_grad(loss, logits, target, fused=False, monkeypatch=monkeypatch)  # eager, float64
+        # float32 is held to the float64 reference (the eager float32 path itself is less
+        # accurate where a confident row's terms cancel), both to a few ulps of the largest entry
+        for dtype, rtol in ((torch.float64, 1e-11), (torch.float32, 1e-5)):
+            value, grad = _value_and_grad(loss, logits.to(dtype), target, fused=True, monkeypatch=monkeypatch)
+            torch.testing.assert_close(value.double(), reference[0], rtol=rtol, atol=rtol * reference[0].abs().max())
+            torch.testing.assert_close(grad.double(), reference[1], rtol=rtol, atol=rtol * reference[1].abs().max())
+    assert calls and set(calls) == {kind}  # the kernel really ran (and only on the fused path)
+
+
+@pytest.mark.parametrize("config,kind", CONFIGS[:-1], ids=lambda c: str(c))
+def test_fused_gradcheck(config, kind):
+    torch.manual_seed(1)
+    for shape in ((5, 4), (2, 3, 3, 2)):
+        logits = (2 * torch.randn(*shape, dtype=torch.float64)).requires_grad_()
+        target = torch.randint(0, shape[1], (shape[0], *shape[2:]))
+        for reduction in ("mean", "none"):
+            loss = _loss(config, reduction)
+            assert torch.autograd.gradcheck(lambda x: loss(x, target), (logits,), eps=1e-6, atol=1e-7)
+
+
+def _reference_dual_focal(row, target: int) -> float:
+    """hossain2021 dual focal loss (α = β = γ = ρ = 1) of one row, in 60-digit arithmetic."""
+    with mpmath.workdps(60):
+        exps = [mpmath.exp(mpmath.mpf(float(v))) for v in row]
+        z = [e / mpmath.fsum(exps) for e in exps]
+        others = mpmath.fsum(mpmath.log(1 - z_i) for i, z_i in enumerate(z) if i != target)
+        return float(-mpmath.log(z[target]) + 2 * (1 - z[target]) - others)
+
+
+def test_fused_float32_agrees_with_high_precision_at_tiny_one_minus_p():
+    # Gaps of 20-80 make 1 − p_top 1e-9..1e-35: below float32's epsilon, some below its
+    # smallest normal; log(1 − p_top) must come from the logits, not from 1 − p.
+    logits = torch.zeros(5, 6)
+    logits[:, 2] = torch.tensor([20.0, 40.0, 60.0, 80.0, 5.0])
+    logits[:, 4] = -3.0
+    for target in (2, 0):
+        x = logits.clone().requires_grad_()
+        value = _loss({"name": "dual_focal"}, "none")(x, torch.full((5,), target))
+        value.sum().backward()
+        expected = [_reference_dual_focal(row.tolist(), target) for row in logits]
+        np.testing.assert_allclose(value.detach().numpy(), expected, rtol=4e-6)
+        assert torch.isfinite(x.grad).all()
+
+
+def test_fused_extreme_logits_are_finite_with_exact_target_gradient():
+    logits = torch.tensor([[1e4, -1e4, 0.0], [-1e4, 1e4, 0.0], [0.0, 0.0, 1e4]], dtype=torch.float32)
+    target = torch.tensor([0, 0, 2])
+    for config, _ in CONFIGS:
+        x = logits.clone().requires_grad_()
+        value = _loss(config, "none")(x, target)
+        value.sum().backward()
+        assert torch.isfinite(value).all() and torch.isfinite(x.grad).all(), config
+        assert torch.all(x.grad.sum(dim=1).abs() <= 1e-6 * x.grad.abs().amax(dim=1) + 1e-30), config  # softmax: rows sum to 0
+    # cross-entropy part of the dual focal loss on the wrong confident row: gradient −1 on the target logit
+    x = logits.clone().requires_grad_()
+    _loss({"name": "dual_focal", "alpha": 0.0, "beta": 0.0}, "none")(x, target).sum().backward()
+    assert x.grad[1, 0].item() == pytest.approx(-1.0) and x.grad[1, 1].item() == pytest.approx(1.0)
+
+
+def test_fused_propagates_nan_and_names_it():
+    logits = torch.randn(6, 4)
+    logits[2, 1] = float("nan")
+    per_row = _loss({"name": "dual_focal"}, "none")
+    trusted = _loss({"name": "dual_focal"}, "none")
+    trusted.validate_inputs = False
+    values = trusted(logits, torch.zeros(6, dtype=torch.long))
+    assert torch.isnan(values[2]) and torch.isfinite(values[[0, 1, 3, 4, 5]]).all()
+    with pytest.raises(ValueError, match="NaN"):
+        _loss({"name": "dual_focal"})(logits, torch.zeros(6, dtype=torch.long))
+    assert per_row is not trusted
+
+
+def test_fused_threads_give_the_same_numbers():
+    torch.manual_seed(3)
+    logits = 3 * torch.randn(4, 11, 40, 40)
+    target = torch.randint(0, 11, (4, 40, 40))
+    loss = _loss({"name": "dual_focal"}, "none")
+    previous = torch.get_num_threads()
+    results = []
+    try:
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+            x = logits.clone().requires_grad_()
+            loss(x, target).sum().backward()
+            results.append((loss(logits, target), x.grad))
+    finally:
+        torch.set_num_threads(previous)
+    assert torch.equal(results[0][0], results[1][0]) and torch.equal(results[0][1], results[1][1])
+
+
+def test_no_grad_skips_the_gradient_and_keeps_the_value():
+    logits, target = torch.randn(8, 5), torch.randint(0, 5, (8,))
+    loss = _loss({"name": "dual_focal"})
+    with torch.no_grad():
+        value = loss(logits, target)
+    assert value.item() == pytest.approx(loss(logits.clone().requires_grad_(), target).item(), rel=1e-6)
+
+
+def test_switch_and_unsupported_inputs_take_the_eager_path(monkeypatch):
+    calls = _kernel_calls(monkeypatch)
+    logits, target = torch.randn(8, 5), torch.randint(0, 5, (8,))
+    loss = _loss({"name": "dual_focal"})
+    monkeypatch.setenv(_fused.ENV_SWITCH, "0")
+    loss(logits, target)
+    loss(logits.half(), target)  # checked inputs: half precision is computed in float32
+    assert calls == []
+    monkeypatch.setenv(_fused.ENV_SWITCH, "1")
+    loss(logits, target)
+    assert calls == ["dual_focal"]
+    assert not _fused.usable(logits.to(torch.bfloat16))  # only float32/float64 go to the kernel
+
+
+def test_build_failure_warns_once_and_falls_back(monkeypatch):
+    from torch.utils import cpp_extension
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("no C++ compiler")
+
+    monkeypatch.setattr(_fused, "_module", None)
+    monkeypatch.setattr(cpp_extension, "load", broken)
+    logits, target = torch.randn(8, 5, dtype=torch.float64), torch.randint(0, 5, (8,))
+    loss = _loss({"name": "dual_focal"})
+    with pytest.warns(RuntimeWarning, match="no C.. compiler"):
+        value = loss(logits, target)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert loss(logits, target).item() == value.item()  # no second warning
+    monkeypatch.setenv(_fused.ENV_SWITCH, "0")
+    assert loss(logits, target).item() == pytest.approx(value.item(), rel=1e-13)
+
+
+def test_constants_are_checked():
+    with pytest.raises(ValueError, match="dual_focal takes"):
+        _fused.classwise(torch.randn(3, 4), torch.zeros(3, 1, dtype=torch.long), "dual_focal", (1.0, 1.0))
