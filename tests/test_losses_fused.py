@@ -208,3 +208,69 @@ def test_build_failure_warns_once_and_falls_back(monkeypatch):
 def test_constants_are_checked():
     with pytest.raises(ValueError, match="dual_focal takes"):
         _fused.classwise(torch.randn(3, 4), torch.zeros(3, 1, dtype=torch.long), "dual_focal", (1.0, 1.0))
+
+
+def _mmce_reference(logits, target, lam, weighted, reduction):
+    """Cross-entropy + λ √MMCE² by autograd through the O(N²) kernel matrix (float64)."""
+    from focalcal.losses.mmce import _norm_from_square, mmce_squared
+
+    log_p = torch.log_softmax(logits, 1)
+    log_conf, predicted = log_p.max(1)
+    one_minus = torch.exp(torch.logsumexp(log_p.scatter(1, predicted[:, None], float("-inf")), 1))
+    norm = _norm_from_square(mmce_squared(log_conf.exp(), one_minus, predicted == target, weighted=weighted))
+    cross_entropy = torch.nn.functional.cross_entropy(logits, target, reduction=reduction)
+    return cross_entropy + lam * norm * (len(target) if reduction == "sum" else 1)
+
+
+@pytest.mark.parametrize("weighted", [True, False])
+@pytest.mark.parametrize("n", [7, 128, 1500])
+def test_fused_mmce_matches_the_quadratic_reference(weighted, n, monkeypatch):
+    calls = []
+    real = _fused.cross_entropy_mmce
+    monkeypatch.setattr("focalcal.losses.mmce._fused.cross_entropy_mmce",
+                        lambda *a, **k: calls.append(1) or real(*a, **k))
+    torch.manual_seed(n)
+    logits = 2 * torch.randn(n, 10, dtype=torch.float64)
+    logits[:4] = logits[0]  # tied confidences: the sorted sums group them
+    target = torch.randint(0, 10, (n,))
+    for reduction in ("mean", "sum"):
+        x = logits.clone().requires_grad_()
+        expected = _mmce_reference(x, target, 2.5, weighted, reduction)
+        expected_grad, = torch.autograd.grad(expected, x)
+        loss = losses.build({"name": "mmce", "lam": 2.5, "weighted": weighted, "reduction": reduction})
+        for dtype, rtol in ((torch.float64, 1e-10), (torch.float32, 2e-5)):
+            x = logits.to(dtype).requires_grad_()
+            value = loss(x, target)
+            grad, = torch.autograd.grad(value * 3.0, x)  # an upstream gradient other than 1
+            assert value.item() == pytest.approx(expected.item(), rel=rtol)
+            torch.testing.assert_close(grad.double(), 3.0 * expected_grad, rtol=rtol,
+                                       atol=rtol * expected_grad.abs().max().item())
+    assert len(calls) == 4
+    none = losses.build({"name": "mmce", "weighted": weighted, "reduction": "none"})(logits, target)
+    assert len(calls) == 4 and none.shape == (n,)  # per-sample values: the eager path
+
+
+def test_fused_mmce_gradcheck():
+    torch.manual_seed(5)
+    logits = (2 * torch.randn(12, 4, dtype=torch.float64)).requires_grad_()
+    target = torch.randint(0, 4, (12,))
+    for weighted in (True, False):
+        loss = losses.build({"name": "mmce", "weighted": weighted})
+        assert torch.autograd.gradcheck(lambda x: loss(x, target), (logits,))
+
+
+def test_fused_generalized_dice_matches_the_eager_reference(monkeypatch):
+    calls = []
+    real = _fused.batch_dice
+    monkeypatch.setattr("focalcal.losses.segmentation._fused.batch_dice", lambda *a: calls.append(1) or real(*a))
+    torch.manual_seed(6)
+    for shape in ((128, 100), (2, 6, 9, 8)):
+        logits = 3 * torch.randn(*shape, dtype=torch.float64)
+        target = torch.randint(0, shape[1] - 1, (shape[0], *shape[2:]))  # the last class absent
+        loss = losses.build({"name": "generalized_dice"})
+        expected = _value_and_grad(loss, logits, target, fused=False, monkeypatch=monkeypatch)
+        for dtype, rtol in ((torch.float64, 1e-12), (torch.float32, 1e-5)):
+            value, grad = _value_and_grad(loss, logits.to(dtype), target, fused=True, monkeypatch=monkeypatch)
+            assert value.item() == pytest.approx(expected[0].item(), rel=rtol)
+            torch.testing.assert_close(grad.double(), expected[1], rtol=rtol, atol=rtol * expected[1].abs().max())
+    assert len(calls) == 4

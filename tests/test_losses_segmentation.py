@@ -162,3 +162,19 @@ def test_generalized_dice_perfect_prediction_is_zero():
     target = torch.randint(0, 3, (2, 5, 5))
     logits = 50.0 * F.one_hot(target, 3).permute(0, 3, 1, 2).double()
     assert float(losses.build({"name": "generalized_dice"})(logits, target)) < 1e-12
+
+
+def test_generalized_dice_closed_form_gradient_matches_the_general_path():
+    # The batch fast path (no ignored pixels: closed-form gradient) against the general path
+    # (an ignore_index that never occurs: one-hot reference, autograd), with an absent class.
+    torch.manual_seed(4)
+    logits = 2 * torch.randn(3, 5, 6, 7, dtype=torch.float64)
+    target = torch.randint(0, 4, (3, 6, 7))  # class 4 absent
+    results = []
+    for config in ({"name": "generalized_dice"}, {"name": "generalized_dice", "ignore_index": 255}):
+        x = logits.clone().requires_grad_()
+        value = losses.build(config)(x, target)
+        (2.5 * value).backward()
+        results.append((value.detach(), x.grad))
+    torch.testing.assert_close(results[0][0], results[1][0], rtol=1e-13, atol=0)
+    torch.testing.assert_close(results[0][1], results[1][1], rtol=1e-11, atol=1e-15)

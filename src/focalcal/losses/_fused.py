@@ -110,3 +110,35 @@ def classwise(logits: torch.Tensor, index: torch.Tensor, kind: str, constants, *
     if len(constants) != len(PARAMETERS[kind]):
         raise ValueError(f"{kind} takes {PARAMETERS[kind]}, got {len(constants)} constants")
     return _Classwise.apply(logits, index, kind, tuple(float(c) for c in constants), reduction)
+
+
+class _BatchLevel(torch.autograd.Function):
+    """A loss of the whole batch (one value) whose kernel returns the logit gradient with it."""
+
+    @staticmethod
+    def forward(ctx, logits, kernel, *arguments):
+        loss, grad = kernel(logits, *arguments, ctx.needs_input_grad[0])
+        ctx.save_for_backward(grad if ctx.needs_input_grad[0] else None)
+        ctx.arguments = len(arguments)
+        return loss
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad_output):
+        (grad,) = ctx.saved_tensors
+        return grad * grad_output, None, *([None] * ctx.arguments)
+
+
+def cross_entropy_mmce(logits: torch.Tensor, index: torch.Tensor, lam: float, bandwidth: float, weighted: bool, *,
+                       reduction: str) -> torch.Tensor:
+    """Mean or sum over the batch of −log p_y + λ √MMCE² by the fused kernel (check ``usable``
+    first); the kernel sums the Laplacian kernel over sorted confidences in O(N log N)."""
+    if reduction not in ("mean", "sum"):
+        raise ValueError(f"the fused MMCE reduces the batch; reduction must be 'mean' or 'sum', got {reduction!r}")
+    return _BatchLevel.apply(logits, kernels().cross_entropy_mmce, index.view(-1), float(lam), float(bandwidth),
+                             bool(weighted), reduction == "sum")
+
+
+def batch_dice(logits: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """Generalised Dice loss over every pixel of the batch (check ``usable`` first)."""
+    return _BatchLevel.apply(logits, kernels().batch_dice, index)

@@ -23,6 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch.autograd.function import once_differentiable
 
+from . import _fused
 from ._base import Loss, check_number
 
 
@@ -169,6 +170,9 @@ class MMCELoss(Loss):
         if logits.dim() != 2:
             raise ValueError(f"mmce compares every pair of samples (quadratic in the batch), so it takes "
                              f"classification logits (N, K); got shape {tuple(logits.shape)}")
+        if valid is None and self.reduction != "none" and _fused.usable(logits):
+            return _fused.cross_entropy_mmce(logits, index, self.lam, self.bandwidth, self.weighted,
+                                             reduction=self.reduction)
         if valid is None:
             return _CrossEntropyPlusMMCE.apply(logits, index, self.lam, self.bandwidth, self.weighted, self.reduction)
         # Ignored samples: the regulariser is over the valid ones; they get 0 as every loss does.

@@ -37,6 +37,7 @@ template <typename T>
 struct Lanes {
   using V = Vectorized<T>;
   V is_y, is_top, log_p, p, q, log_q_top;
+  V row_extra;  // a per-lane constant a term may take (MMCE's slope on the top class)
 
   // log(1 - p_k): log1p(-p) is exact off the top (p <= 1/2); only terms that need it pay for it.
   V log_q() const { return V::blendv((-p).log1p(), log_q_top, is_top); }
@@ -64,6 +65,15 @@ struct CrossEntropyTerm {
     const V zero(T(0));
     value = V::blendv(zero, -c.log_p, c.is_y);
     slope = V::blendv(zero, V::blendv(V(T(-1)), -c.q, c.is_top), c.is_y);
+  }
+};
+
+template <typename T>
+struct CrossEntropyShiftedTopTerm {  // cross-entropy's slopes plus s dlog p_top, s per lane: MMCE's chain rule
+  using V = Vectorized<T>;
+  void operator()(const Lanes<T>& c, V& value, V& slope) const {
+    CrossEntropyTerm<T>{}(c, value, slope);
+    slope = slope + V::blendv(V(T(0)), c.row_extra * c.q, c.is_top);
   }
 };
 
@@ -140,7 +150,8 @@ struct SmoothedFocalTerm {  // -w_i (1 - p_i)^gamma log p_i, w the smoothed one-
 
 template <typename T, typename Term>
 void classwise_kernel(const T* x, const int64_t* target, T* loss, T* grad, int64_t n_rows, int64_t k_classes,
-                      int64_t lanes, const Term& term, T grad_scale) {
+                      int64_t lanes, const Term& term, T grad_scale, const T* row_extra = nullptr,
+                      T* top_out = nullptr, T* p_top_out = nullptr, T* q_top_out = nullptr) {
   using V = Vectorized<T>;
   constexpr int64_t W = V::size();
   // Below this 1 - p_top has lost digits (or is 0): p_k/(1 - p_top) then comes from logs.
@@ -159,6 +170,7 @@ void classwise_kernel(const T* x, const int64_t* target, T* loss, T* grad, int64
       auto store = [&](const V& v, T* ptr) { count == W ? v.store(ptr) : v.store(ptr, count); };
       for (int64_t i = 0; i < W; ++i) buffer[i] = i < count ? static_cast<T>(target[row * lanes + first + i]) : T(0);
       const V y = V::loadu(buffer);
+      const V extra = row_extra == nullptr ? V(T(0)) : load(row_extra + row * lanes + first);
 
       // pass 1: max, its (first) class, second largest logit
       V m = load(xb), second(-std::numeric_limits<T>::infinity()), top(T(0));
@@ -192,6 +204,7 @@ void classwise_kernel(const T* x, const int64_t* target, T* loss, T* grad, int64
         c.p = V::blendv(V::loadu(probs.data() + k * W) * to_p, p_top, c.is_top);
         c.q = V::blendv(V(T(1)) - c.p, q_top, c.is_top);
         c.log_q_top = log_q_top;
+        c.row_extra = extra;
         V value, slope;
         term(c, value, slope);
         total_loss = total_loss + value;
@@ -203,6 +216,11 @@ void classwise_kernel(const T* x, const int64_t* target, T* loss, T* grad, int64
         }
       }
       store(total_loss, loss + row * lanes + first);
+      if (top_out != nullptr) {
+        store(top, top_out + row * lanes + first);
+        store(p_top, p_top_out + row * lanes + first);
+        store(q_top, q_top_out + row * lanes + first);
+      }
       if (gb == nullptr) continue;
       // pass 4: the logit gradient a_k - p_k sum_{i != t} a_i - b_t p_k/(1 - p_t), and b_t - p_t sum a at t
       q_top.store(buffer);
@@ -281,8 +299,140 @@ std::vector<at::Tensor> classwise(const at::Tensor& logits, const at::Tensor& ta
   return {loss, grad};
 }
 
+// Laplacian-kernel sums of Kumar et al.'s MMCE in O(N log N): with the confidences sorted and
+// equal ones grouped, sum_j w_j exp(-|r_i - r_j|/h) and sum_j w_j exp(-|r_i - r_j|/h) sign(r_i - r_j)
+// are running sums from below and from above, each step scaled by exp(-gap/h) <= 1.
+void laplacian_sums(const std::vector<double>& r, const std::vector<double>& w, double bandwidth,
+                    std::vector<double>& v, std::vector<double>& signed_v) {
+  const int64_t n = static_cast<int64_t>(r.size());
+  std::vector<int64_t> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return r[a] < r[b]; });
+  std::vector<int64_t> group_start;  // positions in ``order`` where a new confidence value starts
+  for (int64_t i = 0; i < n; ++i)
+    if (i == 0 || r[order[i]] != r[order[i - 1]]) group_start.push_back(i);
+  const int64_t groups = static_cast<int64_t>(group_start.size());
+  group_start.push_back(n);
+  std::vector<double> value(groups), weight(groups, 0.0), below(groups, 0.0), above(groups, 0.0);
+  for (int64_t g = 0; g < groups; ++g) {
+    value[g] = r[order[group_start[g]]];
+    for (int64_t i = group_start[g]; i < group_start[g + 1]; ++i) weight[g] += w[order[i]];
+  }
+  for (int64_t g = 1; g < groups; ++g)
+    below[g] = std::exp(-(value[g] - value[g - 1]) / bandwidth) * (below[g - 1] + weight[g - 1]);
+  for (int64_t g = groups - 2; g >= 0; --g)
+    above[g] = std::exp(-(value[g + 1] - value[g]) / bandwidth) * (above[g + 1] + weight[g + 1]);
+  v.assign(n, 0.0);
+  signed_v.assign(n, 0.0);
+  for (int64_t g = 0; g < groups; ++g)
+    for (int64_t i = group_start[g]; i < group_start[g + 1]; ++i) {
+      v[order[i]] = below[g] + weight[g] + above[g];
+      signed_v[order[i]] = below[g] - above[g];
+    }
+}
+
+// Mean (or sum) over the batch of -log p_y + lam sqrt(MMCE^2), and its logit gradient for an
+// upstream gradient of 1; the formulas of ``mmce._CrossEntropyPlusMMCE`` (the eager reference).
+std::vector<at::Tensor> cross_entropy_mmce(const at::Tensor& logits, const at::Tensor& target, double lam,
+                                           double bandwidth, bool weighted, bool sum_reduction, bool want_grad) {
+  TORCH_CHECK(logits.dim() == 2, "mmce takes classification logits (N, K)");
+  const Layout lay = layout_of(logits, target);
+  const int64_t n = lay.lanes;
+  auto options = lay.logits.options();
+  auto rows = at::empty({1, n}, options), top = at::empty({1, n}, options);
+  auto p_top = at::empty({1, n}, options), q_top = at::empty({1, n}, options);
+  std::vector<double> r(n), q(n), w(n, 0.0), shift(n, 0.0);  // confidence r, 1 - r exactly, weights
+  std::vector<char> correct(n);
+  double cross_entropy = 0.0;
+  AT_DISPATCH_FLOATING_TYPES(lay.logits.scalar_type(), "focalcal_mmce_rows", [&] {
+    classwise_kernel(lay.logits.data_ptr<scalar_t>(), lay.target.data_ptr<int64_t>(), rows.data_ptr<scalar_t>(),
+                     static_cast<scalar_t*>(nullptr), 1, lay.classes, n, CrossEntropyTerm<scalar_t>{}, scalar_t(1),
+                     static_cast<const scalar_t*>(nullptr), top.data_ptr<scalar_t>(), p_top.data_ptr<scalar_t>(),
+                     q_top.data_ptr<scalar_t>());
+    const int64_t* y = lay.target.data_ptr<int64_t>();
+    for (int64_t i = 0; i < n; ++i) {
+      cross_entropy += rows.data_ptr<scalar_t>()[i];
+      r[i] = p_top.data_ptr<scalar_t>()[i];
+      q[i] = q_top.data_ptr<scalar_t>()[i];
+      correct[i] = static_cast<int64_t>(top.data_ptr<scalar_t>()[i]) == y[i];
+    }
+  });
+  // weights: (1 - r)/W_correct for correct samples, -r/W_wrong for wrong ones (weighted), else (c - r)/m
+  double total_correct = 0.0, total_wrong = 0.0;
+  for (int64_t i = 0; i < n; ++i) (correct[i] ? total_correct += q[i] : total_wrong += r[i]);
+  const bool both = total_correct > 0.0 && total_wrong > 0.0;
+  for (int64_t i = 0; i < n; ++i) {
+    if (!weighted) w[i] = (correct[i] ? q[i] : -r[i]) / n;
+    else if (both) w[i] = correct[i] ? q[i] / total_correct : -r[i] / total_wrong;
+  }
+  std::vector<double> v, signed_v;
+  laplacian_sums(r, w, bandwidth, v, signed_v);
+  double square = 0.0;
+  for (int64_t i = 0; i < n; ++i) square += w[i] * v[i];
+  const double norm = std::sqrt(std::max(square, 0.0));  // a PSD form: < 0 only by rounding
+  const double loss_value = sum_reduction ? cross_entropy + lam * norm * n : cross_entropy / n + lam * norm;
+  auto loss = at::scalar_tensor(loss_value, options);
+  if (!want_grad) return {loss, at::Tensor()};
+
+  const double scale = sum_reduction ? 1.0 : 1.0 / n, total = sum_reduction ? static_cast<double>(n) : 1.0;
+  if (norm > 0.0) {
+    double vw_correct = 0.0, vw_wrong = 0.0;
+    for (int64_t i = 0; i < n; ++i) (correct[i] ? vw_correct : vw_wrong) += v[i] * w[i];
+    for (int64_t i = 0; i < n; ++i) {
+      // half of dMMCE^2/dr_i: through the weights, then through the kernel
+      double through_w;
+      if (!weighted) through_w = -v[i] / n;
+      else through_w = correct[i] ? (vw_correct - v[i]) / total_correct : -(v[i] + vw_wrong) / total_wrong;
+      const double d_square = through_w - w[i] * signed_v[i] / bandwidth;
+      // d(lam total norm)/dlog r_i, divided by the scale the kernel applies to every slope
+      shift[i] = lam * total * d_square * r[i] / norm / scale;
+    }
+  }
+  at::Tensor grad = at::empty_like(lay.logits);
+  AT_DISPATCH_FLOATING_TYPES(lay.logits.scalar_type(), "focalcal_mmce_grad", [&] {
+    std::vector<scalar_t> extra(shift.begin(), shift.end());
+    classwise_kernel(lay.logits.data_ptr<scalar_t>(), lay.target.data_ptr<int64_t>(), rows.data_ptr<scalar_t>(),
+                     grad.data_ptr<scalar_t>(), 1, lay.classes, n, CrossEntropyShiftedTopTerm<scalar_t>{},
+                     static_cast<scalar_t>(scale), extra.data());
+  });
+  return {loss, grad.view({lay.classes, n}).t().contiguous()};
+}
+
+// Sudre et al.'s generalised Dice over the whole batch, 1 - 2 N/D, and its logit gradient for an
+// upstream gradient of 1: the formulas of ``segmentation._BatchDice`` (the eager reference), as
+// ATen calls from C++ — the loss is a handful of whole-tensor ops, and what it costs at
+// classification sizes is the Python around them.
+std::vector<at::Tensor> batch_dice(const at::Tensor& logits, const at::Tensor& index, bool want_grad) {
+  TORCH_CHECK(index.dim() == logits.dim() && index.size(1) == 1, "index must be (N, 1, *spatial)");
+  const int64_t k = logits.size(1);
+  const auto counts = at::bincount(index.reshape({-1}), {}, k).to(logits.scalar_type());
+  const auto present = counts.gt(0);
+  auto weight = counts.square().reciprocal();  // inf where a class is absent ...
+  weight = at::where(present, weight, at::where(present, weight, 0.0).amax());  // ... there the largest weight
+  const double reference_total = at::dot(weight, counts).item<double>();
+  const auto probs = at::softmax(logits, 1);
+  const auto target_term = probs.gather(1, index).mul_(weight.take(index));  // w_(y_n) z_(y_n, n)
+  const double numerator = target_term.sum().item<double>();
+  std::vector<int64_t> pixel_dims{0};
+  for (int64_t d = 2; d < logits.dim(); ++d) pixel_dims.push_back(d);
+  const double denominator = at::dot(weight, probs.sum(pixel_dims)).item<double>() + reference_total;
+  auto loss = at::scalar_tensor(1.0 - 2.0 * numerator / denominator, logits.options());
+  if (!want_grad) return {loss, at::Tensor()};
+  const double a = 2.0 / denominator, b = 2.0 * numerator / (denominator * denominator);
+  std::vector<int64_t> class_axis(logits.dim(), 1);
+  class_axis[1] = k;
+  const auto weight_per_class = weight.view(class_axis);
+  const auto expected_weight = (probs * weight_per_class).sum(1, true);  // sum_l z_nl w_l
+  const auto row = target_term * a - expected_weight * b;
+  auto grad = (weight_per_class * b + row).mul_(probs);
+  grad.scatter_add_(1, index, target_term * -a);
+  return {loss, grad};
+}
+
 }  // namespace
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, module) {
   module.def("classwise", &classwise, "per-element loss and logit gradient of a class-wise loss");
+  module.def("batch_dice", &batch_dice, "generalised Dice over the batch and its logit gradient");
+  module.def("cross_entropy_mmce", &cross_entropy_mmce, "cross-entropy + lam MMCE and its logit gradient");
 }
