@@ -130,7 +130,7 @@ def _run(quick: bool, threads: str) -> None:
         update_seconds = min(update_seconds, time.perf_counter() - start)
 
     kernels = f"on ({torch.backends.cpu.get_cpu_capability()})" if _fused.kernels() else "off (eager path)"
-    print(f"fused CPU loss kernels: {kernels} — set {_fused.ENV_SWITCH}=0 to time the eager reference path")
+    print(f"fused CPU loss kernels: {kernels} ({_fused.ENV_SWITCH}=0 times the eager reference path)")
     print(f"torch threads: {threads}; forward + backward, minimum over interleaved rounds; "
           f"ratios = loss time / baseline time on the same shape (budget {BUDGET:g}x torch CE)")
     print(f"{'logits':<19} {'loss':<24} {'torch CE ms':>11} {'loss ms':>9} {'x torch CE':>10} "

@@ -15,6 +15,10 @@ Where the top's a_t is unbounded — a term in log(1 − p_t) or (1 − p_t)^γ 
 p_t → 1 — the loss also supplies, per row, b_t = a_t (1 − p_t) (finite), and that class's share
 is applied as b_t (e_t − q), q_j = p_j / (1 − p_t) for j ≠ t: the same quantity without
 inf − inf. The loss may then leave anything (even inf) in a at the top position.
+
+On CPU the losses built on this (dual focal, dual cross-entropy, focal with label smoothing)
+run through the fused kernel of ``_fused``, which follows the same scheme in four passes; this
+module is its reference implementation and the path on GPU.
 """
 
 from __future__ import annotations
