@@ -10,8 +10,12 @@
 //           slope a_k = dL/dlog p_k (for t the finite b_t = a_t (1 - p_t) instead);
 //   pass 4: the logit gradient a_k - p_k sum_{i != t} a_i - b_t p_k/(1 - p_t)  (k != t),
 //           b_t - p_t sum_{i != t} a_i  (k = t).
-// The Python side (``_classwise.py``) holds the reference implementation of the same
-// formulas; tests compare the two and check this one with gradcheck.
+// (pass 2 keeps exp(x_k - m2) per class in a small per-block buffer, so pass 3 gets p_k by a
+// multiply, and pass 3 keeps p_k there for pass 4.) Two batch-level losses reuse it:
+// ``cross_entropy_mmce`` (the cross-entropy rows and confidences from the kernel, the MMCE
+// kernel sums in O(N log N), its chain rule as a slope on the top class) and ``batch_dice``.
+// The Python side (``_classwise.py``, ``focal.py``, ``mmce.py``, ``segmentation.py``) holds the
+// reference implementation of the same formulas; tests compare the two and gradcheck this one.
 
 #include <torch/extension.h>
 
