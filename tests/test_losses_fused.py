@@ -274,3 +274,8 @@ def test_fused_generalized_dice_matches_the_eager_reference(monkeypatch):
             assert value.item() == pytest.approx(expected[0].item(), rel=rtol)
             torch.testing.assert_close(grad.double(), expected[1], rtol=rtol, atol=rtol * expected[1].abs().max())
     assert len(calls) == 4
+
+
+def test_the_build_is_named_after_the_source():
+    # Checkouts with different kernel sources keep separate cached builds (no rebuild ping-pong).
+    assert _fused.kernels().__name__.endswith("_" + _fused.source_digest())

@@ -16,6 +16,7 @@ torch's build lock) for the CPU's vector width. Where that is impossible the eag
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sys
 import warnings
@@ -57,19 +58,24 @@ def kernels():
 def _build():
     capability = torch.backends.cpu.get_cpu_capability()
     flags = _VECTOR_FLAGS.get(capability, [])
-    name = f"focalcal_classwise_{capability.lower()}"
     try:
         from torch.utils import cpp_extension
 
+        # One cache entry per source version: two checkouts (or installs) never rebuild each other's.
+        name = f"focalcal_classwise_{capability.lower()}_{source_digest()}"
         if not _is_built(cpp_extension, name):
             print(f"focalcal: compiling the fused CPU loss kernels for {capability} (once, ~30 s; then cached)",
                   file=sys.stderr, flush=True)
         return cpp_extension.load(name, [str(SOURCE)], extra_cflags=["-O3", "-fopenmp", *flags],
                                   extra_ldflags=["-fopenmp"], verbose=False)
-    except Exception as error:  # no compiler, no ninja, read-only cache, ...
+    except Exception as error:  # no compiler, no ninja, read-only cache, source not installed, ...
         warnings.warn(f"focalcal: fused CPU loss kernels unavailable, using the eager PyTorch path: {error}",
                       RuntimeWarning, stacklevel=3)
         return False
+
+
+def source_digest() -> str:
+    return hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:12]
 
 
 def _is_built(cpp_extension, name: str) -> bool:
