@@ -103,9 +103,12 @@ def _reference_dual_focal(row, target: int) -> float:
         return float(-mpmath.log(z[target]) + 2 * (1 - z[target]) - others)
 
 
-def test_fused_float32_agrees_with_high_precision_at_tiny_one_minus_p():
+@pytest.mark.parametrize("switch", ["1", "0"], ids=["fused", "eager"])
+def test_float32_dual_focal_agrees_with_high_precision_at_tiny_one_minus_p(switch, monkeypatch):
     # Gaps of 20-80 make 1 − p_top 1e-9..1e-35: below float32's epsilon, some below its
-    # smallest normal; log(1 − p_top) must come from the logits, not from 1 − p.
+    # smallest normal; log(1 − p_top) must come from the logits, not from 1 − p, and the
+    # other classes' tiny log(1 − z_i) must not be lost next to the target's.
+    monkeypatch.setenv(_fused.ENV_SWITCH, switch)
     logits = torch.zeros(5, 6)
     logits[:, 2] = torch.tensor([20.0, 40.0, 60.0, 80.0, 5.0])
     logits[:, 4] = -3.0

@@ -183,8 +183,10 @@ class DualFocalLoss(Loss):
             log_p, p, top = parts.log_p, parts.p, parts.top
             # Row values of the target y: log z_y, z_y, and 1 − z_y exactly (the top's is `rest`).
             log_rest = parts.log_rest()
-            log_p_y = log_p.gather(1, index)
-            p_y, target_is_top = p.gather(1, index), top == index
+            target_is_top = top == index
+            # log z_y; where y is the top, log1p(−(1 − z_y)): log-softmax has rounded it to 0 when 1 − z_y < eps
+            log_p_y = torch.where(target_is_top, torch.log1p(parts.rest.neg()), log_p.gather(1, index))
+            p_y = p.gather(1, index)
             q_y = torch.where(target_is_top, parts.rest, torch.rsub(p_y, 1.0))
             log_q_y = torch.where(target_is_top, log_rest, torch.log1p(p_y.neg()))
             # log(ρ − z_i) of every class: log1p(−z) is exact but at the top, whose 1 − z_t is `rest`.
@@ -229,16 +231,18 @@ class DualFocalLoss(Loss):
 
         def spec(parts):
             p, top, rest = parts.p, parts.top, parts.rest
-            log_p_y = parts.log_p.gather(1, index)
-            p_y = log_p_y.exp()  # cheaper than a second gather along the class axis
             target_is_top = (top == index).to(p.dtype)  # a 0/1 mask for ``choose``
             target_not_top = torch.rsub(target_is_top, 1.0)
+            # log z_y; where y is the top, log1p(−(1 − z_y)): log-softmax has rounded it to 0 when
+            # 1 − z_y < eps (torch.where: log1p(−rest) is −inf in rows without a top above 1/2)
+            log_p_y = torch.where(target_is_top > 0, torch.log1p(rest.neg()), parts.log_p.gather(1, index))
+            p_y = log_p_y.exp()  # cheaper than a second gather along the class axis
             q_y = choose(target_is_top, target_not_top, rest, torch.rsub(p_y, 1.0))  # 1 − z_y exactly
             # log(1 − z_i): log1p is exact but at the top, whose 1 − z_t is `rest`.
             # In place where possible: at segmentation sizes a fresh tensor costs more in page faults
             # than the arithmetic that fills it.
             log_one_minus = torch.neg(p, out=parts.buffer()).log1p_().scatter_(1, top, parts.log_rest())
-            others = log_one_minus.sum(dim=1, keepdim=True).sub_(log_one_minus.gather(1, index))
+            others = log_one_minus.scatter_(1, index, 0.0).sum(dim=1, keepdim=True)  # no cancellation
             loss = q_y.mul(2.0 * alpha).sub_(log_p_y).sub_(others, alpha=beta)
             del log_one_minus
             one_minus = torch.rsub(p, 1.0)
