@@ -129,7 +129,7 @@ def _run(quick: bool, threads: str) -> None:
         adafocal.update_from_validation(val_logits, val_labels)
         update_seconds = min(update_seconds, time.perf_counter() - start)
 
-    kernels = f"on ({torch.backends.cpu.get_cpu_capability()})" if _fused.kernels() else "off (eager path)"
+    kernels = f"on ({torch.backends.cpu.get_cpu_capability()})" if _fused.usable(torch.zeros(1)) else "off (eager path)"
     print(f"fused CPU loss kernels: {kernels} ({_fused.ENV_SWITCH}=0 times the eager reference path)")
     print(f"torch threads: {threads}; forward + backward, minimum over interleaved rounds; "
           f"ratios = loss time / baseline time on the same shape (budget {BUDGET:g}x torch CE)")

@@ -25,10 +25,9 @@ from pathlib import Path
 import torch
 from torch.autograd.function import once_differentiable
 
-KINDS = {"cross_entropy": 0, "dual_cross_entropy": 1, "dual_focal": 2, "smoothed_focal": 3}
+KINDS = {"dual_cross_entropy": 1, "dual_focal": 2, "smoothed_focal": 3}  # the kernel's ``Kind``
 #: The constants each kind takes, in the kernel's order.
 PARAMETERS = {
-    "cross_entropy": (),
     "dual_cross_entropy": ("alpha", "beta"),
     "dual_focal": ("alpha", "beta", "gamma", "rho"),
     "smoothed_focal": ("gamma", "other_weight", "target_weight"),
@@ -48,10 +47,11 @@ def enabled() -> bool:
 
 
 def kernels():
-    """The compiled extension module, or None where it cannot be built (warned once)."""
+    """The compiled extension module, or None where it cannot be built (warned once).
+    ``usable`` also honours the switch; this builds whenever asked."""
     global _module
     if _module is None:
-        _module = _build() if enabled() else False
+        _module = _build()
     return _module or None
 
 

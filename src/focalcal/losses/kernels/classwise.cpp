@@ -32,7 +32,7 @@ namespace {
 
 using at::vec::Vectorized;
 
-enum Kind : int64_t { CROSS_ENTROPY = 0, DUAL_CROSS_ENTROPY = 1, DUAL_FOCAL = 2, SMOOTHED_FOCAL = 3 };
+enum Kind : int64_t { DUAL_CROSS_ENTROPY = 1, DUAL_FOCAL = 2, SMOOTHED_FOCAL = 3 };  // _fused.KINDS
 
 // What a loss term sees for one class k in every lane: masks (all bits set where true) for
 // "k is the target" and "k is the top class", log p_k, p_k, 1 - p_k (exact; at the top it is
@@ -248,8 +248,6 @@ void dispatch_kind(int64_t kind, const std::vector<double>& c, const T* x, const
                    int64_t rows, int64_t classes, int64_t lanes, T scale) {
   auto t = [&](int i) { return static_cast<T>(c[i]); };
   switch (kind) {
-    case CROSS_ENTROPY:
-      return classwise_kernel(x, target, loss, grad, rows, classes, lanes, CrossEntropyTerm<T>{}, scale);
     case DUAL_CROSS_ENTROPY:
       return classwise_kernel(x, target, loss, grad, rows, classes, lanes, DualCrossEntropyTerm<T>{t(0), t(1)}, scale);
     case DUAL_FOCAL:
