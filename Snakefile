@@ -20,7 +20,8 @@ sys.path.insert(0, os.path.join(workflow.basedir, "src"))
 
 from focalcal.pipeline import (
     build_plan,
-    check_configfile_conflicts,
+    check_config_files,
+    check_entries,
     check_run_directories,
     validate_config,
 )
@@ -30,10 +31,14 @@ if not workflow.overwrite_configfiles:
     configfile: "config/config.yaml"
 
 
-check_configfile_conflicts(workflow.overwrite_configfiles)
+check_config_files(workflow.overwrite_configfiles or workflow.configfiles)
 validate_config(
     config, os.path.join(workflow.basedir, "workflow/schemas/config.schema.yaml")
 )
+# Builds every loss and calibrator of the config (imports torch, ~2 s): in the main
+# process only, not again in each job that re-parses this file (cluster jobs).
+if workflow.is_main_process:
+    check_entries(config)
 PLAN = build_plan(config)
 check_run_directories(PLAN)
 

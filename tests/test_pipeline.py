@@ -14,8 +14,10 @@ from focalcal.pipeline import (
     ConfigError,
     RunConflictError,
     build_plan,
+    check_config_files,
     check_configfile_conflicts,
     check_run_directories,
+    load_config_file,
     validate_config,
 )
 
@@ -237,3 +239,64 @@ def test_config_files_defining_a_key_differently_conflict(tmp_path):
 
 def test_the_study_configs_agree_on_what_they_share():
     check_configfile_conflicts(sorted(STUDIES.glob("*.yaml")))
+
+
+# --------------------------------------------------------------------------- duplicate keys
+
+
+def _duplicate_error(tmp_path, text: str) -> str:
+    path = tmp_path / "dup.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as error:
+        load_config_file(path)
+    return str(error.value)
+
+
+def test_a_key_given_twice_in_a_table_names_the_key_both_lines_and_the_table(tmp_path):
+    message = _duplicate_error(tmp_path, (
+        "data_root: data\n"
+        "losses:\n"
+        "  ce: {name: cross_entropy}\n"
+        "  focal1: {name: focal, gamma: 1}\n"
+        "  focal2: {name: focal, gamma: 2}\n"
+        "  focal1: {name: focal, gamma: 5}\n"
+    ))
+    assert "dup.yaml" in message
+    assert "duplicate key 'focal1' at lines 4 and 6 (under losses)" in message
+
+
+def test_a_key_given_twice_at_the_top_level_or_deeper_is_found_everywhere_at_once(tmp_path):
+    message = _duplicate_error(tmp_path, (
+        "device: cpu\n"
+        "recipes:\n"
+        "  tiny:\n"
+        "    epochs: 3\n"
+        "    optimizer: {name: sgd, lr: 0.1, lr: 0.2}\n"
+        "studies:\n"
+        "  s:\n"
+        "    grids:\n"
+        "      - recipe: tiny\n"
+        "        recipe: other\n"
+        "device: cuda\n"
+    ))
+    assert "duplicate key 'device' at lines 1 and 11 (at the top level)" in message
+    assert "duplicate key 'lr' at lines 5 and 5 (under recipes.tiny.optimizer)" in message
+    assert "duplicate key 'recipe' at lines 9 and 10 (under studies.s.grids[0])" in message
+
+
+def test_keys_a_yaml_merge_brings_in_may_be_overridden(tmp_path):
+    path = tmp_path / "merge.yaml"
+    path.write_text("base: &base {epochs: 3, batch_size: 8}\nlonger:\n  <<: *base\n  epochs: 30\n")
+    assert load_config_file(path)["longer"] == {"epochs": 30, "batch_size": 8}
+
+
+def test_check_config_files_finds_duplicates_in_a_single_file(tmp_path):
+    path = tmp_path / "dup.yaml"
+    path.write_text("losses:\n  ce: {name: cross_entropy}\n  ce: {name: focal}\n")
+    with pytest.raises(ConfigError, match=r"duplicate key 'ce' at lines 2 and 3 \(under losses\)"):
+        check_config_files([path])
+
+
+def test_the_shipped_config_and_schema_files_have_no_duplicate_keys():
+    for path in [SCHEMA, *sorted((ROOT / "config").rglob("*.yaml"))]:
+        assert load_config_file(path) == load(path)

@@ -110,6 +110,27 @@ def test_config_files_that_disagree_on_a_key_fail(tmp_path):
     assert "define the same key differently" in result.stderr + result.stdout
 
 
+@pytest.mark.parametrize("how", ["--configfile", "default configfile"])
+def test_a_key_given_twice_in_a_config_file_fails_naming_both_lines(tmp_path, how):
+    # Snakemake's own YAML loader keeps the last value silently; the Snakefile re-reads the file.
+    name = "test.yaml" if how == "--configfile" else "config.yaml"
+    lines = (ROOT / "config" / name).read_text().splitlines()
+    first = lines.index("  focal1: {name: focal, gamma: 1}")
+    lines.insert(first + 2, "  focal1: {name: focal, gamma: 5}")
+    if how == "--configfile":
+        path = tmp_path / "dup.yaml"
+        args = ["--configfile", str(path)]
+    else:
+        shutil.copytree(ROOT / "config", tmp_path / "config")
+        path, args = tmp_path / "config" / "config.yaml", []
+    path.write_text("\n".join(lines) + "\n")
+    result = snakemake(tmp_path, "-n", *args, check=False)
+    assert result.returncode != 0
+    output = result.stdout + result.stderr
+    assert f"duplicate key 'focal1' at lines {first + 1} and {first + 3} (under losses)" in output
+    assert "Job stats" not in output
+
+
 def test_lint_is_clean(tmp_path):
     result = snakemake(tmp_path, "--lint", "--configfile", str(ROOT / "config" / "test.yaml"))
     assert "Congratulations, your workflow is in a good condition!" in result.stdout + result.stderr

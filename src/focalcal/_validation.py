@@ -7,16 +7,60 @@ and the problem, before any work is done.
 
 from __future__ import annotations
 
+import numbers
+import sys
+
 import numpy as np
+
+# Bound on a probability row's sum that rounding alone can cause, in units of the storage
+# dtype's eps (= 2u, u the unit roundoff). Each entry of a correctly rounded softmax is off by
+# at most u relative (or half the smallest subnormal η below the normal range), so its row
+# sums to 1 within u + K·η/2; one computed in the dtype itself (exp, sum and quotient each
+# rounded) within 2u + u² + K·η/2. Allowing 3u + K·η also covers the float32 accumulation
+# inside those kernels ((K-1)·u_float32 < u for K < 8000 in float16). Measured: float16 and
+# bfloat16 softmax rows stay within 1.5u for K up to 10^4, while a row off by 1% still fails
+# in float16 (3u = 0.0015); bfloat16 (3u = 0.012) holds 8 bits and cannot tell much more.
+ROW_SUM_EPS = 1.5
 
 
 def as_numpy(array, name: str) -> np.ndarray:
-    """Return ``array`` (numpy array, torch tensor or sequence) as a numpy array."""
+    """Return ``array`` (numpy array, torch tensor or sequence) as a numpy array.
+
+    Half-precision tensors (float16, bfloat16, which numpy cannot hold) become float32.
+    """
     if array is None:
         raise ValueError(f"{name} is None")
     if hasattr(array, "detach") and hasattr(array, "cpu"):  # torch.Tensor, without importing torch
-        array = array.detach().cpu().numpy()
+        array = array.detach().cpu()
+        if array.is_floating_point() and array.element_size() < 4:
+            array = array.float()
+        array = array.numpy()
     return np.asarray(array)
+
+
+def row_sum_tolerance(dtype, n_classes: int, floor: float = 1e-4) -> float:
+    """How far from 1 a row of ``n_classes`` probabilities stored in ``dtype`` (numpy or torch)
+    may sum: rounding to that dtype alone (see ``ROW_SUM_EPS``), but never below ``floor``."""
+    eps, smallest_subnormal = _float_limits(dtype)
+    return max(floor, ROW_SUM_EPS * eps + n_classes * smallest_subnormal)
+
+
+def _float_limits(dtype) -> tuple[float, float]:
+    """(eps, smallest subnormal) of a floating dtype; float64's for anything else (ints become float64)."""
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(dtype, torch.dtype):
+        if not dtype.is_floating_point:
+            return _float_limits(np.float64)
+        info = torch.finfo(dtype)
+        return info.eps, info.tiny * info.eps  # IEEE-style formats: smallest subnormal = tiny * eps
+    try:
+        dtype = np.dtype(dtype)
+    except TypeError:
+        return _float_limits(np.float64)
+    if not np.issubdtype(dtype, np.floating):
+        return _float_limits(np.float64)
+    info = np.finfo(dtype)
+    return float(info.eps), float(info.smallest_subnormal)
 
 
 def check_scores(scores, name: str = "logits", *, ndim: int = 2) -> np.ndarray:
@@ -33,6 +77,8 @@ def check_scores(scores, name: str = "logits", *, ndim: int = 2) -> np.ndarray:
             scores = scores.astype(np.float64)
         else:
             raise ValueError(f"{name} must be numeric, got dtype {scores.dtype}")
+    elif scores.dtype.itemsize < 4:  # float16: numpy computes it slowly and its sums overflow at 65504
+        scores = scores.astype(np.float32)
     bad = ~np.isfinite(scores)
     if bad.any():
         kind = "NaN" if np.isnan(scores).any() else "Inf"
@@ -42,16 +88,28 @@ def check_scores(scores, name: str = "logits", *, ndim: int = 2) -> np.ndarray:
 
 
 def check_probs(probs, name: str = "probs", *, atol: float = 1e-4) -> np.ndarray:
-    """Check an (N, K) array of probabilities: finite, in [0, 1], rows summing to 1."""
+    """Check an (N, K) array of probabilities: finite, in [0, 1], rows summing to 1.
+
+    Rows may miss 1 by what rounding to the input's dtype explains (:func:`row_sum_tolerance`,
+    at least ``atol``), so softmax outputs stored in float16 or bfloat16 pass. Half-precision
+    input is returned as float32.
+    """
+    stored = getattr(probs, "dtype", None)  # before a bfloat16 tensor becomes float32
     probs = check_scores(probs, name)
+    tolerance = row_sum_tolerance(stored if stored is not None else probs.dtype, probs.shape[1], atol)
     if (probs < 0).any() or (probs > 1).any():
         raise ValueError(f"{name} must lie in [0, 1]; got min {probs.min():.3g}, max {probs.max():.3g}")
     # A matrix-vector product is 2-4x faster than sum(axis=1) here and accumulates in float64.
     row_sums = probs @ np.ones(probs.shape[1], dtype=np.float64)
     worst = int(np.argmax(np.abs(row_sums - 1)))
-    if abs(row_sums[worst] - 1) > atol:
-        raise ValueError(f"{name} rows must sum to 1; row {worst} sums to {row_sums[worst]:.6g}")
+    if abs(row_sums[worst] - 1) > tolerance:
+        raise ValueError(f"{name} rows must sum to 1 (within {tolerance:.2g} for {_dtype_name(stored, probs)}); "
+                         f"row {worst} sums to {row_sums[worst]:.6g}")
     return probs
+
+
+def _dtype_name(stored, probs: np.ndarray) -> str:
+    return str(stored if stored is not None else probs.dtype).removeprefix("torch.")
 
 
 def check_labels(labels, n_samples: int, n_classes: int, name: str = "labels") -> np.ndarray:
@@ -77,3 +135,26 @@ def check_scores_and_labels(scores, labels, name: str = "logits"):
     scores = check_scores(scores, name)
     labels = check_labels(labels, scores.shape[0], scores.shape[1])
     return scores, labels
+
+
+def real_array(values, name: str) -> np.ndarray:
+    """``values`` (numbers, nested sequences of them, or a numeric array) as a float64 array.
+
+    ``np.asarray(values, dtype=float)`` would also take text ('1' -> 1.0) and booleans
+    (True -> 1.0): a quoted number or a ``yes`` in a hand-written config would then run with a
+    value nobody wrote. Those are refused here, naming ``name``.
+    """
+    if not _holds_only_reals(values):
+        raise ValueError(f"{name} must hold real numbers (not text or booleans), got {values!r}")
+    array = np.asarray(values)
+    if not (np.issubdtype(array.dtype, np.integer) or np.issubdtype(array.dtype, np.floating)):
+        raise ValueError(f"{name} must hold real numbers, got {values!r}")
+    return array.astype(np.float64)
+
+
+def _holds_only_reals(values) -> bool:
+    if isinstance(values, np.ndarray):
+        return np.issubdtype(values.dtype, np.integer) or np.issubdtype(values.dtype, np.floating)
+    if isinstance(values, (list, tuple)):
+        return all(_holds_only_reals(value) for value in values)
+    return isinstance(values, numbers.Real) and not isinstance(values, (bool, np.bool_))

@@ -33,12 +33,14 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
+from focalcal._validation import real_array
+
 # exp(-80) ≈ 1.8e-35: a floor for terms relative to the largest one in a row sum.
 _LOG_FLOOR = -80.0
 
 
 def check_gamma_grid(gammas) -> np.ndarray:
-    gammas = np.asarray(gammas, dtype=np.float64)
+    gammas = real_array(gammas, "gammas")
     if gammas.ndim != 1 or gammas.size == 0:
         raise ValueError(f"gammas must be a non-empty 1-D grid, got shape {gammas.shape}")
     if not np.all(np.isfinite(gammas)) or np.any(gammas <= -1):

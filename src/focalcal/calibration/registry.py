@@ -57,3 +57,14 @@ def build(config: dict) -> Calibrator:
     if unknown:
         raise ValueError(f"unknown parameter(s) {unknown} for calibrator {config['name']!r}; allowed: {allowed}")
     return cls(**params)
+
+
+def build_checked(config: dict) -> Calibrator:
+    """``build(config)`` with the parameters' values checked now, not at ``fit``.
+
+    Calibrators check their parameters when fitted (as scikit-learn's do); a workflow config
+    is checked when it is parsed (focalcal.pipeline.entries), long before any fit.
+    """
+    calibrator = build(config)
+    calibrator._check_params()
+    return calibrator

@@ -18,10 +18,13 @@ and same choice criteria"); the scores are kept in ``grid_scores_``.
 
 from __future__ import annotations
 
+import numbers
+
 import numpy as np
 from scipy.optimize import minimize_scalar
 from scipy.special import log_softmax, logsumexp, softmax
 
+from focalcal._validation import real_array
 from focalcal.calibration._base import Calibrator
 from focalcal.metrics.binning import check_binning, check_n_bins
 
@@ -93,7 +96,7 @@ class TemperatureScaling(Calibrator):
             raise ValueError(f"objective must be one of {OBJECTIVES}, got {self.objective!r}")
         check_n_bins(self.n_bins)
         check_binning(self.binning)
-        if not (np.isfinite(self.gamma) and self.gamma >= 0):
+        if isinstance(self.gamma, bool) or not isinstance(self.gamma, numbers.Real) or not 0 <= self.gamma < np.inf:
             raise ValueError(f"gamma must be a finite number >= 0, got {self.gamma!r}")
         _check_bounds(self.temperature_bounds)
         grid = self._grid()
@@ -107,7 +110,7 @@ class TemperatureScaling(Calibrator):
             return MUKHOTI_TEMPERATURES
         if self.temperatures is None:
             return MUKHOTI_TEMPERATURES if self.objective == "ece" else None
-        return np.asarray(self.temperatures, dtype=np.float64)
+        return real_array(self.temperatures, "temperatures")
 
     def _fit(self, logits, labels):
         grid = self._grid()
@@ -133,7 +136,7 @@ class TemperatureScaling(Calibrator):
 
 
 def check_temperature_grid(grid) -> np.ndarray:
-    grid = np.asarray(grid, dtype=np.float64)
+    grid = real_array(grid, "temperatures")
     if grid.ndim != 1 or grid.size == 0:
         raise ValueError(f"temperatures must be a non-empty 1-D grid, got shape {grid.shape}")
     if not np.all(np.isfinite(grid)) or np.any(grid <= 0):
@@ -143,9 +146,9 @@ def check_temperature_grid(grid) -> np.ndarray:
 
 def _check_bounds(bounds) -> tuple[float, float]:
     try:
-        low, high = (float(b) for b in bounds)
+        low, high = real_array(bounds, "temperature_bounds")
     except (TypeError, ValueError):
-        raise ValueError(f"temperature_bounds must be a pair (low, high), got {bounds!r}") from None
+        raise ValueError(f"temperature_bounds must be a pair of numbers (low, high), got {bounds!r}") from None
     if not (0 < low < high < np.inf):
         raise ValueError(f"temperature_bounds must satisfy 0 < low < high < inf, got {bounds!r}")
     return low, high

@@ -126,22 +126,18 @@ def _check_folds(n_folds, fold, entry: DatasetSpec, options: dict) -> dict | Non
     return {"n_folds": int(n_folds), "fold": int(fold)}
 
 
-def _to_tensor(x: np.ndarray) -> torch.Tensor:
-    """uint8 images to float32 in [0, 1]; other inputs to float32 unchanged."""
-    if x.dtype == np.uint8:
-        return torch.from_numpy(np.ascontiguousarray(x)).to(torch.float32).div_(255.0)
-    return torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32))
+def check_arguments(name: str, root: str | Path = "data", split_seed: int = 0, subset_fraction: float | None = None,
+                    download: bool = False, n_folds: int | None = None, fold: int | None = None, **options) -> None:
+    """Run the checks ``load`` runs on its arguments (the same signature) before it reads anything.
 
-
-def load(name: str, root: str | Path = "data", split_seed: int = 0, subset_fraction: float | None = None,
-         download: bool = False, n_folds: int | None = None, fold: int | None = None, **options) -> SplitDataset:
-    """Load dataset ``name`` from ``root`` and split it deterministically by ``split_seed``.
-
-    ``download=False`` never touches the network: missing files raise
-    :class:`~focalcal.data.download.DatasetNotFoundError` saying which URL (and md5) to save
-    where. ``n_folds``/``fold`` select a cross-validation fold as test split. See the module
-    docstring for splits, folds, subsets and options.
+    The workflow checks its config's dataset entries this way when the Snakefile is parsed;
+    the values of the loaders' own options are checked by the loaders, i.e. only when they load.
     """
+    _checked_arguments(name, split_seed, subset_fraction, n_folds, fold, options)
+
+
+def _checked_arguments(name, split_seed, subset_fraction, n_folds, fold, options: dict):
+    """(registry entry, subset fraction, folds, every option with its default), or ValueError."""
     entry = spec(name)
     is_alias = name != entry.name
     fraction = _check_fraction(subset_fraction)
@@ -159,6 +155,26 @@ def load(name: str, root: str | Path = "data", split_seed: int = 0, subset_fract
     resolved = {**accepted, **options}
     if folds is not None:
         del resolved["test_size"]  # the test split is a fold
+    return entry, fraction, folds, resolved
+
+
+def _to_tensor(x: np.ndarray) -> torch.Tensor:
+    """uint8 images to float32 in [0, 1]; other inputs to float32 unchanged."""
+    if x.dtype == np.uint8:
+        return torch.from_numpy(np.ascontiguousarray(x)).to(torch.float32).div_(255.0)
+    return torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32))
+
+
+def load(name: str, root: str | Path = "data", split_seed: int = 0, subset_fraction: float | None = None,
+         download: bool = False, n_folds: int | None = None, fold: int | None = None, **options) -> SplitDataset:
+    """Load dataset ``name`` from ``root`` and split it deterministically by ``split_seed``.
+
+    ``download=False`` never touches the network: missing files raise
+    :class:`~focalcal.data.download.DatasetNotFoundError` saying which URL (and md5) to save
+    where. ``n_folds``/``fold`` select a cross-validation fold as test split. See the module
+    docstring for splits, folds, subsets and options.
+    """
+    entry, fraction, folds, resolved = _checked_arguments(name, split_seed, subset_fraction, n_folds, fold, options)
     loader_kwargs = {key: resolved[key] for key in entry.loader_options()}
 
     raw = entry.loader(Path(root), download=bool(download), **loader_kwargs)

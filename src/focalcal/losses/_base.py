@@ -14,6 +14,8 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
+from focalcal._validation import real_array
+
 REDUCTIONS = ("mean", "sum", "none")
 
 
@@ -220,6 +222,8 @@ def class_weight_tensor(weights, name: str) -> torch.Tensor | None:
         return None
     if isinstance(weights, (int, float)) and not isinstance(weights, bool):
         raise ValueError(f"{name} must be a sequence with one weight per class, got the scalar {weights!r}")
+    if not torch.is_tensor(weights):
+        weights = real_array(weights, name)  # no text or booleans, which as_tensor would convert
     tensor = torch.as_tensor(weights, dtype=torch.float64).detach().clone()
     if tensor.dim() != 1 or tensor.numel() < 2:
         raise ValueError(f"{name} must be 1-D with one weight per class, got shape {tuple(tensor.shape)}")

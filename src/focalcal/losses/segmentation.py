@@ -21,6 +21,8 @@ import torch
 import torch.nn.functional as F
 from torch.autograd.function import once_differentiable
 
+from focalcal._validation import real_array
+
 from . import _fused
 from ._base import Loss, check_number, class_weight_tensor
 from ._classwise import choose, classwise_loss
@@ -51,7 +53,7 @@ def inverse_frequency_weights(counts) -> np.ndarray:
     ``counts`` is one count per class (see ``class_counts``). A class with no samples has no
     finite weight; that is an error naming the class rather than a silent guess.
     """
-    counts = np.asarray(counts.detach().cpu() if torch.is_tensor(counts) else counts, dtype=np.float64)
+    counts = counts.detach().cpu().numpy().astype(np.float64) if torch.is_tensor(counts) else real_array(counts, "counts")
     if counts.ndim != 1 or counts.size < 2:
         raise ValueError(f"counts must be 1-D with one entry per class, got shape {counts.shape}")
     if not np.all(np.isfinite(counts)) or np.any(counts < 0):

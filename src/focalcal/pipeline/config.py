@@ -11,6 +11,11 @@ Three layers, each failing with a message that names the offending key:
 3. :func:`check_configfile_conflicts` — Snakemake merges several ``--configfile`` files
    silently, the last one winning key by key; two files that define the same table key
    differently would give one run directory two meanings, so that is an error.
+
+Within one file YAML has the same silent rule: a key written twice in one mapping keeps its
+last value. :func:`load_config_file` refuses that, naming the key and both lines, and
+:func:`check_config_files` applies it to the files Snakemake loaded itself. The parameters
+of every table entry are checked against the library in :mod:`focalcal.pipeline.entries`.
 """
 
 from __future__ import annotations
@@ -36,12 +41,60 @@ class ConfigError(ValueError):
 
 
 def load_config_file(path) -> dict:
-    """A YAML (or JSON) config file as a dict."""
-    text = Path(path).read_text()
-    loaded = yaml.safe_load(text)
+    """A YAML (or JSON) config file as a dict; a key given twice in one mapping is a ConfigError."""
+    with open(path, encoding="utf-8") as stream:
+        loader = UniqueKeyLoader(stream)
+        try:
+            loaded = loader.get_single_data()
+        finally:
+            loader.dispose()
     if not isinstance(loaded, dict):
         raise ConfigError(f"{path}: a workflow config must be a mapping, got {type(loaded).__name__}")
     return loaded
+
+
+class UniqueKeyLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that refuses a key given twice in one mapping, at any depth.
+
+    ``yaml.safe_load`` keeps the last value: ``focal1`` written with gamma 1 and again with
+    gamma 5 would silently train with 5. The error names every such key with both 1-based
+    lines. Keys brought in by a YAML merge (``<<: *base``) may be overridden, as YAML intends.
+    """
+
+    def construct_document(self, node):
+        duplicates = self._duplicates(node, (), set())
+        if duplicates:
+            raise ConfigError(f"{self.name}: a key given twice keeps only its last value; remove or rename one:\n  "
+                              + "\n  ".join(duplicates))
+        return super().construct_document(node)
+
+    def _duplicates(self, node, parents: tuple, seen: set) -> list[str]:
+        """``duplicate key 'k' at lines 12 and 14 (under losses)`` for each key given twice under ``node``."""
+        if id(node) in seen:  # an alias: walked once
+            return []
+        seen.add(id(node))
+        problems = []
+        if isinstance(node, yaml.MappingNode):
+            first_line: dict = {}
+            for key_node, value_node in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    problems += self._duplicates(value_node, parents, seen)
+                    continue
+                if not isinstance(key_node, yaml.ScalarNode):  # a mapping or list as a key: nothing to compare
+                    problems += self._duplicates(value_node, (*parents, "?"), seen)
+                    continue
+                key = self.construct_object(key_node)
+                line = key_node.start_mark.line + 1
+                if key in first_line:
+                    where = f"under {key_path(parents)}" if parents else "at the top level"
+                    problems.append(f"duplicate key {key!r} at lines {first_line[key]} and {line} ({where})")
+                else:
+                    first_line[key] = line
+                problems += self._duplicates(value_node, (*parents, key), seen)
+        elif isinstance(node, yaml.SequenceNode):
+            for index, item in enumerate(node.value):
+                problems += self._duplicates(item, (*parents, index), seen)
+        return problems
 
 
 def load_schema(path) -> dict:
@@ -154,6 +207,18 @@ def _check_references(config: dict) -> None:
 
 def is_segmentation(dataset_spec: dict) -> bool:
     return dataset_spec.get("name") in SEGMENTATION_DATASETS
+
+
+def check_config_files(paths: Iterable) -> None:
+    """Every config file Snakemake loaded: no key given twice in a file, no key two files define differently.
+
+    Snakemake reads the files with its own YAML loader (the last duplicate wins there), so
+    the Snakefile passes them here: ``--configfile`` ones, else the default ``configfile:``.
+    """
+    paths = list(paths)
+    for path in paths:
+        load_config_file(path)
+    check_configfile_conflicts(paths)
 
 
 def check_configfile_conflicts(paths: Iterable) -> None:

@@ -1,0 +1,168 @@
+"""focalcal.pipeline.entries: every table entry's parameters checked against the library at parse time."""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import pytest
+import yaml
+from test_workflow import ROOT, snakemake
+
+from focalcal.pipeline import ConfigError, check_entries, load_config_file, validate_config
+
+SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
+GOOD_CONFIGS = [ROOT / "config" / "config.yaml", ROOT / "config" / "test.yaml",
+                *sorted((ROOT / "config" / "studies").glob("*.yaml")), *sorted(ROOT.glob("config/examples/*.yaml"))]
+
+
+@pytest.fixture
+def test_config() -> dict:
+    return validate_config(load_config_file(ROOT / "config" / "test.yaml"), SCHEMA)
+
+
+def problems_of(config: dict) -> str:
+    with pytest.raises(ConfigError) as error:
+        check_entries(config)
+    return str(error.value)
+
+
+# The six mistakes that used to pass the dry run and fail inside a job: (table, key, entry,
+# what the message must say: the key path, the problem, and what is allowed).
+BAD_ENTRIES = {
+    "quoted number": ("losses", "focal_s", {"name": "focal", "gamma": "1"},
+                      ["losses.focal_s.gamma:", "must be a finite number, got '1'"]),
+    "negative gamma": ("losses", "focal_s", {"name": "focal", "gamma": -2},
+                       ["losses.focal_s.gamma:", "must be >= 0", "got -2"]),
+    "misspelt parameter": ("losses", "focal_s", {"name": "focal", "gama": 2},
+                           ["losses.focal_s.gama:", "did you mean 'gamma'", "accepted: gamma, alpha, smoothing"]),
+    "unknown objective": ("calibrators", "ts", {"name": "temperature_scaling", "objective": "nlll"},
+                          ["calibrators.ts.objective:", "'nlll'", "('nll', 'ece', 'focal')"]),
+    "misspelt dataset option": ("datasets", "mnist", {"name": "mnist1d", "n_sampls": 500},
+                                ["datasets.mnist.n_sampls:", "did you mean 'n_samples'", "n_samples, data_seed"]),
+    "misspelt model option": ("models", "cnn", {"name": "cnn_small", "widht": 8},
+                              ["models.cnn.widht:", "did you mean 'width'", "accepted: in_channels, width, image_size"]),
+}
+
+
+@pytest.mark.parametrize("mistake", list(BAD_ENTRIES))
+def test_a_bad_entry_is_named_with_its_key_path_and_the_allowed_values(test_config, mistake):
+    table, key, entry, expected = BAD_ENTRIES[mistake]
+    test_config[table][key] = entry
+    message = problems_of(test_config)
+    for text in expected:
+        assert text in message
+
+
+def test_every_bad_entry_is_reported_at_once(test_config):
+    for mistake, (table, key, entry, _) in BAD_ENTRIES.items():
+        test_config[table][f"{key}_{mistake.replace(' ', '_')}"] = entry
+    message = problems_of(test_config)
+    assert message.count("\n  ") == len(BAD_ENTRIES)
+
+
+@pytest.mark.parametrize("path", GOOD_CONFIGS, ids=lambda path: path.name)
+def test_the_shipped_configs_pass(path):
+    check_entries(validate_config(load_config_file(path), SCHEMA))
+
+
+def test_from_loss_and_after_are_workflow_level_not_calibrator_parameters(test_config):
+    test_config["calibrators"]["ts_focal"] = {"name": "temperature_scaling", "objective": "focal", "gamma": "from_loss"}
+    test_config["calibrators"]["ts_focal_psi"] = {"name": "psi", "gamma": "from_loss", "after": "ts_focal"}
+    check_entries(test_config)
+
+
+@pytest.mark.parametrize(("table", "entry", "expected"), [
+    ("losses", {"name": "focal", "gamma": True}, "losses.x.gamma: gamma must be a finite number, got True"),
+    ("losses", {"name": "focal", "alpha": [1, "2"]}, "losses.x.alpha: alpha must hold real numbers"),
+    ("losses", {"name": "weighted_cross_entropy", "weights": [True, False]}, "losses.x.weights: weights must hold real"),
+    ("calibrators", {"name": "temperature_scaling", "objective": "focal", "gamma": "1"},
+     "calibrators.x.gamma: gamma must be a finite number >= 0, got '1'"),
+    ("calibrators", {"name": "temperature_scaling", "temperatures": ["0.5", 2]},
+     "calibrators.x.temperatures: temperatures must hold real numbers"),
+    ("calibrators", {"name": "temperature_scaling", "temperature_bounds": ["0.01", 100]},
+     "calibrators.x.temperature_bounds: temperature_bounds must be a pair of numbers"),
+    ("calibrators", {"name": "focal_temperature_scaling", "gammas": [0, True]},
+     "calibrators.x.gammas: gammas must hold real numbers"),
+    ("datasets", {"name": "mnist1d", "n_samples": "5000"}, "datasets.x.n_samples: expected int, got '5000' (str)"),
+    ("datasets", {"name": "mnist1d", "subset_fraction": True}, "datasets.x.subset_fraction: expected float | None"),
+    ("datasets", {"name": "cifar10", "val_size": "5000"}, "datasets.x.val_size: expected a number, got '5000'"),
+    ("models", {"name": "wide_resnet28_10", "dropout": "0.3"}, "models.x.dropout: expected float, got '0.3' (str)"),
+    ("models", {"name": "deeplabv3plus", "pretrained": "yes"}, "models.x.pretrained: expected bool, got 'yes'"),
+])
+def test_text_or_a_boolean_where_a_number_is_expected_is_refused(test_config, table, entry, expected):
+    test_config[table]["x"] = entry
+    assert expected in problems_of(test_config)
+
+
+def test_a_value_load_would_refuse_is_refused_without_loading(test_config):
+    test_config["datasets"]["x"] = {"name": "digits-s", "subset_fraction": 0.5}
+    test_config["datasets"]["y"] = {"name": "cifar10", "n_folds": 3, "fold": 0}  # official test set: no folds
+    message = problems_of(test_config)
+    assert "datasets.x: 'digits-s' already means subset_fraction=0.1" in message
+    assert "datasets.y: dataset 'cifar10' has an official test set, so it takes no folds" in message
+
+
+def test_data_root_and_download_are_set_for_all_datasets_at_the_top_level(test_config):
+    test_config["datasets"]["x"] = {"name": "digits", "download": True, "root": "elsewhere"}
+    message = problems_of(test_config)
+    assert "datasets.x.download: set for every dataset by the top-level 'download' key" in message
+    assert "datasets.x.root: set for every dataset by the top-level 'data_root' key" in message
+
+
+def test_a_preset_loss_says_which_parameters_it_fixes(test_config):
+    test_config["losses"]["x"] = {"name": "flsd53", "gammas": [5, 3]}
+    assert "losses.x.gammas: unknown parameter of loss 'flsd53' (a preset: it fixes gammas, thresholds)" in problems_of(
+        test_config)
+
+
+def test_without_torch_the_check_fails_saying_so(test_config, monkeypatch):
+    monkeypatch.setitem(sys.modules, "torch", None)  # import torch now raises ImportError
+    with pytest.raises(ConfigError, match=r"needs torch and the focalcal library in the Python that runs Snakemake"):
+        check_entries(test_config)
+
+
+# ---------------------------------------------------------------- the library's own number checks
+def test_library_number_checks_refuse_text_and_booleans():
+    from focalcal._validation import real_array
+    from focalcal.calibration.registry import build_checked
+    from focalcal.losses._base import check_number
+
+    for value in ("1", True):
+        with pytest.raises(ValueError, match="gamma must be a finite number"):
+            check_number(value, "gamma", low=0.0)
+        with pytest.raises(ValueError, match="gamma must be a finite number >= 0"):
+            build_checked({"name": "temperature_scaling", "objective": "focal", "gamma": value})
+    for values in ("1", ["1", 2], [1, True], [[1.0], ["2"]], np.array([True])):
+        with pytest.raises(ValueError, match="xs must hold real numbers"):
+            real_array(values, "xs")
+    assert real_array([1, 2.5], "xs").tolist() == [1.0, 2.5]
+    assert real_array(np.arange(3), "xs").dtype == np.float64
+    build_checked({"name": "temperature_scaling", "temperatures": [0.5, 1, 2.0]})  # ints are numbers
+
+
+# ------------------------------------------------------------------------- through Snakemake
+def test_a_bad_entry_fails_the_dry_run_before_any_job(tmp_path):
+    config = yaml.safe_load((ROOT / "config" / "test.yaml").read_text())
+    config["losses"]["focal1"]["gamma"] = "1"
+    config["models"]["cnn_small"]["widht"] = 8
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(config))
+    result = snakemake(tmp_path, "-n", "--configfile", str(path), check=False)
+    output = result.stdout + result.stderr  # Snakemake 9 logs a parse error to stdout
+    assert result.returncode != 0
+    assert "losses.focal1.gamma: gamma must be a finite number, got '1'" in output
+    assert "models.cnn_small.widht: unknown option of model 'cnn_small'" in output
+    assert "Job stats" not in output  # failed while parsing, before planning any job
+    assert not (tmp_path / "results").exists() and not (tmp_path / "data").exists()
+
+
+def test_jobs_that_re_parse_the_snakefile_skip_the_check(tmp_path):
+    """A job run by ``snakemake --mode subprocess`` (or ``remote``, on a cluster) parses the
+    Snakefile again; the check, and its torch import, ran once in the main process already."""
+    config = yaml.safe_load((ROOT / "config" / "test.yaml").read_text())
+    config["losses"]["focal1"]["gamma"] = "1"
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(config))
+    assert snakemake(tmp_path, "-n", "--configfile", str(path), check=False).returncode != 0
+    snakemake(tmp_path, "-n", "--mode", "subprocess", "--configfile", str(path))
