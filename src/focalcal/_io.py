@@ -1,19 +1,51 @@
-"""Atomic file writes: a killed process leaves the old file or the new one, never half of one.
+"""Reading and writing workflow artefacts so that damage is caught and explained.
 
-Torch-free at import (torch and numpy load only inside the writers that need them), so the
+Writes are atomic (a killed process leaves the old file or the new one, never half of one)
+and leave a checksum sidecar (:mod:`focalcal._sidecar`). Reads check the file against its
+sidecar before parsing: a truncated or bit-flipped file is still "present" to Snakemake, and
+without the check its consumer dies with ``BadZipFile`` or ``JSONDecodeError`` naming neither
+the file nor the remedy. Every failure, a checksum mismatch or content that does not parse, is
+one :class:`CorruptArtefactError` naming the file, what is wrong and the command that re-makes
+it (:mod:`focalcal._remake`). A file without a sidecar (written before sidecars, or by hand)
+is read unverified.
+
+Torch-free at import (numpy and pandas load only inside the functions that need them), so the
 Snakefile and the report can use it without paying for a torch import.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
+import zipfile
+import zlib
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
+
+from focalcal import _sidecar
 
 
-def _atomic_replace(path: Path, write) -> None:
+class CorruptArtefactError(ValueError):
+    """An artefact is damaged or unreadable; the message says which, what is wrong and how to re-make it."""
+
+    def __init__(self, path, problem: str):
+        from focalcal._remake import remake_hint
+
+        self.path, self.problem, self.remake = Path(path), problem, remake_hint(path)
+        super().__init__(f"corrupt artefact {self.path}: {problem}. Re-make it: {self.remake}")
+
+    def __reduce__(self):  # pickles (multiprocessing, pytest-xdist) with both arguments
+        return type(self), (self.path, self.problem)
+
+
+# --------------------------------------------------------------------------- writing
+
+
+def atomic_write(path, write: Callable[[BinaryIO], Any]) -> None:
+    """Call ``write(handle)`` on a temporary file, then put it at ``path`` with its checksum sidecar."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
@@ -23,7 +55,56 @@ def _atomic_replace(path: Path, write) -> None:
             write(handle)
             handle.flush()
             os.fsync(handle.fileno())
+        checksum = _sidecar.digest_file(tmp)  # of the bytes on disk, whatever ``write`` did with seeks
+        _sidecar.remove(path)
         os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    _write_sidecar(path, checksum)
+
+
+@contextlib.contextmanager
+def written_in_place(path) -> Iterator[Path]:
+    """For a file another program writes at ``path`` itself (papermill, Chromium): drop the old
+    sidecar first, so the file is never paired with a stale checksum, and record the new one after."""
+    path = Path(path)
+    _sidecar.remove(path)
+    yield path
+    _write_sidecar(path, _sidecar.digest_file(path))
+
+
+def atomic_torch_save(obj: Any, path) -> None:
+    import torch
+
+    atomic_write(path, lambda handle: torch.save(obj, handle))
+
+
+def atomic_write_text(text: str, path) -> None:
+    atomic_write(path, lambda handle: handle.write(text.encode()))
+
+
+def atomic_write_json(obj: Any, path) -> None:
+    atomic_write_text(json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n", path)
+
+
+def atomic_savez(path, **arrays) -> None:
+    import numpy as np
+
+    atomic_write(path, lambda handle: np.savez(handle, **arrays))
+
+
+def _write_sidecar(path: Path, checksum: _sidecar.Checksum) -> None:
+    side = _sidecar.sidecar_path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{side.name}.", suffix=".part")
+    try:
+        os.chmod(tmp, 0o666 & ~_umask())
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(_sidecar.render(path.name, checksum).encode("ascii"))
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, side)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
@@ -36,21 +117,145 @@ def _umask() -> int:
     return mask
 
 
-def atomic_torch_save(obj: Any, path: Path) -> None:
-    import torch
-
-    _atomic_replace(path, lambda handle: torch.save(obj, handle))
+# --------------------------------------------------------------------------- reading
 
 
-def atomic_write_text(text: str, path: Path) -> None:
-    _atomic_replace(path, lambda handle: handle.write(text.encode()))
+@contextlib.contextmanager
+def open_verified(path) -> Iterator[BinaryIO]:
+    """The file open for binary reading at offset 0, after its size and sha256 matched its sidecar."""
+    handle, _ = _open_checked(Path(path))
+    with handle:
+        yield handle
 
 
-def atomic_write_json(obj: Any, path: Path) -> None:
-    atomic_write_text(json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n", path)
+def verified_bytes(path) -> bytes:
+    """The whole file, after its size and sha256 matched its sidecar (for ``torch.load(io.BytesIO(...))``)."""
+    return _read_checked(Path(path))[0]
 
 
-def atomic_savez(path: Path, **arrays) -> None:
+def read_text(path) -> str:
+    path = Path(path)
+    data, verified = _read_checked(path)
+    with _parse_errors(path, verified, "UTF-8 text"):
+        return data.decode("utf-8")
+
+
+def read_json(path, *, verify: bool = True) -> Any:
+    """The parsed JSON file; ``verify=False`` skips the checksum (Snakefile parse time reads many files)."""
+    path = Path(path)
+    data, verified = _read_checked(path) if verify else (path.read_bytes(), None)
+    with _parse_errors(path, verified, "JSON"):
+        return json.loads(data.decode("utf-8"))
+
+
+def load_npz(path) -> dict:
+    """Every array of an ``.npz`` file, read eagerly (so a damaged member fails here, named)."""
     import numpy as np
 
-    _atomic_replace(path, lambda handle: np.savez(handle, **arrays))
+    path = Path(path)
+    handle, verified = _open_checked(path)
+    with handle, _parse_errors(path, verified, "an .npz archive"), np.load(handle) as data:
+        return {name: data[name] for name in data.files}
+
+
+def read_csv(path, **options):
+    """``pandas.read_csv`` of a checked file; ``options`` go to pandas."""
+    import pandas as pd
+
+    path = Path(path)
+    handle, verified = _open_checked(path)
+    with handle, _parse_errors(path, verified, "CSV"):
+        return pd.read_csv(handle, **options)
+
+
+# zipfile, npy headers, JSON, CSV and UTF-8 decoding report bad content with these.
+_PARSE_ERRORS = (ValueError, OSError, EOFError, zipfile.BadZipFile, zlib.error)
+
+
+@contextlib.contextmanager
+def _parse_errors(path: Path, verified: bool | None, kind: str):
+    """Report content that does not parse like a checksum mismatch; ``verified`` None: not checked."""
+    try:
+        yield
+    except CorruptArtefactError:
+        raise
+    except _PARSE_ERRORS as error:
+        detail = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        if verified:
+            problem = f"it matches its checksum but is not valid {kind} ({detail}): it was written wrong"
+        elif verified is None:
+            problem = f"it is not valid {kind} ({detail})"
+        else:
+            problem = (f"it is not valid {kind} ({detail}); it has no checksum sidecar, so it was written before "
+                       "checksums or by something else")
+        raise CorruptArtefactError(path, problem) from error
+
+
+def _open_checked(path: Path) -> tuple[BinaryIO, bool]:
+    """(handle at offset 0, whether a sidecar vouched for it). The hash is read through the
+    handle the parser then gets, so a file replaced in between cannot slip through unchecked."""
+    for attempt in range(2):
+        expected = _expected(path)
+        handle = open(path, "rb")
+        if expected is None:
+            return handle, False
+        try:
+            problem = _mismatch(expected, os.fstat(handle.fileno()).st_size, lambda: _sidecar.digest_stream(handle))
+            rewritten = problem is not None and _rewritten_since(path, handle, expected)
+        except BaseException:
+            handle.close()
+            raise
+        if problem is None:
+            handle.seek(0)
+            return handle, True
+        handle.close()
+        if not (attempt == 0 and rewritten):
+            raise CorruptArtefactError(path, problem)
+    raise CorruptArtefactError(path, "it keeps changing while it is read")
+
+
+def _read_checked(path: Path) -> tuple[bytes, bool]:
+    """(the file's bytes, whether a sidecar vouched for them)."""
+    for attempt in range(2):
+        expected = _expected(path)
+        with open(path, "rb") as handle:
+            data = handle.read()
+            if expected is None:
+                return data, False
+            problem = _mismatch(expected, len(data), lambda: _sidecar.digest_bytes(data))
+            if problem is None:
+                return data, True
+            if not (attempt == 0 and _rewritten_since(path, handle, expected)):
+                raise CorruptArtefactError(path, problem)
+    raise CorruptArtefactError(path, "it keeps changing while it is read")
+
+
+def _rewritten_since(path: Path, handle, expected: _sidecar.Checksum) -> bool:
+    """Whether a writer replaced the file or its sidecar while we read (writers drop the sidecar,
+    swap the file, then write the new sidecar): a mismatch is then a race, worth one more look."""
+    try:
+        if os.stat(path).st_ino != os.fstat(handle.fileno()).st_ino:
+            return True
+        return _sidecar.read(path) != expected
+    except (OSError, _sidecar.SidecarUnreadable):
+        return True
+
+
+def _expected(path: Path) -> _sidecar.Checksum | None:
+    try:
+        return _sidecar.read(path)
+    except _sidecar.SidecarUnreadable as error:
+        raise CorruptArtefactError(path, f"its checksum file {_sidecar.sidecar_path(path).name} is unreadable "
+                                         f"({error})") from None
+
+
+def _mismatch(expected: _sidecar.Checksum, size: int, digest: Callable[[], _sidecar.Checksum]) -> str | None:
+    if size != expected.size:
+        shorter = "truncated" if size < expected.size else "overwritten or appended to"
+        return f"it is {size} bytes but was written as {expected.size} bytes: {shorter}"
+    actual = digest()
+    if actual.sha256 != expected.sha256:
+        return (f"its sha256 {actual.sha256[:12]}… differs from the {expected.sha256[:12]}… it was written with: "
+                "its content changed after it was written (if you changed it on purpose, delete its .sha256 "
+                "file to accept it unverified)")
+    return None

@@ -31,7 +31,7 @@ from functools import lru_cache
 import numpy as np
 from scipy import optimize, special
 
-from ._validation import as_numpy, check_probs, check_scores
+from ._validation import as_numpy, check_probs, check_scores, row_sum_tolerance
 
 __all__ = [
     "phi",
@@ -106,9 +106,10 @@ def _check_torch_probs(probs, name: str, atol: float = 1e-4) -> None:
     if not torch.is_floating_point(probs):
         raise ValueError(f"{name} must be a floating-point tensor, got dtype {probs.dtype}")
     row_error = (probs.sum(dim=-1, dtype=torch.float64) - 1).abs()
-    bad = ~torch.isfinite(probs).all() | (probs < 0).any() | (probs > 1).any() | (row_error > atol).any()
+    tolerance = row_sum_tolerance(probs.dtype, probs.shape[-1], atol)
+    bad = ~torch.isfinite(probs).all() | (probs < 0).any() | (probs > 1).any() | (row_error > tolerance).any()
     if bool(bad):
-        check_probs(probs.detach().reshape(-1, probs.shape[-1]).cpu().numpy(), name, atol=atol)
+        check_probs(probs.detach().reshape(-1, probs.shape[-1]).cpu(), name, atol=atol)
 
 
 def _check_torch_logits(logits, name: str) -> None:
@@ -120,7 +121,7 @@ def _check_torch_logits(logits, name: str) -> None:
     if not torch.is_floating_point(logits):
         raise ValueError(f"{name} must be a floating-point tensor, got dtype {logits.dtype}")
     if not bool(torch.isfinite(logits).all()):
-        check_scores(logits.detach().reshape(-1, logits.shape[-1]).cpu().numpy(), name)
+        check_scores(logits.detach().reshape(-1, logits.shape[-1]).cpu(), name)
 
 
 def _numpy_rows(values, check, name: str):
@@ -129,7 +130,7 @@ def _numpy_rows(values, check, name: str):
     if values.ndim < 1:
         raise ValueError(f"{name} must be at least 1-D (..., n_classes), got a scalar")
     flat = check(values.reshape(-1, values.shape[-1]) if values.ndim != 2 else values, name)
-    out_dtype = flat.dtype if flat.dtype in (np.float32, np.float64) else np.float64
+    out_dtype = values.dtype if values.dtype in (np.float32, np.float64) else np.float64
     return flat.astype(np.float64, copy=False).reshape(values.shape), out_dtype
 
 

@@ -23,11 +23,11 @@ loads read that cache (delete it to re-read the PNGs).
 from __future__ import annotations
 
 import dataclasses
-import os
 from pathlib import Path
 
 import numpy as np
 
+from .._io import atomic_savez, load_npz
 from . import sources
 from ._dataset import RawData
 from .download import DatasetNotFoundError, ensure_archive_folder, manual_download_hint
@@ -91,11 +91,8 @@ def build_cache(folder: Path, size: tuple[int, int] | None, path: Path) -> None:
     shapes = {x.shape[2:] for x in images}
     if len(shapes) > 1:
         raise ValueError(f"CamVid splits differ in image size {sorted(shapes)}; pass size= to resize")
-    partial = path.with_name(path.name + ".part")
-    with open(partial, "wb") as handle:
-        np.savez(handle, images=np.concatenate(images), masks=np.concatenate(masks), keys=np.asarray(keys),
+    atomic_savez(path, images=np.concatenate(images), masks=np.concatenate(masks), keys=np.asarray(keys),
                  official_split=np.asarray(official))
-    os.replace(partial, path)
 
 
 def load_camvid(root, download: bool, *, size=224, archive_md5: str | None = None) -> RawData:
@@ -104,9 +101,9 @@ def load_camvid(root, download: bool, *, size=224, archive_md5: str | None = Non
     cache = folder / ("focalcal_native.npz" if resize is None else f"focalcal_{resize[0]}x{resize[1]}.npz")
     if not cache.exists():
         build_cache(folder, resize, cache)
-    with np.load(cache) as cached:
-        images, masks = cached["images"], cached["masks"]
-        keys, official = cached["keys"], cached["official_split"]
+    cached = load_npz(cache)
+    images, masks = cached["images"], cached["masks"]
+    keys, official = cached["keys"], cached["official_split"]
     return RawData(
         pools={"all": (images, masks)},
         class_names=list(CAMVID_CLASSES),

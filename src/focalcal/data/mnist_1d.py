@@ -9,12 +9,12 @@ With n_samples=5000 and data_seed=42 the samples are the package's published dat
 
 from __future__ import annotations
 
-import os
 import random
 from pathlib import Path
 
 import numpy as np
 
+from .._io import atomic_savez, load_npz
 from ._dataset import RawData
 
 CACHE_FOLDER = "mnist1d"
@@ -48,13 +48,9 @@ def load_mnist1d(root, download: bool, *, n_samples: int = 20000, data_seed: int
         raise ValueError(f"n_samples must be a positive multiple of 10 (the generator makes n/10 per class), got {n_samples!r}")
     path = cache_path(root, int(n_samples), int(data_seed))
     if path.exists():
-        with np.load(path) as cached:
-            x, y = cached["x"], cached["y"]
+        cached = load_npz(path)
+        x, y = cached["x"], cached["y"]
     else:
         x, y = generate_mnist1d(int(n_samples), int(data_seed))
-        path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_name(path.name + ".part")
-        with open(partial, "wb") as handle:
-            np.savez(handle, x=x, y=y)
-        os.replace(partial, path)
+        atomic_savez(path, x=x, y=y)
     return RawData(pools={"all": (x[:, None, :], y)}, class_names=[str(d) for d in range(10)], info={"cache": str(path)})

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .._io import atomic_savez, load_npz
 from . import sources
 from ._dataset import RawData
 from .download import ensure_archive_folder
@@ -86,10 +87,7 @@ def build_cache(folder: Path) -> Path:
     x_train, y_train = _read_split(folder, "train", wnids)
     x_test, y_test = _read_split(folder, "val", wnids)
     path = folder / CACHE_NAME
-    partial = path.with_name(path.name + ".part")
-    with open(partial, "wb") as handle:
-        np.savez(handle, x_train=x_train, y_train=y_train, x_test=x_test, y_test=y_test, wnids=np.asarray(wnids))
-    os.replace(partial, path)
+    atomic_savez(path, x_train=x_train, y_train=y_train, x_test=x_test, y_test=y_test, wnids=np.asarray(wnids))
     return path
 
 
@@ -100,7 +98,7 @@ def load_tiny_imagenet(root, download: bool) -> RawData:
         folder = ensure_archive_folder(sources.TINY_IMAGENET, root, download=download, dataset="tiny_imagenet")
         reorganise_val(folder)
         build_cache(folder)
-    with np.load(cache) as cached:
-        pools = {"train": (cached["x_train"], cached["y_train"]), "test": (cached["x_test"], cached["y_test"])}
-        wnids = [str(w) for w in cached["wnids"]]
+    cached = load_npz(cache)
+    pools = {"train": (cached["x_train"], cached["y_train"]), "test": (cached["x_test"], cached["y_test"])}
+    wnids = [str(w) for w in cached["wnids"]]
     return RawData(pools=pools, class_names=wnids, info={"cache": str(cache)})

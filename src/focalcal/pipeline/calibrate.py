@@ -21,7 +21,7 @@ import math
 
 import numpy as np
 
-from focalcal._io import atomic_write_text
+from focalcal._io import CorruptArtefactError, atomic_write_text, load_npz
 
 BINNED_METRICS = ("ece", "adaece", "mce", "classwise_ece")
 METRICS_HEADER = ("method", "metric", "bins", "value")
@@ -107,11 +107,10 @@ def fitted_scalars(calibrator, scaling=None) -> list[tuple[str, float]]:
 
 
 def _load_logits(path) -> dict[str, np.ndarray]:
-    with np.load(path) as data:
-        arrays = {name: data[name] for name in data.files}
+    arrays = load_npz(path)
     missing = {"val_logits", "val_labels", "test_logits", "test_labels"} - set(arrays)
     if missing:
-        raise ValueError(f"{path} lacks {sorted(missing)}; re-export the run's logits")
+        raise CorruptArtefactError(path, f"it lacks {sorted(missing)}")
     return arrays
 
 

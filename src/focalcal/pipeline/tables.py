@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from focalcal._io import atomic_write_text
+from focalcal._io import atomic_write_text, read_csv
 from focalcal.pipeline.plan import Plan
 
 COLUMNS = ("study", "paper", "mirrors", "dataset", "arch", "loss", "recipe", "seed", "method", "metric", "bins", "value")
@@ -29,7 +29,7 @@ def study_table(plan: Plan, study_key: str, root=".") -> pd.DataFrame:
     for run, methods in study.methods.items():
         if not methods:
             continue
-        metrics = pd.read_csv(f"{root}/{run.calibration_dir}/metrics.csv", dtype={"method": str, "metric": str})
+        metrics = read_csv(f"{root}/{run.calibration_dir}/metrics.csv", dtype={"method": str, "metric": str})
         metrics = metrics[metrics["method"].isin(methods)]
         binned = metrics["bins"].notna()
         metrics = metrics[~binned | metrics["bins"].isin(study.ece_bins)]
@@ -46,7 +46,7 @@ def segmentation_table(plan: Plan, study_key: str, root=".") -> pd.DataFrame:
     study = plan.studies[study_key]
     frames = []
     for run in study.methods:
-        metrics = pd.read_csv(f"{root}/{run.evaluation_dir}/metrics.csv", dtype={"metric": str, "class": str})
+        metrics = read_csv(f"{root}/{run.evaluation_dir}/metrics.csv", dtype={"metric": str, "class": str})
         frames.append(metrics.assign(study=study.key, paper=study.paper, mirrors=study.grid_of[run],
                                      fold=run.fold, n_folds=run.n_folds, **run.columns()))
     table = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=SEGMENTATION_COLUMNS)

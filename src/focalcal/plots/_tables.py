@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from focalcal._io import read_csv
+
 
 def as_frame(table, name: str) -> pd.DataFrame:
     """A DataFrame from a DataFrame or a CSV path; anything else is a ValueError naming ``name``."""
@@ -16,7 +18,7 @@ def as_frame(table, name: str) -> pd.DataFrame:
         path = Path(table)
         if not path.is_file():
             raise ValueError(f"{name}: no such CSV file {str(path)!r}")
-        return pd.read_csv(path)
+        return read_csv(path)
     raise ValueError(f"{name} must be a pandas DataFrame or a CSV path, got {type(table).__name__}")
 
 

@@ -27,6 +27,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import to_hex
 from matplotlib.figure import Figure
 
+from focalcal._io import atomic_write
+
 REPORT_WIDTH = 9.0  # inches; one report column (~900 px)
 PANEL_HEIGHT = 3.0  # inches per row of panels
 DPI = 150
@@ -220,7 +222,6 @@ def save(figure: Figure, path) -> Path:
         raise ValueError(f"save writes .png or .svg files, got {str(path)!r}")
     if not isinstance(figure, Figure):
         raise ValueError(f"figure must be a matplotlib Figure, got {type(figure).__name__}")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=DPI, format=path.suffix[1:].lower())
+    atomic_write(path, lambda handle: figure.savefig(handle, dpi=DPI, format=path.suffix[1:].lower()))
     figure.clear()
     return path

@@ -25,6 +25,8 @@ from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
+from focalcal._io import read_text, written_in_place
+
 CANDIDATES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 MARKER = "focalcal-browser-check"
 NOT_FILES = ("data:", "http:", "https:", "mailto:", "javascript:", "about:")
@@ -94,7 +96,7 @@ def _chromium_command(chromium: str, profile: str, *args: str) -> list[str]:
 
 
 def _probed_copy(page: Path, folder: Path) -> Path:
-    text = page.read_text(encoding="utf-8")
+    text = read_text(page)
     base = f'<base href="{page.parent.resolve().as_uri()}/">'
     text, found = re.subn(r"<head[^>]*>", lambda m: m.group(0) + base + _PROBE, text, count=1, flags=re.IGNORECASE)
     if not found:
@@ -131,9 +133,11 @@ def screenshot(page: Path, output: Path, chromium: str | None = None, width: int
         command = _chromium_command(chromium, f"{folder}/profile", f"--window-size={width},{height}",
                                     "--run-all-compositor-stages-before-draw", "--virtual-time-budget=5000",
                                     f"--screenshot={output}", Path(page).resolve().as_uri())
-        result = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
-    if not output.is_file() or output.stat().st_size == 0:
-        raise ValueError(f"Chromium wrote no screenshot of {page} (exit {result.returncode}): {result.stderr[-500:]}")
+        with written_in_place(output):
+            result = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+            if not output.is_file() or output.stat().st_size == 0:
+                raise ValueError(f"Chromium wrote no screenshot of {page} (exit {result.returncode}): "
+                                 f"{result.stderr[-500:]}")
     return output
 
 

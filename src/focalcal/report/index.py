@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from focalcal._io import atomic_write_text
 from focalcal.report.inventory import summary
 from focalcal.report.targets import OVERVIEW, PAPERS, REPORT
 
@@ -107,8 +108,5 @@ def write_index(manifest: dict, inventory: pd.DataFrame, path, config_files=()) 
 
     config_text = yaml.safe_dump(manifest["config"], sort_keys=False, allow_unicode=True)
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.part")
-    tmp.write_text(build_index(manifest, inventory, config_text, config_files), encoding="utf-8")
-    os.replace(tmp, path)
+    atomic_write_text(build_index(manifest, inventory, config_text, config_files), path)
     return path

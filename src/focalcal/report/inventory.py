@@ -8,10 +8,11 @@ benchmark of the training job adds its wall time (process start-up included) whe
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pandas as pd
+
+from focalcal._io import read_csv, read_json
 
 COLUMNS = ["run", "dataset", "arch", "loss", "recipe", "seed", "epochs", "train_time_s", "job_wall_s", "device",
            "host", "parameters", "finished_at"]
@@ -28,19 +29,19 @@ def run_record(root: Path, run_path: str) -> dict:
     if not info_path.is_file():
         info_path = root / "results/segmentation" / run_path / "run.json"
     if info_path.is_file():
-        info = json.loads(info_path.read_text())
+        info = read_json(info_path)
         row.update(epochs=info.get("epochs_done"), train_time_s=info.get("train_time_s"), device=info.get("device"),
                    host=info.get("host"), parameters=info.get("parameters"), finished_at=info.get("finished_at"))
     else:
         history_path = run_dir / "history.csv"
         if not history_path.is_file():
             raise ValueError(f"run {run_path} has neither run.json nor history.csv under {run_dir}; train it first")
-        history = pd.read_csv(history_path)
+        history = read_csv(history_path)
         row.update(epochs=int(history["epoch"].max()) if len(history) else 0,
                    train_time_s=float(history["wall_time_s"].iloc[-1]) if len(history) else 0.0)
     benchmark = root / "results/benchmarks/train" / f"{run_path}.tsv"
     if benchmark.is_file():
-        row["job_wall_s"] = float(pd.read_csv(benchmark, sep="\t")["s"].iloc[-1])
+        row["job_wall_s"] = float(read_csv(benchmark, sep="\t")["s"].iloc[-1])  # Snakemake's: no sidecar
     return row
 
 

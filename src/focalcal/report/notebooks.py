@@ -17,6 +17,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from focalcal._io import atomic_write_text, read_text, written_in_place
+
 KERNEL_NAME = "focalcal-report"
 
 
@@ -52,7 +54,7 @@ def execute(template, executed, parameters: dict, cwd, timeout: int = 600) -> Pa
     saved = {key: os.environ.get(key) for key in env}
     os.environ.update(env)
     try:
-        with this_python_kernel() as kernel:
+        with this_python_kernel() as kernel, written_in_place(executed):
             papermill.execute_notebook(str(template), str(executed), parameters=parameters, kernel_name=kernel,
                                        cwd=str(cwd), progress_bar=False, execution_timeout=timeout)
     finally:
@@ -70,16 +72,13 @@ def to_html(executed, html, title: str | None = None) -> Path:
     from nbconvert import HTMLExporter
 
     executed, html = Path(executed), Path(html)
-    notebook = nbformat.read(executed, as_version=4)
+    notebook = nbformat.reads(read_text(executed), as_version=4)
     if title:
         notebook.metadata["title"] = title
     exporter = HTMLExporter(embed_images=True, exclude_input=True, exclude_input_prompt=True,
                             exclude_output_prompt=True)
     body, _ = exporter.from_notebook_node(notebook)
-    html.parent.mkdir(parents=True, exist_ok=True)
-    tmp = html.with_name(f".{html.name}.part")
-    tmp.write_text(body, encoding="utf-8")
-    os.replace(tmp, html)
+    atomic_write_text(body, html)
     return html
 
 

@@ -9,11 +9,11 @@ ours beside the published values, and the list of what the config could not supp
 from __future__ import annotations
 
 import html
-import json
 from pathlib import Path
 
 import pandas as pd
 
+from focalcal._io import read_csv, read_json
 from focalcal.report import published, tables
 
 TABLE_STYLE = "font-size: 12px; border-collapse: collapse;"
@@ -41,7 +41,7 @@ def load_manifest(path) -> dict:
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"no report manifest {str(path)!r}; run the workflow's report_manifest rule")
-    return json.loads(path.read_text())
+    return read_json(path)
 
 
 def frame_html(frame: pd.DataFrame, caption: str | None = None, float_format: str = "{:.3g}") -> str:
@@ -73,7 +73,7 @@ def show_table(artifact: dict, root=".") -> None:
               "setting (*published* columns; cells: mean ± std over seeds, T in brackets).")
     if not path.is_file():
         raise ValueError(f"planned table {artifact['path']} is missing; run its Snakemake target")
-    built = pd.read_csv(path)
+    built = read_csv(path)
     shown = tables.present(artifact["builder"], built)
     settings = _settings_note(built)
     if settings:
@@ -142,7 +142,7 @@ def show_overview(manifest: dict, root=".") -> None:
     inventory_path = Path(root) / manifest["inventory"]
     _markdown("## Runs")
     if inventory_path.is_file():
-        inventory = pd.read_csv(inventory_path)
+        inventory = read_csv(inventory_path)
         total = inventory["train_time_s"].fillna(0).sum()
         _markdown(f"{len(inventory)} training run(s), {total / 60:.1f} min of training in total; devices: "
                   f"{', '.join(sorted(inventory['device'].dropna().astype(str).unique())) or 'unknown'}.")

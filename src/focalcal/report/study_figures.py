@@ -9,13 +9,13 @@ working directory and the study key, and returns a matplotlib Figure.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from focalcal import plots
+from focalcal._io import load_npz, read_csv, read_json
 from focalcal.calibration import KOMISARENKO_GAMMAS, Calibrator
 from focalcal.plots.style import color_for
 from focalcal.report.tables import ece_frame, read_study_table
@@ -27,14 +27,13 @@ from focalcal.report.targets import TABLES
 def read_logits(path: Path) -> dict[str, np.ndarray]:
     if not path.is_file():
         raise ValueError(f"no logits file {str(path)!r}; run the workflow's export_logits rule first")
-    with np.load(path) as data:
-        return {name: data[name] for name in data.files}
+    return load_npz(path)
 
 
 def read_calibration(path: Path) -> dict:
     if not path.is_file():
         raise ValueError(f"no calibration file {str(path)!r}; run the workflow's calibrate rule first")
-    return json.loads(path.read_text())
+    return read_json(path)
 
 
 def stored_method(calibration: dict, method: str, where: str = "calibration.json"):
@@ -72,9 +71,9 @@ def inputs_of_test_points(root: Path, run: dict, arrays: dict, data_root: str) -
     from focalcal.training.config import RunConfig
     from focalcal.training.trainer import load_dataset
 
-    config = RunConfig.from_dict(json.loads((root / run["run_config"]).read_text()))
+    config = RunConfig.from_dict(read_json(root / run["run_config"]))
     dataset = load_dataset(config, root / data_root)
-    verify_split(dataset, json.loads((root / run["info"]).read_text())["split_hash"])
+    verify_split(dataset, read_json(root / run["info"])["split_hash"])
     labels = dataset.test.y.numpy()
     if not np.array_equal(labels, arrays["test_labels"]):
         raise ValueError(f"reloaded test labels of {run['path']} differ from its logits.npz; re-export the logits")
@@ -138,7 +137,7 @@ def synthetic_posterior(params: dict, root: Path, study: str):
 
 def _is_registered_synthetic(run: dict, root: Path) -> bool:
     """True when the run trained on the registered 1-D mixture (its density is then known)."""
-    config = json.loads((root / run["run_config"]).read_text())
+    config = read_json(root / run["run_config"])
     return config["dataset"]["name"] == "synthetic1d"
 
 
@@ -195,17 +194,17 @@ def training_reliability(params: dict, root: Path, study: str):
     path = root / params["run_dir"] / "train_reliability.csv"
     if not path.is_file():
         raise ValueError(f"no {str(path)!r}: the run's recipe must set reliability_epochs (retrain to record it)")
-    table = pd.read_csv(path)
+    table = read_csv(path)
     epochs = [e for e in params["epochs"] if e in set(table["epoch"])] or None
     return plots.training_reliability_figure(table, epochs=epochs)
 
 
 def training_curves(params: dict, root: Path, study: str):
-    return plots.training_curves_figure(pd.read_csv(root / params["history"]))
+    return plots.training_curves_figure(read_csv(root / params["history"]))
 
 
 def training_comparison(params: dict, root: Path, study: str):
-    histories = {label: pd.read_csv(root / path) for label, path in params["histories"].items()}
+    histories = {label: read_csv(root / path) for label, path in params["histories"].items()}
     colors = {label: color_for(name, gamma) for label, (name, gamma) in params["colors"].items()}
     return plots.training_comparison_figure(histories, colors=colors)
 
@@ -230,9 +229,9 @@ def segmentation_overlays(params: dict, root: Path, study: str):
         path = root / run["samples"]
         if not path.is_file():
             raise ValueError(f"no {str(path)!r}; run the workflow's evaluate_segmentation rule first")
-        with np.load(path) as data:
-            samples[params["losses"][run["loss"]]["label"]] = {name: data[name] for name in data.files}
-            class_names = [str(name) for name in data["class_names"]]
+        data = load_npz(path)
+        samples[params["losses"][run["loss"]]["label"]] = data
+        class_names = [str(name) for name in data["class_names"]]
     return plots.segmentation_overlays_figure(samples, class_names=class_names)
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from focalcal._io import read_csv
 from focalcal.report import published
 from focalcal.report.naming import komisarenko_dataset
 
@@ -277,7 +278,7 @@ def build(artifact, study_table: pd.DataFrame) -> pd.DataFrame:
 
 
 def read_study_table(path) -> pd.DataFrame:
-    return pd.read_csv(path, dtype={"method": str, "metric": str, "loss": str, "arch": str, "dataset": str,
+    return read_csv(path, dtype={"method": str, "metric": str, "loss": str, "arch": str, "dataset": str,
                                     "class": str})
 
 
