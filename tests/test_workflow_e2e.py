@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -124,6 +126,19 @@ def test_changed_recipe_under_an_old_key_fails_loudly(finished, tmp_path):
     assert f"{RUN}: recipe.epochs = 3 on disk, 4 in this config" in output
 
 
+def _live_members(group: int) -> list[int]:
+    """PIDs of the process group's members that are alive (not zombies)."""
+    members = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == group and fields[0] != "Z":
+            members.append(int(stat.parent.name))
+    return members
+
+
 def test_killed_training_resumes_from_its_checkpoint(tmp_path):
     epochs = 40
     config = yaml.safe_load(TEST_CONFIG.read_text())
@@ -147,8 +162,15 @@ def test_killed_training_resumes_from_its_checkpoint(tmp_path):
             assert process.poll() is None, "the workflow ended before it could be killed"
             assert time.monotonic() < deadline, "training never wrote a checkpoint"
             time.sleep(0.2)
+        os.kill(process.pid, signal.SIGKILL)  # Snakemake alone, mid-run: its training job must stop by itself
+        process.wait()
+        deadline = time.monotonic() + 20
+        while _live_members(process.pid):
+            assert time.monotonic() < deadline, f"the training job outlived its Snakemake: {_live_members(process.pid)}"
+            time.sleep(0.1)
     finally:
-        os.killpg(process.pid, signal.SIGKILL)  # snakemake and its training job, mid-run
+        if _live_members(process.pid):
+            os.killpg(process.pid, signal.SIGKILL)
         process.wait()
     done_before_kill = len(pd.read_csv(history))
     assert done_before_kill < epochs
@@ -161,3 +183,90 @@ def test_killed_training_resumes_from_its_checkpoint(tmp_path):
     assert f"epoch {resumed_after}/{epochs} " not in log  # nothing before the checkpoint was trained again
     assert list(pd.read_csv(workdir / RUN / "history.csv").epoch) == list(range(1, epochs + 1))
     assert (workdir / "results/tables/resume.csv").exists()
+
+
+# ------------------------------------------------------------------ a finished run survives any re-run
+RUN_OUTPUTS = ("run_config.json", "history.csv")
+
+
+@pytest.fixture
+def finished_copy(finished, tmp_path) -> Path:
+    """A private copy of the finished working directory (mtimes and .snakemake kept)."""
+    workdir = tmp_path / "copy"
+    shutil.copytree(finished, workdir, symlinks=True)
+    return workdir
+
+
+def _run_state(workdir: Path) -> dict:
+    run_dir = workdir / RUN
+    return {"history": (run_dir / "history.csv").read_text(),
+            "identity": {k: v for k, v in json.loads((run_dir / "run_config.json").read_text()).items()
+                         if k not in ("device", "compile")},
+            "checkpoint": (run_dir / "checkpoint.pt").stat().st_mtime_ns}
+
+
+def _assert_rewritten_not_retrained(workdir: Path, before: dict) -> None:
+    assert _run_state(workdir) == before  # same records back, checkpoint untouched
+    log = (workdir / "results/logs/train/digits/cnn_small/ce/tiny/seed0.log").read_text()
+    assert "already trained (3 epochs); records re-written from the checkpoint" in log
+    assert "epoch 1/3" not in log
+
+
+@pytest.mark.parametrize("setting", ["device: auto", "compile: true"])
+def test_execution_settings_do_not_replan_finished_runs(finished_copy, tmp_path, setting):
+    changed = tmp_path / "changed.yaml"
+    changed.write_text(re.sub(r"^device: cpu$", setting, TEST_CONFIG.read_text(), flags=re.M))
+    assert setting in changed.read_text()
+    result = snakemake(finished_copy, "-n", f"{RUN}/history.csv", f"{RUN}/logits.npz", "--configfile", str(changed))
+    assert planned_rules(result) == {}, result.stdout
+
+
+def test_forced_training_of_a_finished_run_rewrites_its_outputs(finished_copy):
+    before = _run_state(finished_copy)
+    snakemake(finished_copy, "--cores", "1", "-f", f"{RUN}/history.csv", "--configfile", str(TEST_CONFIG))
+    _assert_rewritten_not_retrained(finished_copy, before)
+    # and again: the job is idempotent
+    snakemake(finished_copy, "--cores", "1", "-f", f"{RUN}/history.csv", "--configfile", str(TEST_CONFIG))
+    _assert_rewritten_not_retrained(finished_copy, before)
+
+
+def test_changed_training_code_reruns_a_finished_run_without_retraining(finished_copy, tmp_path):
+    checkout = tmp_path / "checkout"  # the workflow as it would be after `git pull` changed the train script
+    checkout.mkdir()
+    for part in ("Snakefile", "workflow", "config", "profiles", "envs", "notebooks"):
+        (shutil.copytree if (ROOT / part).is_dir() else shutil.copy2)(ROOT / part, checkout / part)
+    (checkout / "src").symlink_to(ROOT / "src")
+    script = checkout / "workflow/scripts/train.py"
+    script.write_text(script.read_text() + "# a changed line\n")
+    before = _run_state(finished_copy)
+    command = [str(BIN / "snakemake"), "-s", str(checkout / "Snakefile"), "--directory", str(finished_copy),
+               f"{RUN}/history.csv", "--configfile", str(TEST_CONFIG)]
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    dry = subprocess.run([*command, "-n"], capture_output=True, text=True, timeout=300, env=env)
+    assert planned_rules(dry).get("train") == 1 and "Code has changed" in dry.stdout + dry.stderr
+    result = subprocess.run([*command, "--cores", "1"], capture_output=True, text=True, timeout=600, env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    _assert_rewritten_not_retrained(finished_copy, before)
+
+
+def test_snakemake_killed_after_the_last_epoch_resumes_to_complete_outputs(finished_copy):
+    before = _run_state(finished_copy)
+    incomplete = finished_copy / ".snakemake/incomplete"
+    markers = set(incomplete.rglob("*")) if incomplete.exists() else set()
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    process = subprocess.Popen(
+        snakemake_command(finished_copy, "--cores", "1", "-f", f"{RUN}/history.csv", "--configfile", str(TEST_CONFIG)),
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, env=env)
+    try:
+        deadline = time.monotonic() + 120
+        while not (incomplete.exists() and set(incomplete.rglob("*")) - markers):  # the job has started
+            assert process.poll() is None and time.monotonic() < deadline, "the train job never started"
+            time.sleep(0.02)
+    finally:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+    assert not (finished_copy / RUN / "history.csv").exists()  # deleted by Snakemake, not yet written back
+    snakemake(finished_copy, "--unlock", "--configfile", str(TEST_CONFIG))
+    assert "train" in planned_rules(snakemake(finished_copy, "-n", f"{RUN}/history.csv", "--configfile", str(TEST_CONFIG)))
+    snakemake(finished_copy, "--cores", "1", f"{RUN}/history.csv", "--configfile", str(TEST_CONFIG))
+    _assert_rewritten_not_retrained(finished_copy, before)

@@ -1,6 +1,8 @@
 # Stage 2: train one run. The checkpoint in the run directory is not a declared output, so
 # that a killed, failed or re-triggered job resumes from it instead of starting over
-# (Snakemake deletes declared outputs before re-running a job).
+# (Snakemake deletes declared outputs before re-running a job); on a finished run the job
+# re-writes its outputs from the checkpoint. Device and compile are not params: the job reads
+# them from the config, so changing them re-plans nothing.
 
 
 rule train:
@@ -22,7 +24,7 @@ rule train:
         runtime=lambda wildcards: PLAN.train_resources(PLAN.run(wildcards))["runtime"],
         gpu=lambda wildcards: PLAN.train_resources(PLAN.run(wildcards))["gpu"],
     params:
-        run_config=lambda wildcards: PLAN.run_config(PLAN.run(wildcards)),
+        run_identity=lambda wildcards: PLAN.run_identity(PLAN.run(wildcards)),
         run_dir=lambda wildcards: PLAN.run(wildcards).run_dir,
         data_root=lambda wildcards, input: os.path.dirname(os.path.dirname(input.data)),
     script:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from focalcal._io import atomic_write_json, atomic_write_text
+from focalcal._io import atomic_write_json, atomic_write_text, read_json
 from focalcal.pipeline.plan import RUN_CONFIG
 
 
@@ -26,13 +26,22 @@ def prepare_dataset(spec: dict, data_root, download: bool, marker) -> dict:
     return summary
 
 
-def train(run_config: dict, run_dir, data_root, threads: int) -> None:
-    """Write ``run_config.json``, then train (or resume) the run without dumping logits."""
+def train(run_identity: dict, execution: dict, run_dir, data_root, threads: int) -> None:
+    """Write ``run_config.json``, then train (or resume) the run without dumping logits.
+
+    ``run_identity`` (the rule's params) fixes the numbers; ``execution`` (device, compile) is
+    read from the config by the job itself, so changing it never re-plans a finished run. On a
+    finished run this re-writes the declared outputs from the checkpoint and trains nothing.
+    The job stops itself if its Snakemake dies (``exit_when_workflow_dies``).
+    """
     import torch
 
     from focalcal.training import RunConfig, train_run
+    from focalcal.training.orphan import exit_when_workflow_dies
 
+    run_config = {**run_identity, **execution}
     config = RunConfig.from_dict(run_config)  # fails before anything is written if the config is bad
+    exit_when_workflow_dies()
     atomic_write_text(json.dumps(run_config, indent=1, sort_keys=True) + "\n", Path(run_dir) / RUN_CONFIG)
     torch.set_num_threads(max(1, int(threads)))
     train_run(config, run_dir, data_root=str(data_root), progress=False, export=False)
@@ -44,7 +53,7 @@ def export_logits(run_dir, data_root, threads: int) -> None:
 
     from focalcal.training import RunConfig, export_run_logits
 
-    config = RunConfig.from_dict(json.loads((Path(run_dir) / RUN_CONFIG).read_text()))
+    config = RunConfig.from_dict(read_json(Path(run_dir) / RUN_CONFIG))
     torch.set_num_threads(max(1, int(threads)))
     export_run_logits(config, run_dir, data_root=str(data_root))
 
@@ -60,7 +69,7 @@ def evaluate_segmentation(run_dir, data_root, threads: int, metrics_path, sample
     from focalcal._io import atomic_savez
     from focalcal.training import RunConfig, evaluate_segmentation as evaluate, load_finished_run
 
-    config = RunConfig.from_dict(json.loads((Path(run_dir) / RUN_CONFIG).read_text()))
+    config = RunConfig.from_dict(read_json(Path(run_dir) / RUN_CONFIG))
     torch.set_num_threads(max(1, int(threads)))
     trainer = load_finished_run(config, run_dir, data_root=str(data_root))
     table, samples = evaluate(trainer, n_bins=n_bins)

@@ -14,6 +14,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from focalcal._io import read_json
 from focalcal.pipeline.config import FROM_LOSS, ConfigError, is_segmentation
 
 RESULTS = "results"
@@ -22,7 +23,10 @@ CALIBRATION = f"{RESULTS}/calibration"
 SEGMENTATION = f"{RESULTS}/segmentation"  # per-run IoU / Hausdorff / pixel-ECE evaluation
 TABLES = f"{RESULTS}/tables"
 RUN_CONFIG = "run_config.json"  # what determined the run, written first by the training job
-IDENTITY_KEYS = ("dataset", "model", "loss", "recipe", "seed")  # device/compile do not change the numbers
+IDENTITY_KEYS = ("dataset", "model", "loss", "recipe", "seed")  # what determines a run's numbers
+# How a run is executed, not what it computes: read by the train job from the config, never a rule
+# param, so changing them does not re-plan finished runs.
+EXECUTION_KEYS = ("device", "compile")
 
 
 @dataclass(frozen=True)
@@ -95,8 +99,8 @@ class Plan:
         except KeyError:
             raise ConfigError(f"no run {path} in this config's studies") from None
 
-    def run_config(self, run: Run) -> dict:
-        """The trainer's RunConfig dict (focalcal.training.RunConfig.from_dict)."""
+    def run_identity(self, run: Run) -> dict:
+        """The settings that determine the run's numbers (``IDENTITY_KEYS``): the train rule's params."""
         config = self.config
         dataset = copy.deepcopy(config["datasets"][run.dataset])
         if run.n_folds:
@@ -107,9 +111,11 @@ class Plan:
             "loss": copy.deepcopy(config["losses"][run.loss]),
             "recipe": copy.deepcopy(config["recipes"][run.recipe]),
             "seed": run.seed,
-            "device": config["device"],
-            "compile": config["compile"],
         }
+
+    def run_config(self, run: Run) -> dict:
+        """The trainer's RunConfig dict (focalcal.training.RunConfig.from_dict)."""
+        return {**self.run_identity(run), **execution_settings(self.config)}
 
     def train_resources(self, run: Run) -> dict:
         training = self.config["training"]
@@ -225,6 +231,11 @@ def identity(run_config: dict) -> dict:
     return {key: run_config[key] for key in IDENTITY_KEYS}
 
 
+def execution_settings(config: dict) -> dict:
+    """``EXECUTION_KEYS`` of a validated workflow config."""
+    return {key: config[key] for key in EXECUTION_KEYS}
+
+
 def check_run_directories(plan: Plan, root=".") -> None:
     """Refuse to reuse a run directory whose ``run_config.json`` holds other settings.
 
@@ -237,8 +248,8 @@ def check_run_directories(plan: Plan, root=".") -> None:
         path = root / run.run_dir / RUN_CONFIG
         if not path.exists():
             continue
-        on_disk = identity(json.loads(path.read_text()))
-        planned = json.loads(json.dumps(identity(plan.run_config(run))))
+        on_disk = identity(read_json(path, verify=False))  # parse time: no hashing; a damaged file is still named
+        planned = json.loads(json.dumps(plan.run_identity(run)))
         if on_disk != planned:
             differences = "; ".join(_differences(on_disk, planned)) or "differently ordered settings"
             problems.append(f"{run.run_dir}: {differences}")

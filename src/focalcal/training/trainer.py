@@ -27,6 +27,8 @@ from focalcal.training.config import RunConfig
 from focalcal.training.device import DeviceSetup, choose_device, epoch_seed, seed_everything
 from focalcal.training.diagnostics import IGNORE_INDEX, split_statistics, training_reliability, weight_norm
 from focalcal._io import atomic_savez, atomic_torch_save, atomic_write_json, atomic_write_text
+from focalcal.training.checkpoint import load_checkpoint
+from focalcal.training.lock import RunLock
 from focalcal.training.progress import Progress, log
 
 CHECKPOINT = "checkpoint.pt"
@@ -154,15 +156,26 @@ class Trainer:
     def resume_if_possible(self) -> bool:
         if not self.paths.checkpoint.exists():
             return False
-        self.load_state(torch.load(self.paths.checkpoint, map_location=self.setup.device, weights_only=False))
+        self.load_state(load_checkpoint(self.paths.checkpoint, self.setup.device))
         return True
 
     # ------------------------------------------------------------------ loop
     def fit(self, stop_after_epoch: int | None = None) -> list[dict]:
         """Train to ``recipe.epochs`` (or stop after ``stop_after_epoch``, for tests), resuming if possible."""
+        with RunLock(self.paths.root):
+            return self._fit_locked(stop_after_epoch)
+
+    def _fit_locked(self, stop_after_epoch: int | None) -> list[dict]:
         epochs = self.config.recipe.epochs
         if self.resume_if_possible():
             log(f"[{self.paths.root}] resuming after epoch {self.epochs_done}/{epochs}")
+        if self.finished:
+            # A re-planned job on a finished run (changed code, -f, a kill after the last
+            # epoch): Snakemake deleted the declared outputs, so write them back from the
+            # checkpoint instead of training.
+            self.write_records()
+            log(f"[{self.paths.root}] already trained ({self.epochs_done} epochs); records re-written from the checkpoint")
+            return self.history
         wall_start = time.monotonic() - (self.history[-1]["wall_time_s"] if self.history else 0.0)
         while not self.finished:
             epoch = self.epochs_done + 1
@@ -318,8 +331,13 @@ class Trainer:
 
     # ------------------------------------------------------------------ outputs
     def save(self) -> None:
+        """The checkpoint, then the per-epoch records derived from it."""
         self.paths.root.mkdir(parents=True, exist_ok=True)
         atomic_torch_save(self.state(), self.paths.checkpoint)
+        self.write_records()
+
+    def write_records(self) -> None:
+        """``history.csv`` (and the training reliability table), all read off the checkpoint's state."""
         atomic_write_text(pd.DataFrame(self.history).to_csv(index=False), self.paths.history)
         if self.reliability:
             atomic_write_text(pd.concat(self.reliability).to_csv(index=False), self.paths.reliability)
