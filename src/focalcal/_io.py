@@ -48,20 +48,10 @@ def atomic_write(path, write: Callable[[BinaryIO], Any]) -> None:
     """Call ``write(handle)`` on a temporary file, then put it at ``path`` with its checksum sidecar."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
-    try:
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600 files; outputs get the usual mode
-        with os.fdopen(fd, "wb") as handle:
-            write(handle)
-            handle.flush()
-            os.fsync(handle.fileno())
+    with _temporary_beside(path, write) as tmp:
         checksum = _sidecar.digest_file(tmp)  # of the bytes on disk, whatever ``write`` did with seeks
         _sidecar.remove(path)
         os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
     _write_sidecar(path, checksum)
 
 
@@ -97,18 +87,26 @@ def atomic_savez(path, **arrays) -> None:
 
 def _write_sidecar(path: Path, checksum: _sidecar.Checksum) -> None:
     side = _sidecar.sidecar_path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{side.name}.", suffix=".part")
+    text = _sidecar.render(path.name, checksum).encode("ascii")
+    with _temporary_beside(side, lambda handle: handle.write(text)) as tmp:
+        os.replace(tmp, side)
+
+
+@contextlib.contextmanager
+def _temporary_beside(path: Path, write: Callable[[BinaryIO], Any]) -> Iterator[str]:
+    """A temporary file in ``path``'s folder, filled by ``write`` and synced to disk, with the
+    usual file mode; the block moves it into place, and it is deleted if the block does not."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
     try:
-        os.chmod(tmp, 0o666 & ~_umask())
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600 files; outputs get the usual mode
         with os.fdopen(fd, "wb") as handle:
-            handle.write(_sidecar.render(path.name, checksum).encode("ascii"))
+            write(handle)
             handle.flush()
             os.fsync(handle.fileno())
-        os.replace(tmp, side)
-    except BaseException:
+        yield tmp
+    finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
-        raise
 
 
 def _umask() -> int:

@@ -215,10 +215,7 @@ def check_config_files(paths: Iterable) -> None:
     Snakemake reads the files with its own YAML loader (the last duplicate wins there), so
     the Snakefile passes them here: ``--configfile`` ones, else the default ``configfile:``.
     """
-    paths = list(paths)
-    for path in paths:
-        load_config_file(path)
-    check_configfile_conflicts(paths)
+    _check_conflicts({Path(path): load_config_file(path) for path in paths})  # each file read once
 
 
 def check_configfile_conflicts(paths: Iterable) -> None:
@@ -228,12 +225,16 @@ def check_configfile_conflicts(paths: Iterable) -> None:
     files with different epochs would silently take b's value in a's runs.
     """
     paths = [Path(p) for p in paths]
-    if len(paths) < 2:
-        return
+    if len(paths) >= 2:
+        _check_conflicts({path: load_config_file(path) for path in paths})
+
+
+def _check_conflicts(configs: dict[Path, dict]) -> None:
+    """``check_configfile_conflicts`` on files already loaded (path -> content, in merge order)."""
     seen: dict[str, tuple[Path, Any]] = {}
     problems = []
-    for path in paths:
-        for where, value in _definitions(load_config_file(path)):
+    for path, loaded in configs.items():
+        for where, value in _definitions(loaded):
             if where in seen:
                 first_path, first_value = seen[where]
                 if _canonical(first_value) != _canonical(value):

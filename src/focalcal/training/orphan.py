@@ -19,6 +19,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from pathlib import Path
 
 POLL_SECONDS = 1.0
@@ -26,17 +27,19 @@ POLL_SECONDS = 1.0
 
 def exit_when_workflow_dies(poll_seconds: float = POLL_SECONDS) -> list[int]:
     """Start the watchdog; returns the PIDs it watches (empty when not under Snakemake)."""
-    watched = {pid: start for pid, start in _ancestors() if pid == os.getppid() or _is_snakemake(pid)}
-    if not any(_is_snakemake(pid) for pid in watched):
+    ancestors = _ancestors()
+    snakemakes = {pid: start for pid, start in ancestors if _is_snakemake(pid)}
+    if not snakemakes:
         return []
+    watched = dict(ancestors[:1]) | snakemakes  # the direct parent too (a shell between, say)
     thread = threading.Thread(target=_watch, args=(watched, poll_seconds), name="workflow-watchdog", daemon=True)
     thread.start()
     return sorted(watched)
 
 
 def _watch(watched: dict[int, str], poll_seconds: float) -> None:
-    stop = threading.Event()
-    while not stop.wait(poll_seconds):
+    while True:
+        time.sleep(poll_seconds)
         for pid, start in watched.items():
             if _start_time(pid) != start:  # gone, or its PID reused by another process
                 print(f"[focalcal] parent process {pid} (Snakemake) is gone; stopping this job "
