@@ -68,6 +68,10 @@ def test_raw_vs_psi_grid_draws_red_raw_and_green_psi_bars_from_the_same_bins():
         assert f"ECE-Ψ = {100 * metrics.ece(psi, labels, n_bins=10):.2f}" in text
         assert f"ERR = {100 * metrics.error(raw, labels):.2f}" in text
     assert "charoenphakdee2021 Fig. 4" in figure.get_suptitle()
+    assert style.clipped_texts(figure) == []
+    marked = reliability.raw_vs_psi_reliability_figure(panels, n_bins=10, health={("LS", 1.0): "collapsed"})
+    assert [ax.get_title() for ax in marked.axes if ax.get_visible()] == [
+        "Standard, γ = 1", "Standard, γ = 3", "LS, γ = 1 [collapsed]"]
 
 
 def test_raw_vs_psi_grid_handles_extreme_float32_logits():
@@ -161,6 +165,7 @@ def test_synthetic_posterior_figure_prints_scores_and_psi_recovers_the_posterior
     assert len(errs) == 1  # Ψ and the focal minimiser keep the decision rule: same ERR
     solid = [line for line in visible[3].get_lines() if line.get_linestyle() == "-"]
     np.testing.assert_allclose(np.column_stack([line.get_ydata() for line in solid]), focal)
+    assert style.clipped_texts(figure) == []
 
 
 def test_synthetic_posterior_figure_uses_given_scores_and_checks_shapes():
@@ -323,3 +328,213 @@ def test_save_writes_png_and_svg_and_rejects_other_suffixes(tmp_path):
     assert svg.read_text().lstrip().startswith("<?xml") and svg.stat().st_size > 10_000
     with pytest.raises(ValueError, match=r"\.png or \.svg"):
         style.save(ef.training_curves_figure(_history(epochs=3)), tmp_path / "curves.pdf")
+
+
+# ------------------------------------------------------- few seeds, run health, nothing clipped
+
+
+def _seeds_table(n_seeds, gammas=(0, 1, 2, 3), datasets=("mnist1d", "digits"), status=None):
+    """ECE rows of ``n_seeds`` seeds per (dataset, γ, raw/Ψ); ``status(dataset, gamma, seed)``
+    adds a run-health column."""
+    rng = np.random.default_rng(n_seeds)
+    rows = []
+    for dataset in datasets:
+        for gamma in gammas:
+            for seed in range(n_seeds):
+                for method in ("raw", "psi"):
+                    row = {"dataset": dataset, "arch": "cnn_small", "gamma": f"{gamma:g}", "seed": seed,
+                           "method": method, "metric": "ece",
+                           "value": rng.uniform(0.01, 0.05) + 0.01 * gamma * (method == "raw")}
+                    if status is not None:
+                        row["status"] = status(dataset, gamma, seed)
+                    rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _boxes(ax):
+    return [box for container in ax.containers for box in getattr(container, "boxes", [])]
+
+
+def _point_sets(ax):
+    """{colour: (x, y) arrays} of the scatter markers on ``ax`` (PathCollections with offsets)."""
+    from matplotlib.collections import PathCollection
+
+    points = {}
+    for collection in ax.collections:
+        if not isinstance(collection, PathCollection) or len(collection.get_offsets()) == 0:
+            continue
+        offsets = np.asarray(collection.get_offsets())
+        for colour, (x, y) in zip([to_hex(c) for c in collection.get_facecolors()] * len(offsets), offsets):
+            xs, ys = points.setdefault(colour, ([], []))
+            xs.append(x)
+            ys.append(y)
+    return {colour: (np.array(xs), np.array(ys)) for colour, (xs, ys) in points.items()}
+
+
+@pytest.mark.parametrize("n_seeds", [1, 2])
+def test_ece_box_plots_draw_fewer_than_three_seeds_as_points_in_the_methods_colours(n_seeds):
+    table = _seeds_table(n_seeds)
+    figure = ef.ece_box_plots(table)
+    visible = [ax for ax in figure.axes if ax.get_visible()]
+    assert len(visible) == 2
+    raw, psi = style.color_for("raw"), style.color_for("psi")
+    for ax, dataset in zip(visible, ("mnist1d", "digits")):
+        assert _boxes(ax) == []  # no box of one or two values (a line that shows no colour)
+        points = _point_sets(ax)
+        assert set(points) == {raw, psi}  # raw and Ψ told apart by colour
+        for method, colour in (("raw", raw), ("psi", psi)):
+            rows = table[(table["dataset"] == dataset) & (table["method"] == method)]
+            np.testing.assert_allclose(np.sort(points[colour][1]), np.sort(100 * rows["value"].to_numpy()))
+            assert len(points[colour][0]) == 4 * n_seeds
+        for position in range(4):  # raw left of Ψ at every γ, both near the γ tick
+            raw_x = points[raw][0][np.abs(points[raw][0] - position) < 0.5]
+            psi_x = points[psi][0][np.abs(points[psi][0] - position) < 0.5]
+            assert len(raw_x) == len(psi_x) == n_seeds and raw_x.max() < position < psi_x.min()
+        assert [t.get_text() for t in ax.get_xticklabels()] == ["0", "1", "2", "3"]
+    legend = visible[0].get_legend()
+    assert [t.get_text() for t in legend.get_texts()] == ["ECE-raw", "ECE-Ψ"]
+    assert [to_hex(h.get_markerfacecolor()) for h in legend.legend_handles] == [raw, psi]  # points, as drawn
+    assert "3 seeds" in legend.get_title().get_text()
+    assert style.clipped_texts(figure) == []
+
+
+def test_ece_box_plots_draw_boxes_from_three_seeds_and_points_only_where_seeds_are_fewer():
+    table = _seeds_table(3)
+    figure = ef.ece_box_plots(table)
+    for ax in [ax for ax in figure.axes if ax.get_visible()]:
+        assert len(_boxes(ax)) == 8 and _point_sets(ax) == {}  # 4 γ × raw/Ψ boxes, no coloured points
+    assert visible_legend_title(figure) is None
+    # γ = 3 with a single seed: its two groups become points, at the places their boxes would have
+    single = table[(table["gamma"] != "3") | (table["seed"] == 0)]
+    figure = ef.ece_box_plots(single)
+    ax = figure.axes[0]
+    boxes = _boxes(ax)
+    assert len(boxes) == 6
+    centres = sorted(float(np.mean(box.get_path().vertices[:, 0][[0, 1]])) for box in boxes)
+    points = _point_sets(ax)
+    raw_x, psi_x = points[style.color_for("raw")][0], points[style.color_for("psi")][0]
+    np.testing.assert_allclose(centres[:2], [-0.175, 0.175], atol=1e-9)  # seaborn's dodge of 2 boxes, width 0.7
+    np.testing.assert_allclose([raw_x[0], psi_x[0]], [3 - 0.175, 3 + 0.175], atol=1e-9)
+
+
+def visible_legend_title(figure):
+    title = figure.axes[0].get_legend().get_title().get_text()
+    return title or None
+
+
+def test_ece_box_plots_order_gammas_as_numbers_and_mark_runs_that_did_not_train():
+    status = lambda dataset, gamma, seed: "collapsed" if (dataset, gamma, seed) == ("digits", 10, 0) else "trained"  # noqa: E731
+    table = _seeds_table(3, gammas=(0, 0.5, 2, 10), status=status)
+    figure = ef.ece_box_plots(table)
+    first, second = figure.axes[:2]
+    assert [t.get_text() for t in first.get_xticklabels()] == ["0", "0.5", "2", "10"]  # not "10" before "2"
+    assert [t.get_text() for t in second.get_xticklabels()] == ["0", "0.5", "2", "10\n[collapsed 1/3]"]
+    assert style.clipped_texts(figure) == []
+    older = ef.ece_box_plots(table.drop(columns="status"))  # a table written before run health
+    assert [t.get_text() for t in older.axes[1].get_xticklabels()] == ["0", "0.5", "2", "10"]
+
+
+def test_status_label_marks_only_runs_that_did_not_train():
+    assert style.status_label("FL-3", ["trained", "trained"]) == "FL-3"
+    assert style.status_label("FL-3", []) == style.status_label("FL-3", [None, float("nan"), ""]) == "FL-3"
+    assert style.status_label("FL-3", ["collapsed"]) == "FL-3 [collapsed]"
+    assert style.status_label("FL-3", ["collapsed", "trained", "diverged", None]) == "FL-3 [collapsed 1/4, diverged 1/4]"
+    assert style.status_label("3", ["not converged"] * 2, sep="\n") == "3\n[not converged]"
+
+
+def test_segmentation_scores_draw_one_or_two_folds_as_points_and_three_as_boxes():
+    from focalcal.plots import segmentation
+
+    colors = {"CE": style.color_for("cross_entropy"), "FL": style.color_for("focal", 2.0),
+              "DFL": style.color_for("dual_focal")}
+    for n_folds, boxes, points in ((1, 0, 3), (2, 0, 3), (3, 3, 0)):
+        rows = [{"dataset": "shapes", "arch": "unet", "loss": loss, "seed": fold, "metric": metric,
+                 "value": 0.5 + 0.1 * fold + 0.05 * index, "status": "diverged" if (loss, fold) == ("FL", 0) else "trained"}
+                for index, loss in enumerate(colors) for fold in range(n_folds) for metric in ("iou", "hausdorff")]
+        figure = segmentation.segmentation_scores_figure(pd.DataFrame(rows), loss_order=list(colors), colors=colors)
+        for ax in figure.axes:
+            assert len(_boxes(ax)) == boxes
+            coloured = {c for c in _point_sets(ax) if c != "#000000"}  # black dots: folds over a box
+            assert len(coloured) == points and (not points or coloured == set(colors.values()))
+            marked = "[diverged]" if n_folds == 1 else f"[diverged 1/{n_folds}]"
+            assert [t.get_text() for t in ax.get_xticklabels()] == ["CE", f"FL\n{marked}", "DFL"]
+        assert style.clipped_texts(figure) == []
+
+
+def test_long_titles_are_wrapped_not_cut_and_the_check_sees_a_cut_one():
+    from matplotlib.figure import Figure
+
+    rows = [{"dataset": "mnist1d", "loss": loss, "gamma_ev": g, "temperature": 1.0 + 0.1 * g + 0.2 * offset}
+            for offset, loss in enumerate(("cross_entropy", "focal γ=3 [collapsed]")) for g in (-1.0, 0.0, 1.0, 2.0)]
+    figure = ef.optimal_temperature_figure(pd.DataFrame(rows))  # one panel: 4.5 in wide, the K24 Fig 8 title is not
+    assert figure.get_figwidth() == 4.5
+    title = figure.get_suptitle()
+    assert title.count("\n") >= 2 and " ".join(title.split()) == (
+        "Optimal temperature of focal temperature scaling against γ_ev (reproduces komisarenko2024 Fig. 8)")
+    assert style.clipped_texts(figure) == []
+    assert "focal γ=3 [collapsed]" in [t.get_text() for t in figure.axes[0].get_legend().get_texts()]
+
+    cut = Figure(figsize=(3, 2), layout="constrained")  # a title no one wrapped is reported
+    cut.subplots()
+    cut.suptitle("a title much too long for a figure only three inches wide")
+    assert style.clipped_texts(cut) == ["a title much too long for a figure only three inches wide"]
+    style.fit_titles(cut)
+    assert style.clipped_texts(cut) == []
+
+
+def test_box_plot_panels_with_long_names_keep_their_titles_inside():
+    table = _seeds_table(2, datasets=("a_data_set_with_a_rather_long_name", "digits", "another_long_data_set_name"))
+    figure = ef.ece_box_plots(table, panel_by=("dataset", "arch"))
+    assert style.clipped_texts(figure) == []
+    assert "\n" in figure.axes[2].get_title()
+
+
+def test_training_figures_mark_runs_that_did_not_train_from_run_json(tmp_path):
+    import json
+
+    from focalcal.report import study_figures
+
+    paths = {}
+    for label, health in (("cross_entropy", {"status": "trained"}), ("focal γ=1", {"status": "diverged"}),
+                          ("focal γ=3", None)):
+        run_dir = tmp_path / "results/runs" / label.replace(" ", "_")
+        run_dir.mkdir(parents=True)
+        _history(seed=len(paths), epochs=4).to_csv(run_dir / "history.csv", index=False)
+        if health is not None or label.endswith("3"):
+            (run_dir / "run.json").write_text(json.dumps({"health": health} if health else {"seed": 0}))
+        paths[label] = str((run_dir / "history.csv").relative_to(tmp_path))
+    assert study_figures.run_status(tmp_path / "nowhere") is None
+    params = {"histories": paths, "colors": {"cross_entropy": ["cross_entropy", None], "focal γ=1": ["focal", 1.0],
+                                             "focal γ=3": ["focal", 3.0]}}
+    figure = study_figures.training_comparison(params, tmp_path, "study")
+    labels = [t.get_text() for t in figure.axes[-1].get_legend().get_texts()]
+    assert labels == ["cross_entropy", "focal γ=1 [diverged]", "focal γ=3"]
+    colours = [to_hex(line.get_color()) for line in figure.axes[0].get_lines() if not line.get_label().startswith("_")]
+    assert colours == [style.color_for("cross_entropy"), style.gamma_color(1), style.gamma_color(3)]
+    curves = study_figures.training_curves({"history": paths["focal γ=1"]}, tmp_path, "study")
+    assert "(cross-entropy [diverged])" in curves.get_suptitle()
+    assert style.clipped_texts(curves) == []
+
+
+def test_optimal_temperature_builder_marks_a_loss_whose_runs_did_not_all_train(tmp_path, monkeypatch):
+    import json
+    from types import SimpleNamespace
+
+    from focalcal.report import study_figures
+
+    runs = []
+    for loss, gamma, seed, status in (("CE", 0.0, 0, "trained"), ("FL-3", 3.0, 0, "collapsed"), ("FL-3", 3.0, 1, "trained")):
+        path = f"mnist1d/cnn/{loss}/r/seed{seed}"
+        (tmp_path / "results/runs" / path).mkdir(parents=True)
+        (tmp_path / "results/runs" / path / "run.json").write_text(json.dumps({"health": {"status": status}}))
+        runs.append({"path": path, "dataset": "mnist1d", "loss": loss, "gamma_train": gamma,
+                     "color": ["focal", gamma] if gamma else ["cross_entropy", None],
+                     "calibration": f"results/calibration/{path}/calibration.json", "method": "fts"})
+    fitted = SimpleNamespace(gammas=[-1.0, 0.0, 1.0], best_temperature_per_gamma_=[0.9, 1.0, 1.2])
+    monkeypatch.setattr(study_figures, "read_calibration", lambda path: {})
+    monkeypatch.setattr(study_figures, "stored_method", lambda calibration, method, where: (fitted, None))
+    figure = study_figures.optimal_temperature({"runs": runs, "criterion": "ece"}, tmp_path, "study")
+    lines = {line.get_label(): line for line in figure.axes[0].get_lines() if not line.get_label().startswith("_")}
+    assert set(lines) == {"CE", "FL-3 [collapsed 1/2]"}
+    assert to_hex(lines["FL-3 [collapsed 1/2]"].get_color()) == style.gamma_color(3)
+    assert style.clipped_texts(figure) == []

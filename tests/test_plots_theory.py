@@ -198,3 +198,20 @@ def test_theory_figures_save_to_png(tmp_path):
     path = style.save(tf.phi_figure(n_points=200), tmp_path / "sub" / "phi.png")
     data = path.read_bytes()
     assert data.startswith(b"\x89PNG") and len(data) > 10_000
+
+
+THEORY_FIGURES = {  # cheap settings; the default labels, titles and legends of each figure
+    "phi": lambda: tf.phi_figure(n_points=201),
+    "posterior_vs_minimizer": lambda: tf.posterior_vs_minimizer_figure(n_points=60),
+    "focal_calibration_map": lambda: tf.focal_calibration_map_figure(n_points=101),
+    "closest_temperature_k2": lambda: tf.closest_temperature_figure(2, np.linspace(0.0, 10.0, 6), logit_step=0.05),
+    "closest_temperature_k3": lambda: tf.closest_temperature_figure(3, np.linspace(0.0, 9.0, 4), logit_step=0.2),
+    "temperature_bounds": lambda: tf.temperature_bounds_figure(np.linspace(0.5, 5.0, 4), logit_step=0.05),
+    "gradient_ratio": lambda: tf.gradient_ratio_figure(n_points=201),
+}
+
+
+@pytest.mark.parametrize("name", sorted(THEORY_FIGURES))
+def test_theory_figures_leave_no_title_or_label_cut_at_the_edges(name):
+    figure = THEORY_FIGURES[name]()
+    assert style.clipped_texts(figure) == []

@@ -8,19 +8,20 @@ diagnostics). The reliability figures (C21 Fig 4, M20 Fig 1) are in
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
-import seaborn as sns
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
 
 from focalcal import metrics
 from focalcal._validation import check_probs
 from focalcal.metrics.binning import bin_statistics, top_label
 
+from ._boxes import MIN_BOX_VALUES, POINT_EDGE, boxes_or_points, category_order, mark_status_ticks
 from ._tables import as_frame, require_columns
-from .style import CLASS_COLORS, color_for, corner_text, new_figure, paper_title, styled
+from .style import CLASS_COLORS, color_for, corner_text, new_figure, paper_title, status_label, styled
 
 # ------------------------------------------------------------------------------ C21 Fig 3
 
@@ -131,6 +132,9 @@ def ece_box_plots(table, *, metric: str = "ece", methods: Mapping[str, str] | No
     ``value`` and the ``panel_by`` columns; filter it to one study/paradigm first. ``methods``
     maps method values to legend labels (default raw -> "ECE-raw", psi -> "ECE-Ψ"); each box
     is one (γ, method). Values are multiplied by ``scale`` (100: percent, as the paper).
+    A (γ, method) with fewer than 3 seeds is drawn as its points, in the method's colour,
+    where its box would stand. An optional ``status`` column (run health, one per row) marks a
+    γ whose runs did not all train on its tick label, e.g. "3 [collapsed 1/5]".
     """
     methods = dict(methods or {"raw": "ECE-raw", "psi": "ECE-Ψ"})
     table = as_frame(table, "table")
@@ -143,25 +147,29 @@ def ece_box_plots(table, *, metric: str = "ece", methods: Mapping[str, str] | No
     data["method label"] = data["method"].map(methods)
     hue_order = [methods[m] for m in methods if m in set(data["method"])]
     palette = {methods[m]: color_for(m) for m in methods}
-    order = sorted(data[x].unique())
+    order = category_order(data[x])
     groups = list(data.groupby(panel_by, sort=False)) if panel_by else [((), data)]
     ncols = min(ncols, len(groups))
     nrows = -(-len(groups) // ncols)
     figure, axes = new_figure(nrows, ncols, height=3.0 * nrows + 0.6, sharey=False)
     flat = list(axes.flat)
+    as_boxes = as_points = 0
     for index, ((key, group), ax) in enumerate(zip(groups, flat)):
-        with warnings.catch_warnings():  # seaborn 0.13 passes matplotlib's deprecated `vert`
-            warnings.filterwarnings("ignore", message=".*vert: bool was deprecated", category=DeprecationWarning)
-            sns.boxplot(data=group, x=x, y="shown", hue="method label", order=order, hue_order=hue_order,
-                        palette=palette, saturation=1.0, ax=ax, width=0.7, linewidth=1.0, fliersize=3)
+        drawn = boxes_or_points(ax, group, x=x, y="shown", hue="method label", order=order, hue_order=hue_order,
+                                palette=palette)
+        as_boxes, as_points = as_boxes + drawn["boxes"], as_points + drawn["points"]
+        mark_status_ticks(ax, group, x=x, order=order, per_run="method")
         key = key if isinstance(key, tuple) else (key,)
         ax.set_title(f"({'abcdefghijklmnop'[index]}) " + ", ".join(str(k) for k in key), fontsize=10)
         ax.set(xlabel="focal parameter γ" if x == "gamma" else x,
                ylabel=f"{metric.upper()}{' (%)' if scale == 100 else ''}")
-        if index:
-            ax.get_legend().remove()
-        else:
-            ax.legend(title=None, fontsize=8)
+    if as_boxes:
+        handles = [Patch(facecolor=palette[label], edgecolor="0.25", label=label) for label in hue_order]
+    else:  # only points drawn: the legend shows points
+        handles = [Line2D([], [], ls="", marker="o", markersize=7, markerfacecolor=palette[label],
+                          markeredgecolor=POINT_EDGE, label=label) for label in hue_order]
+    flat[0].legend(handles=handles, fontsize=8, title=f"dots: < {MIN_BOX_VALUES} seeds" if as_points else None,
+                   title_fontsize=8)
     for ax in flat[len(groups):]:
         ax.set_visible(False)
     paper_title(figure, f"{metric.upper()} over seeds against γ: raw vs Ψ^γ", reproduces)
@@ -232,14 +240,15 @@ _CURVE_COLORS = {"nll": "0.15", "nll_correct": "#2e7d32", "nll_incorrect": "#c62
 
 
 @styled
-def training_curves_figure(history, *, eval_split: str = "test"):
+def training_curves_figure(history, *, eval_split: str = "test", run: str = "cross-entropy", status: str | None = None):
     """M20 Fig 2: one run's calibration diagnostics per epoch — (a) train and (b) ``eval_split``
     NLL, split by correctly / incorrectly classified samples, with the softmax entropy of each;
     (c) train and evaluation error and evaluation ECE.
 
     ``history``: the trainer's ``history.csv`` (DataFrame or path). Curves whose columns are
     absent are skipped (the trainer does not split train NLL by correctness); the split's
-    overall NLL and the errors are required. Dotted lines mark learning-rate drops.
+    overall NLL and the errors are required. Dotted lines mark learning-rate drops. ``run``
+    names the run in the title, marked with its health ``status`` when that is not "trained".
     """
     history = _history(history, "history")
     require_columns(history, ["train_nll", f"{eval_split}_nll", "train_error", f"{eval_split}_error",
@@ -261,7 +270,7 @@ def training_curves_figure(history, *, eval_split: str = "test"):
     _lr_drops(ax, history)
     ax.set(xlabel="epoch", ylabel="%", title="(c) error and ECE")
     ax.legend(fontsize=8)
-    paper_title(figure, "How calibration changes during training (cross-entropy)", "mukhoti2020 Fig. 2")
+    paper_title(figure, f"How calibration changes during training ({status_label(run, [status])})", "mukhoti2020 Fig. 2")
     return figure
 
 

@@ -18,7 +18,7 @@ from focalcal import metrics, theory
 from focalcal._validation import check_scores_and_labels
 
 from ._tables import as_frame, require_columns
-from .style import PSI_COLOR, RAW_COLOR, corner_text, new_figure, paper_title, styled
+from .style import PSI_COLOR, RAW_COLOR, corner_text, new_figure, paper_title, status_label, styled
 
 BIN_COLUMNS = ("lower", "upper", "accuracy")
 
@@ -75,13 +75,14 @@ def _softmax(logits: np.ndarray) -> np.ndarray:
 
 @styled
 def raw_vs_psi_reliability_figure(panels: Mapping[tuple[str, float], tuple], *, n_bins: int = 10,
-                                  dataset: str | None = None):
+                                  dataset: str | None = None, health: Mapping[tuple[str, float], str | None] | None = None):
     """charoenphakdee2021 Fig 4: reliability diagrams of raw softmax scores (red, ECE-raw) and of
     their Ψ^γ transform (green, ECE-Ψ) for each training paradigm (rows) and γ (columns).
 
     ``panels`` maps (paradigm, γ) -> (logits, labels): (N, K) logits, already temperature-scaled
     for the TS_FL paradigm, and (N,) labels. ECE-raw, ECE-Ψ and ERR are printed on 0-100 scales
-    as in the paper (10 equal-width bins by default, as there).
+    as in the paper (10 equal-width bins by default, as there). ``health`` maps a panel's key to
+    its run's health status; a run that did not train is marked in the panel title.
     """
     if not isinstance(panels, Mapping) or not panels:
         raise ValueError("panels must be a non-empty mapping (paradigm, gamma) -> (logits, labels)")
@@ -103,7 +104,8 @@ def raw_vs_psi_reliability_figure(panels: Mapping[tuple[str, float], tuple], *, 
         ece_psi = 100 * metrics.ece(transformed, labels, n_bins=n_bins)
         err = 100 * metrics.error(raw, labels)
         corner_text(ax, f"ECE-raw = {ece_raw:.2f}\nECE-Ψ = {ece_psi:.2f}\nERR = {err:.2f}", loc="upper left")
-        ax.set_title(f"{paradigm}, γ = {float(gamma):g}", fontsize=10)
+        status = (health or {}).get((paradigm, float(gamma)))
+        ax.set_title(status_label(f"{paradigm}, γ = {float(gamma):g}", [status]), fontsize=10)
     for (row, column), ax in np.ndenumerate(axes):
         if not ax.has_data():
             ax.set_visible(False)
@@ -120,13 +122,14 @@ TRAINING_RELIABILITY_COLUMNS = ("epoch", "lower", "upper", "count", "accuracy", 
 
 
 @styled
-def training_reliability_figure(table, *, epochs=None, color: str = "#1565c0"):
+def training_reliability_figure(table, *, epochs=None, color: str = "#1565c0", status: str | None = None):
     """mukhoti2020 Fig 1: training-set reliability diagrams (top row) and the % of training
     samples per confidence bin (bottom row) at several epochs.
 
     ``table``: the trainer's ``train_reliability.csv`` (DataFrame or path) with columns epoch,
     lower, upper, count, accuracy, share (one row per epoch and bin). ``epochs``: which ones
-    (default: all in the table, in order).
+    (default: all in the table, in order). ``status``: the run's health, shown in the title
+    when it is not "trained".
     """
     table = as_frame(table, "train_reliability table")
     require_columns(table, TRAINING_RELIABILITY_COLUMNS, "train_reliability table")
@@ -148,5 +151,5 @@ def training_reliability_figure(table, *, epochs=None, color: str = "#1565c0"):
         bottom.set(xlim=(0, 1), xlabel="confidence", ylabel="% of samples" if column == 0 else "")
         if column:
             top.set_ylabel("")
-    paper_title(figure, "Training-set confidence over epochs", "mukhoti2020 Fig. 1")
+    paper_title(figure, status_label("Training-set confidence over epochs", [status]), "mukhoti2020 Fig. 1")
     return figure

@@ -3,13 +3,12 @@ of its Tables 2-3 as box plots) and qualitative overlays of predicted masks (its
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Mapping, Sequence
 
 import numpy as np
-import seaborn as sns
 from matplotlib.colors import ListedColormap
 
+from ._boxes import boxes_or_points, mark_status_ticks
 from ._tables import as_frame, require_columns
 from .style import CLASS_COLORS, new_figure, paper_title, styled
 
@@ -23,7 +22,10 @@ def segmentation_scores_figure(table, *, loss_order: Sequence[str], colors: Mapp
     panels per (dataset, architecture).
 
     ``table``: one row per (run, metric) with columns ``loss`` (labels), ``metric`` ("iou" /
-    "hausdorff"), ``value`` (IoU as a fraction) and the ``panel_by`` columns.
+    "hausdorff"), ``value`` (IoU as a fraction) and the ``panel_by`` columns. A loss with
+    fewer than 3 folds is drawn as its points in the loss's colour instead of a box (with 3 or
+    more, each fold is a black dot over the box). An optional ``status`` column (run health)
+    marks a loss whose runs did not all train on its tick label, e.g. "FL [diverged 1/5]".
     """
     table = as_frame(table, "table")
     require_columns(table, ["loss", "metric", "value", *panel_by], "table")
@@ -37,11 +39,9 @@ def segmentation_scores_figure(table, *, loss_order: Sequence[str], colors: Mapp
                                                            ("hausdorff", "mean Hausdorff distance (pixels)", 1.0))):
             ax = axes[row, column]
             data = group[group["metric"] == metric].assign(shown=lambda d: d["value"].astype(float) * scale)
-            with warnings.catch_warnings():  # seaborn 0.13 passes matplotlib's deprecated `vert`
-                warnings.filterwarnings("ignore", message=".*vert: bool was deprecated", category=DeprecationWarning)
-                sns.boxplot(data=data, x="loss", y="shown", hue="loss", order=order, hue_order=order, palette=colors,
-                            saturation=1.0, ax=ax, width=0.6, linewidth=1.0, fliersize=0, legend=False)
-            sns.stripplot(data=data, x="loss", y="shown", order=order, color="black", size=3, ax=ax, jitter=0.15)
+            boxes_or_points(ax, data, x="loss", y="shown", hue="loss", order=order, hue_order=order, palette=colors,
+                            width=0.6, dodge=False, overlay="black")
+            mark_status_ticks(ax, data, x="loss", order=order)
             key = key if isinstance(key, tuple) else (key,)
             ax.set_title(", ".join(str(k) for k in key), fontsize=10)
             ax.set(xlabel="training loss", ylabel=label)

@@ -14,9 +14,11 @@ when the report scales it down), or SVG when the path ends in ``.svg``.
 from __future__ import annotations
 
 import functools
+import math
 import re
 import zlib
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Iterable
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -26,6 +28,7 @@ import seaborn as sns
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import to_hex
 from matplotlib.figure import Figure
+from matplotlib.text import Text
 
 from focalcal._io import atomic_write
 
@@ -149,6 +152,34 @@ def color_for(name: str, gamma: float | None = None) -> str:
     return _PALETTE[zlib.crc32(key.encode()) % len(_PALETTE)]
 
 
+HEALTHY = "trained"
+
+
+def _status(value) -> str | None:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    value = str(value).strip()
+    return value if value and value.lower() not in ("nan", "none") else None
+
+
+def status_label(label: str, statuses: Iterable = (), *, sep: str = " ") -> str:
+    """``label`` marked with the health of the runs it stands for, for a legend or tick label.
+
+    ``statuses`` holds one run-health status per run ("trained", "diverged", "collapsed",
+    "not converged"; None/NaN/"" for a run written before health was recorded, counted as
+    not known). When every run trained (or none is known) the label is returned unchanged;
+    otherwise each other status is appended in brackets after ``sep``: "FL-3 [collapsed]" when
+    all runs share it, "FL-3 [collapsed 2/5]" when 2 of 5 do.
+    """
+    statuses = [_status(value) for value in statuses]
+    total = len(statuses)
+    counts = Counter(value for value in statuses if value is not None and value != HEALTHY)
+    if not counts:
+        return str(label)
+    marks = [status if count == total else f"{status} {count}/{total}" for status, count in sorted(counts.items())]
+    return f"{label}{sep}[{', '.join(marks)}]"
+
+
 def _rc() -> dict:
     return {
         "font.size": BASE_FONT_SIZE,
@@ -175,12 +206,20 @@ def plot_style():
 
 
 def styled(function: Callable) -> Callable:
-    """Decorator: build the figure under :func:`plot_style` (fonts are fixed when artists are made)."""
+    """Decorator: build the figure under :func:`plot_style` (fonts are fixed when artists are made).
+
+
+    Every Figure it returns has its titles fitted to their width (:func:`fit_titles`), so no
+    figure function can leave a title cut off at the figure's edge.
+    """
 
     @functools.wraps(function)
     def wrapper(*args, **kwargs):
         with plot_style():
-            return function(*args, **kwargs)
+            result = function(*args, **kwargs)
+            if isinstance(result, Figure):
+                fit_titles(result)
+            return result
 
     return wrapper
 
@@ -200,8 +239,11 @@ def new_figure(nrows: int = 1, ncols: int = 1, *, width: float = REPORT_WIDTH, h
 
 
 def paper_title(figure: Figure, what: str, reproduces: str) -> None:
-    """Suptitle naming what the figure shows and which paper figure it reproduces."""
-    figure.suptitle(f"{what}\n(reproduces {reproduces})")
+    """Suptitle naming what the figure shows and which paper figure it reproduces, wrapped to
+    the figure's width (a narrow one-panel figure gets a title on several lines, never one cut
+    off at both edges)."""
+    title = figure.suptitle(f"{what}\n(reproduces {reproduces})")
+    fit_text(title, _TITLE_FILL * figure.bbox.width)
 
 
 def corner_text(ax, text: str, *, loc: str = "upper right") -> None:
@@ -225,3 +267,110 @@ def save(figure: Figure, path) -> Path:
     atomic_write(path, lambda handle: figure.savefig(handle, dpi=DPI, format=path.suffix[1:].lower()))
     figure.clear()
     return path
+
+
+# ------------------------------------------------------------------------ text that fits
+
+_TITLE_FILL = 0.96  # share of the figure (or of an axes' grid cell) a title line may fill
+_SMALLEST_FONT = 7.0
+
+
+def _renderer(figure: Figure):
+    canvas = figure.canvas
+    if not hasattr(canvas, "get_renderer"):  # a figure made outside new_figure, on a canvas without one
+        canvas = FigureCanvasAgg(figure)
+    return canvas.get_renderer()
+
+
+def _width(text: Text, string: str, renderer) -> float:
+    text.set_text(string)
+    return text.get_window_extent(renderer).width
+
+
+def fit_text(text: Text, max_width: float) -> None:
+    """Re-break ``text`` at spaces so that no line is wider than ``max_width`` display pixels
+    (the units of ``figure.bbox``); lines it already breaks stay broken. A single word wider
+    than that (or a line holding mathtext) shrinks the font instead, down to 7 pt. Empty or
+    invisible text is left alone.
+    """
+    original = text.get_text()
+    if not original.strip() or not text.get_visible() or text.figure is None or max_width <= 0:
+        return
+    renderer = _renderer(text.figure)
+    lines = []
+    for paragraph in original.split("\n"):
+        if paragraph.count("$") >= 2:  # mathtext: never broken inside a formula; the font shrinks instead
+            lines.append(paragraph)
+            continue
+        current = ""
+        for word in paragraph.split(" "):
+            trial = f"{current} {word}" if current else word
+            if current and _width(text, trial, renderer) > max_width:
+                lines.append(current)
+                current = word
+            else:
+                current = trial
+        lines.append(current)
+    fitted = "\n".join(lines)
+    text.set_text(fitted)
+    while text.get_window_extent(renderer).width > max_width and text.get_fontsize() > _SMALLEST_FONT:
+        text.set_fontsize(max(_SMALLEST_FONT, text.get_fontsize() - 0.5))
+
+
+def _cell_width(ax, figure: Figure) -> float:
+    """Display width of the grid cell(s) an axes spans (its share of the figure's width)."""
+    spec = ax.get_subplotspec() if hasattr(ax, "get_subplotspec") else None
+    if spec is None:
+        return ax.get_position().width * figure.bbox.width
+    ncols = spec.get_gridspec().ncols
+    span = spec.colspan
+    return figure.bbox.width * (span.stop - span.start) / ncols
+
+
+def fit_titles(figure: Figure) -> None:
+    """Wrap the suptitle to the figure's width and each visible axes' titles to the width of
+    its grid cell, so constrained layout never has a title to cut at an edge (it makes room
+    above and below a title, not beside it). Run on every figure a ``@styled`` function returns.
+    """
+    if figure._suptitle is not None:
+        fit_text(figure._suptitle, _TITLE_FILL * figure.bbox.width)
+    for ax in figure.axes:
+        if not ax.get_visible():
+            continue
+        width = _TITLE_FILL * _cell_width(ax, figure)
+        for title in (ax.title, ax._left_title, ax._right_title):
+            fit_text(title, width)
+
+
+def clipped_texts(figure: Figure) -> list[str]:
+    """The visible texts of ``figure``, laid out and drawn, that reach past its edges (empty
+    when every title, label, legend entry and annotation is whole; tick labels are covered
+    through the figure's tight bounding box). Draws the figure once.
+    """
+    _renderer(figure)  # gives a figure made elsewhere an Agg canvas
+    figure.canvas.draw()
+    renderer = figure.canvas.get_renderer()
+    box = figure.bbox
+    clipped = []
+    for text in _visible_texts(figure):
+        extent = text.get_window_extent(renderer)
+        if extent.x0 < box.x0 - 1 or extent.x1 > box.x1 + 1 or extent.y0 < box.y0 - 1 or extent.y1 > box.y1 + 1:
+            clipped.append(text.get_text())
+    tight = figure.get_tightbbox(renderer)  # inches; covers the tick labels the loop skips
+    width, height = figure.get_size_inches()
+    if not clipped and (tight.x0 < -0.01 or tight.y0 < -0.01 or tight.x1 > width + 0.01 or tight.y1 > height + 0.01):
+        span = ", ".join(f"{float(v):.2f}" for v in tight.extents)
+        clipped.append(f"(what is drawn spans ({span}) in, outside the {width:g} x {height:g} in figure)")
+    return clipped
+
+
+def _visible_texts(artist) -> Iterable[Text]:
+    """Non-empty Text artists under ``artist`` whose holders are all visible (ticks skipped)."""
+    from matplotlib.axis import Tick
+
+    for child in artist.get_children():
+        if not child.get_visible() or isinstance(child, Tick):
+            continue
+        if isinstance(child, Text) and child.get_text().strip():
+            yield child
+        yield from _visible_texts(child)

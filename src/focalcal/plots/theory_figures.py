@@ -120,7 +120,7 @@ def posterior_vs_minimizer_figure(gammas: Sequence[float] = (0.5, 1, 2, 3, 5), n
                 color="0.3")
         ax.text(0.03, 0.95, "above diagonal:\nη-overconfident", transform=ax.transAxes, va="top", fontsize=8,
                 color="0.3")
-        ax.set(xlabel="max_y η_y  (true class posterior)", ylabel="max_y q*_y  (focal risk minimiser)",
+        ax.set(xlabel="max_y η_y\n(true class posterior)", ylabel="max_y q*_y  (focal risk minimiser)",
                title=f"({next(letters)}) K = {k}" + ("" if k == 2 else " (rest equal)"),
                xlim=(0, 1), ylim=(0, 1), aspect="equal")
     if show_difference:
@@ -133,7 +133,7 @@ def posterior_vs_minimizer_figure(gammas: Sequence[float] = (0.5, 1, 2, 3, 5), n
         ax.axhline(0.0, color="0.3", ls="--", lw=1)
         ax.text(0.03, 0.05, "> 0: η-overconfident\n< 0: η-underconfident", transform=ax.transAxes, fontsize=8,
                 color="0.3")
-        ax.set(xlabel="max_y η_y  (true class posterior)", ylabel="max_y q*_y − max_y η_y",
+        ax.set(xlabel="max_y η_y\n(true class posterior)", ylabel="max_y q*_y − max_y η_y",
                title=f"({next(letters)}) K = {largest}, zoom")
     handles, labels = axes[0, 0].get_legend_handles_labels()
     figure.legend(handles, labels, loc="outside lower center", ncols=min(6, len(labels)), fontsize=9)

@@ -17,7 +17,7 @@ import pandas as pd
 from focalcal import plots
 from focalcal._io import load_npz, read_csv, read_json
 from focalcal.calibration import KOMISARENKO_GAMMAS, Calibrator
-from focalcal.plots.style import color_for
+from focalcal.plots.style import color_for, status_label
 from focalcal.report.tables import ece_frame, read_study_table
 from focalcal.report.targets import TABLES
 
@@ -50,6 +50,18 @@ def apply_stored(calibration: dict, method: str, logits: np.ndarray, where: str 
     """Probabilities of a stored (already fitted) method on ``logits`` — no refitting."""
     calibrator, before = stored_method(calibration, method, where)
     return calibrator.transform(logits if before is None else logits / before)
+
+
+def run_status(run_dir: Path) -> str | None:
+    """The health status ("trained", "diverged", "collapsed", "not converged") a run's
+    ``run.json`` records under "health", or None (no run.json, or one written before runs
+    recorded their health). Figures mark a run that did not train with
+    :func:`focalcal.plots.style.status_label`."""
+    path = Path(run_dir) / "run.json"
+    if not path.is_file():
+        return None
+    health = read_json(path).get("health")
+    return health.get("status") if isinstance(health, dict) else None
 
 
 def study_table(root: Path, study: str) -> pd.DataFrame:
@@ -124,8 +136,9 @@ def synthetic_posterior(params: dict, root: Path, study: str):
     for panel in params["panels"]:
         run = panel["run"]
         probs = apply_stored(stored[run], panel["method"], arrays[run]["test_logits"], f"calibration.json of {run}")
-        predictions[panel["label"]] = probs[order]
-        scores[panel["label"]] = panel_scores(table, runs[run]["columns"], panel["method"], params["bins"])
+        label = status_label(panel["label"], [run_status(root / f"results/runs/{run}")])
+        predictions[label] = probs[order]
+        scores[label] = panel_scores(table, runs[run]["columns"], panel["method"], params["bins"])
     density = None
     if _is_registered_synthetic(runs[first], root):  # its p(x) is known: draw panel (a) of the paper
         from focalcal.data.synthetic import THREE_CLASS
@@ -143,9 +156,10 @@ def _is_registered_synthetic(run: dict, root: Path) -> bool:
 
 def raw_vs_psi_reliability(params: dict, root: Path, study: str):
     """C21 Fig 4: raw vs Ψ^γ reliability per paradigm and γ; TS_FL logits divided by the stored T."""
-    panels = {}
+    panels, health = {}, {}
     for panel in params["panels"]:
         run = panel["run"]
+        health[(panel["paradigm"], float(panel["gamma"]))] = run_status(root / f"results/runs/{run}")
         data = read_logits(root / f"results/runs/{run}/logits.npz")
         logits = data["test_logits"].astype(np.float64)
         if panel["temperature_from"]:
@@ -153,12 +167,13 @@ def raw_vs_psi_reliability(params: dict, root: Path, study: str):
             calibrator, _ = stored_method(calibration, panel["temperature_from"], f"calibration.json of {run}")
             logits = logits / calibrator.temperature_
         panels[(panel["paradigm"], float(panel["gamma"]))] = (logits, data["test_labels"])
-    return plots.raw_vs_psi_reliability_figure(panels, n_bins=params["bins"],
+    return plots.raw_vs_psi_reliability_figure(panels, n_bins=params["bins"], health=health,
                                                dataset=f"{params['dataset']} ({params['model']})")
 
 
 def ece_boxplots(params: dict, root: Path, study: str):
-    """C21 Figs 5 (Standard) and 6 (TS_FL, LS): ECE over seeds against γ, raw vs Ψ^γ."""
+    """C21 Figs 5 (Standard) and 6 (TS_FL, LS): ECE over seeds against γ, raw vs Ψ^γ (a γ whose
+    runs did not all train is marked from the table's ``status`` column, when it has one)."""
     paradigms = params["paradigms"]
     frame = ece_frame(study_table(root, study), params["groups"], paradigms, params["bins"])
     frame["gamma"] = frame["gamma"].map(lambda gamma: f"{gamma:g}")  # box positions labelled 0, 1, 2, 3
@@ -171,18 +186,23 @@ def ece_boxplots(params: dict, root: Path, study: str):
 
 
 def optimal_temperature(params: dict, root: Path, study: str):
-    """K24 Fig 8: the stored best T per γ_ev of focal temperature scaling, one line per loss."""
-    rows, colors = [], {}
-    for run in sorted(params["runs"], key=lambda r: (r["dataset"], r["gamma_train"])):
+    """K24 Fig 8: the stored best T per γ_ev of focal temperature scaling, one line per loss
+    (its legend entry marked when some of the loss's runs did not train, from their run.json)."""
+    rows, colors, statuses = [], {}, {}
+    runs = sorted(params["runs"], key=lambda r: (r["dataset"], r["gamma_train"]))
+    for run in runs:
+        statuses.setdefault((run["dataset"], run["loss"]), []).append(run_status(root / f"results/runs/{run['path']}"))
+    for run in runs:
         calibration = read_calibration(root / run["calibration"])
         calibrator, _ = stored_method(calibration, run["method"], run["calibration"])
         gammas = KOMISARENKO_GAMMAS if calibrator.gammas is None else calibrator.gammas
         temperatures = np.asarray(calibrator.best_temperature_per_gamma_, dtype=np.float64)
         if len(temperatures) != len(gammas):
             raise ValueError(f"{run['calibration']}: {len(temperatures)} temperatures for {len(gammas)} γ_ev values")
-        rows += [{"dataset": run["dataset"], "loss": run["loss"], "gamma_ev": float(g), "temperature": float(t)}
+        label = status_label(run["loss"], statuses[(run["dataset"], run["loss"])])
+        rows += [{"dataset": run["dataset"], "loss": label, "gamma_ev": float(g), "temperature": float(t)}
                  for g, t in zip(gammas, temperatures)]
-        colors[run["loss"]] = color_for(*run["color"])
+        colors[label] = color_for(*run["color"])
     return plots.optimal_temperature_figure(pd.DataFrame(rows), panel_by="dataset", colors=colors)
 
 
@@ -196,16 +216,19 @@ def training_reliability(params: dict, root: Path, study: str):
         raise ValueError(f"no {str(path)!r}: the run's recipe must set reliability_epochs (retrain to record it)")
     table = read_csv(path)
     epochs = [e for e in params["epochs"] if e in set(table["epoch"])] or None
-    return plots.training_reliability_figure(table, epochs=epochs)
+    return plots.training_reliability_figure(table, epochs=epochs, status=run_status(root / params["run_dir"]))
 
 
 def training_curves(params: dict, root: Path, study: str):
-    return plots.training_curves_figure(read_csv(root / params["history"]))
+    history = root / params["history"]
+    return plots.training_curves_figure(read_csv(history), status=run_status(history.parent))
 
 
 def training_comparison(params: dict, root: Path, study: str):
-    histories = {label: read_csv(root / path) for label, path in params["histories"].items()}
-    colors = {label: color_for(name, gamma) for label, (name, gamma) in params["colors"].items()}
+    """M20 Fig 3: one line per run; a run that did not train is marked in the legend (its run.json)."""
+    labels = {label: status_label(label, [run_status((root / path).parent)]) for label, path in params["histories"].items()}
+    histories = {labels[label]: read_csv(root / path) for label, path in params["histories"].items()}
+    colors = {labels[label]: color_for(name, gamma) for label, (name, gamma) in params["colors"].items()}
     return plots.training_comparison_figure(histories, colors=colors)
 
 
@@ -213,7 +236,8 @@ def training_comparison(params: dict, root: Path, study: str):
 
 
 def segmentation_scores(params: dict, root: Path, study: str):
-    """H21 Tables 2-3 as box plots: each fold's mean IoU and mean Hausdorff distance per loss."""
+    """H21 Tables 2-3 as box plots: each fold's mean IoU and mean Hausdorff distance per loss (a
+    loss whose runs did not all train is marked from the table's ``status`` column, if any)."""
     table = study_table(root, study)
     rows = table[(table["class"] == "mean") & table["metric"].isin(["iou", "hausdorff"])]
     labels = {key: info["label"] for key, info in params["losses"].items()}
