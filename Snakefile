@@ -69,9 +69,18 @@ rule all:
     default_target: True
     input:
         PLAN.table_targets(),
+        CLAIMS_TABLE,
         REPORT_PLAN.figure_targets(),
         REPORT_PLAN.table_targets(),
         "results/report/index.html",
         PLAN.logits_targets(),
         PLAN.evaluation_targets(),
         PLAN.training_targets(),
+
+
+onsuccess:
+    # One line per unhealthy run (diverged, collapsed, not converged) among the runs on disk.
+    from focalcal.report.inventory import health_warnings
+
+    for line in health_warnings(".", PLAN.runs):
+        print(line, file=sys.stderr)

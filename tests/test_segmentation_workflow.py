@@ -43,8 +43,8 @@ def test_folds_expand_to_one_run_per_fold_tested_on_that_fold(config):
     assert run_config["dataset"] == {"name": "synthetic_segmentation", "n_samples": 60, "size": 16, "n_folds": 2, "fold": 1}
     assert run_config["seed"] == 1
     assert not plan.methods[runs[0].path]  # evaluated, not calibrated
-    assert plan.study_inputs("test_segmentation") == [f"results/segmentation/{r.path}/metrics.csv" for r in (
-        plan.runs[p] for p in plan.runs if plan.runs[p].segmentation)]
+    assert plan.study_inputs("test_segmentation") == [f"results/segmentation/{r.path}/{name}" for r in (
+        plan.runs[p] for p in plan.runs if plan.runs[p].segmentation) for name in ("metrics.csv", "run.json")]
     assert "results/tables/test_segmentation.csv" in plan.table_targets()
     assert len(plan.evaluation_targets()) == 8  # metrics.csv and samples.npz of 4 runs
     assert not plan.training_targets()
@@ -102,6 +102,9 @@ def test_evaluation_equals_the_metrics_on_the_whole_test_fold(finished_segmentat
     for k in range(4):
         assert value[("iou", str(k))] == pytest.approx(scores.per_class[k], abs=1e-12, nan_ok=True)
     assert value[("pixel_accuracy", "all")] == pytest.approx(metrics.pixel_accuracy(pred, target), abs=1e-12)
+    # the run's health is judged on the same pixels; the majority share is the background's
+    assert trainer.health["measures"]["test_accuracy"] == pytest.approx(value[("pixel_accuracy", "all")], abs=1e-12)
+    assert trainer.health["measures"]["majority_share"] == pytest.approx((target == 0).mean())
     assert value[("pixel_ece", "all")] == pytest.approx(metrics.pixel_ece(logits.numpy(), target, 15, from_logits=True),
                                                         abs=1e-9)
     assert value[("nll", "all")] == pytest.approx(float(F.cross_entropy(logits, labels)), rel=1e-9)

@@ -130,14 +130,20 @@ class Plan:
         return [self.runs[path] for path, methods in self.methods.items() if methods]
 
     def study_inputs(self, study: str) -> list[str]:
-        """The metrics files a study's table is built from: calibration, or segmentation evaluation."""
+        """The files a study's table is built from: each run's metrics (calibration, or segmentation
+        evaluation) and its ``run.json`` (the run's health status)."""
         inputs = []
         for run in self.studies[study].methods:
             if run.segmentation:
-                inputs.append(f"{run.evaluation_dir}/metrics.csv")
+                inputs += [f"{run.evaluation_dir}/metrics.csv", self.run_info_path(run)]
             elif self.methods[run.path]:
-                inputs.append(f"{run.calibration_dir}/metrics.csv")
+                inputs += [f"{run.calibration_dir}/metrics.csv", self.run_info_path(run)]
         return inputs
+
+    @staticmethod
+    def run_info_path(run: Run) -> str:
+        """The run's ``run.json``: written with its logits, or for a segmentation run with its test scores."""
+        return f"{run.evaluation_dir if run.segmentation else run.run_dir}/run.json"
 
     def table_targets(self) -> list[str]:
         return [f"{TABLES}/{key}.csv" for key, study in self.studies.items() if study.has_table(self)]

@@ -1,24 +1,37 @@
 """One study's tidy table: a row per run x method x metric, from the runs' metrics files.
 
-Columns: study, paper, mirrors, dataset, arch, loss, recipe, seed, method, metric, bins,
-value. Only the methods the study's grids list and the bin counts it reports are kept (a
-shared run may carry more for other studies).
+Columns: study, paper, mirrors, dataset, arch, loss, recipe, seed, status, method, metric,
+bins, value. Only the methods the study's grids list and the bin counts it reports are kept
+(a shared run may carry more for other studies).
 
 A segmentation study (hossain2021) has a row per run x metric x class instead, from the runs'
-evaluations: study, paper, mirrors, dataset, arch, loss, recipe, seed, fold, n_folds, metric,
-class, value (fold and n_folds empty without cross-validation).
+evaluations: study, paper, mirrors, dataset, arch, loss, recipe, seed, status, fold, n_folds,
+metric, class, value (fold and n_folds empty without cross-validation).
+
+``status`` is the run's health (:mod:`focalcal.training.health`: trained, diverged, collapsed
+or not converged), read from its ``run.json`` — a declared input of the table's rule
+(``Plan.study_inputs``), so it is strict: a ``run.json`` without a health entry (written
+before health checks) is refused with the command that re-writes it from the checkpoint.
 """
 
 from __future__ import annotations
 
 import pandas as pd
 
-from focalcal._io import atomic_write_text, read_csv
-from focalcal.pipeline.plan import Plan
+from focalcal._io import atomic_write_text, read_csv, read_json
+from focalcal.pipeline.plan import Plan, Run
+from focalcal.training.health import health_of
 
-COLUMNS = ("study", "paper", "mirrors", "dataset", "arch", "loss", "recipe", "seed", "method", "metric", "bins", "value")
-SEGMENTATION_COLUMNS = ("study", "paper", "mirrors", "dataset", "arch", "loss", "recipe", "seed", "fold", "n_folds",
-                        "metric", "class", "value")
+COLUMNS = ("study", "paper", "mirrors", "dataset", "arch", "loss", "recipe", "seed", "status", "method", "metric", "bins",
+           "value")
+SEGMENTATION_COLUMNS = ("study", "paper", "mirrors", "dataset", "arch", "loss", "recipe", "seed", "status", "fold",
+                        "n_folds", "metric", "class", "value")
+
+
+def run_status(plan: Plan, run: Run, root=".") -> str:
+    """The run's health status, from its ``run.json`` (refused without a health entry)."""
+    path = f"{root}/{plan.run_info_path(run)}"
+    return health_of(read_json(path), path)["status"]
 
 
 def study_table(plan: Plan, study_key: str, root=".") -> pd.DataFrame:
@@ -36,7 +49,8 @@ def study_table(plan: Plan, study_key: str, root=".") -> pd.DataFrame:
         missing = sorted(set(methods) - set(metrics["method"]))
         if missing:
             raise ValueError(f"{run.calibration_dir}/metrics.csv lacks method(s) {missing}; rerun its calibration")
-        frames.append(metrics.assign(study=study.key, paper=study.paper, mirrors=study.grid_of[run], **run.columns()))
+        frames.append(metrics.assign(study=study.key, paper=study.paper, mirrors=study.grid_of[run],
+                                     status=run_status(plan, run, root), **run.columns()))
     table = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=COLUMNS)
     table["bins"] = table["bins"].astype("Int64")
     return table.loc[:, list(COLUMNS)]
@@ -48,7 +62,8 @@ def segmentation_table(plan: Plan, study_key: str, root=".") -> pd.DataFrame:
     for run in study.methods:
         metrics = read_csv(f"{root}/{run.evaluation_dir}/metrics.csv", dtype={"metric": str, "class": str})
         frames.append(metrics.assign(study=study.key, paper=study.paper, mirrors=study.grid_of[run],
-                                     fold=run.fold, n_folds=run.n_folds, **run.columns()))
+                                     status=run_status(plan, run, root), fold=run.fold, n_folds=run.n_folds,
+                                     **run.columns()))
     table = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=SEGMENTATION_COLUMNS)
     for column in ("fold", "n_folds"):
         table[column] = table[column].astype("Int64")

@@ -7,6 +7,12 @@ standard deviation over seeds, and the published number of the paper's setting i
 ``stand_in`` saying when our data set or model only stands in for it). Units follow the
 paper: percentages for ECE/AdaECE/MCE/error, NLL ×100 in mukhoti2020, raw log-loss in
 komisarenko2024. :func:`present` shapes a built table for reading (notebooks, index).
+
+Run health: every built table has a ``health`` column, :func:`health_mark` of the study-table
+rows (the study table's ``status`` column) its numbers come from — empty when every run behind
+them trained normally, else e.g. "⚠ collapsed" (one run) or "⚠ 1/3 collapsed" (averaged over
+seeds or folds) — and :func:`present` appends it to each of our cells, so that no number from
+an unhealthy run reads as a normal one. The numbers themselves keep every run.
 """
 
 from __future__ import annotations
@@ -17,9 +23,23 @@ import pandas as pd
 from focalcal._io import read_csv
 from focalcal.report import published
 from focalcal.report.naming import komisarenko_dataset
+from focalcal.training.health import UNHEALTHY
 
 RUN_KEYS = ["dataset", "arch", "loss", "recipe", "seed"]
 SETTING_KEYS = ["dataset", "arch", "loss"]
+
+
+def health_mark(rows: pd.DataFrame) -> str:
+    """The mark of a number computed from ``rows`` of a study table: "" when every run behind them
+    is healthy (or the table has no ``status`` column), else "⚠ " and the unhealthy statuses —
+    "⚠ collapsed" for a single run, "⚠ 1/3 collapsed, 1/3 not converged" over several."""
+    if "status" not in rows.columns or rows.empty:
+        return ""
+    runs = rows.drop_duplicates([key for key in RUN_KEYS if key in rows.columns])
+    n = len(runs)
+    counts = runs["status"].value_counts()
+    parts = [status if n == 1 else f"{int(counts[status])}/{n} {status}" for status in UNHEALTHY if status in counts]
+    return "⚠ " + ", ".join(parts) if parts else ""
 
 
 def _mean_std(values: pd.Series) -> tuple[float, float, int]:
@@ -72,7 +92,8 @@ def mukhoti_table(table: pd.DataFrame, params: dict) -> pd.DataFrame:
                 temperature = _mean_std(_metric(group, method, "temperature")["value"])[0]
             for ours, paper_metric, scale in _MUKHOTI_METRICS[params["metric"]]:
                 bins = params["bins"] if ours in _BINNED else None
-                mean, std, n = _mean_std(_metric(group, method, ours, bins)["value"] * scale)
+                cell_rows = _metric(group, method, ours, bins)
+                mean, std, n = _mean_std(cell_rows["value"] * scale)
                 if n == 0 and ours == "top5_error":
                     continue  # fewer than 5 classes: top-5 error is not defined
                 published_value, published_temperature, note = _mukhoti_published(
@@ -84,10 +105,11 @@ def mukhoti_table(table: pd.DataFrame, params: dict) -> pd.DataFrame:
                     "ours_temperature": temperature, "paper_dataset": setting["dataset"], "paper_model": setting["model"],
                     "stand_in": setting["stand_in"], "published": published_value,
                     "published_temperature": published_temperature, "published_note": note,
+                    "health": health_mark(cell_rows),
                 })
     columns = ["table", "dataset", "arch", "loss", "paper_method", "stage", "metric", "bins", "method", "ours_mean",
                "ours_std", "n_seeds", "ours_temperature", "paper_dataset", "paper_model", "stand_in", "published",
-               "published_temperature", "published_note"]
+               "published_temperature", "published_note", "health"]
     return pd.DataFrame(rows, columns=columns)
 
 
@@ -148,6 +170,7 @@ def komisarenko_table(table: pd.DataFrame, params: dict) -> pd.DataFrame:
                 row[f"{column}_gamma_eval"] = _mode(_metric(group, key, "gamma")["value"])
             row.update({"paper_dataset": komisarenko_dataset(setting["dataset"]), "stand_in": setting["stand_in"]})
             row.update(_komisarenko_published(reference, row))
+            row["health"] = health_mark(group[group["method"].isin([k for k in (by_ece, by_nll) if k])])
             rows.append(row)
     return pd.DataFrame(rows)
 
@@ -181,11 +204,13 @@ def synthetic_scores(table: pd.DataFrame, params: dict) -> pd.DataFrame:
         mine = table
         for key, value in columns.items():
             mine = mine[mine[key].astype(str) == str(value)]
+        mark = health_mark(mine)  # the panel's run
         for metric, shown, bins, scale in (("error", "ERR", None, 100.0), ("kl_posterior", "KLD", None, 1.0),
                                            ("ece", "ECE", params["bins"], 100.0)):
             hit = _metric(mine, panel["method"], metric, bins)
             rows.append({**columns, "panel": panel["label"], "method": panel["method"], "metric": shown,
-                         "bins": bins, "value": float(hit["value"].iloc[0]) * scale if len(hit) else np.nan})
+                         "bins": bins, "value": float(hit["value"].iloc[0]) * scale if len(hit) else np.nan,
+                         "health": mark})
     return pd.DataFrame(rows)
 
 
@@ -216,7 +241,7 @@ def ece_summary(table: pd.DataFrame, params: dict) -> pd.DataFrame:
         mean, std, n = _mean_std(group["value"] * 100.0)
         rows.append({"paradigm": paradigm, "dataset": dataset, "arch": arch, "gamma": gamma,
                      "score": "ECE-raw" if method == "raw" else "ECE-Ψ", "bins": params["bins"], "mean": mean, "std": std,
-                     "n_seeds": n})
+                     "n_seeds": n, "health": health_mark(group)})
     return pd.DataFrame(rows)
 
 
@@ -245,6 +270,7 @@ def hossain_tables(table: pd.DataFrame, params: dict) -> pd.DataFrame:
             mean, std, _ = _mean_std(group.loc[group["metric"] == metric, "value"] * scale)
             row[f"{stem}_mean"], row[f"{stem}_std"] = mean, std
         row.update(_hossain_published(references.get(setting["table"]), setting, info["paper"]))
+        row["health"] = health_mark(group)
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -285,15 +311,27 @@ def read_study_table(path) -> pd.DataFrame:
 # --------------------------------------------------------------------------- reading
 
 
-def _cell(mean, std=np.nan, temperature=np.nan, digits: int = 2) -> str:
+def _cell(mean, std=np.nan, temperature=np.nan, digits: int = 2, mark="") -> str:
+    """"mean ± std (T)", and the run-health mark (:func:`health_mark`) after it when there is one."""
     if mean is None or (isinstance(mean, float) and np.isnan(mean)):
-        return "—"
-    text = f"{mean:.{digits}f}"
-    if std is not None and not (isinstance(std, float) and np.isnan(std)):
-        text += f" ± {std:.{digits}f}"
-    if temperature is not None and not (isinstance(temperature, float) and np.isnan(temperature)):
-        text += f" ({temperature:.2f})"
-    return text
+        text = "—"
+    else:
+        text = f"{mean:.{digits}f}"
+        if std is not None and not (isinstance(std, float) and np.isnan(std)):
+            text += f" ± {std:.{digits}f}"
+        if temperature is not None and not (isinstance(temperature, float) and np.isnan(temperature)):
+            text += f" ({temperature:.2f})"
+    return _marked(text, mark)
+
+
+def _marked(text: str, mark) -> str:
+    """``text`` with the run-health mark after it, if there is one."""
+    return f"{text} {mark}" if isinstance(mark, str) and mark else text
+
+
+def _marks(table: pd.DataFrame) -> list:
+    """Each row's health mark ("" where none; a table read back from CSV has NaN there)."""
+    return table["health"].fillna("").tolist() if "health" in table.columns else [""] * len(table)
 
 
 def present(builder: str, table: pd.DataFrame) -> pd.DataFrame:
@@ -303,7 +341,8 @@ def present(builder: str, table: pd.DataFrame) -> pd.DataFrame:
     if builder == "m20_table":
         shown = table.assign(
             setting=table["dataset"] + " / " + table["arch"],
-            ours=[_cell(m, s, t) for m, s, t in zip(table["ours_mean"], table["ours_std"], table["ours_temperature"])],
+            ours=[_cell(m, s, t, mark=h) for m, s, t, h in zip(table["ours_mean"], table["ours_std"],
+                                                              table["ours_temperature"], _marks(table))],
             published_cell=[_cell(m, np.nan, t) for m, t in zip(table["published"], table["published_temperature"])],
             paper_setting=(table["paper_dataset"].fillna("—") + ", " + table["paper_model"].fillna("—")),
         )
@@ -315,30 +354,34 @@ def present(builder: str, table: pd.DataFrame) -> pd.DataFrame:
         return wide.reset_index()
     if builder == "k24_table1":
         out = table[["dataset", "arch", "loss", "calibration", "paper_dataset"]].copy()
-        out["ours accuracy (%)"] = [_cell(m, s, digits=1) for m, s in zip(table["accuracy_mean"], table["accuracy_std"])]
+        marks = _marks(table)
+        out["ours accuracy (%)"] = [_cell(m, s, digits=1, mark=h) for m, s, h in zip(table["accuracy_mean"], table["accuracy_std"], marks)]
         out["published accuracy (%)"] = [_cell(m, s, digits=1) for m, s in zip(table["published_accuracy_mean"], table["published_accuracy_std"])]
-        out["ours log-loss (T)"] = [_cell(m, s, t) for m, s, t in zip(table["logloss_mean"], table["logloss_std"], table["logloss_temperature"])]
+        out["ours log-loss (T)"] = [_cell(m, s, t, mark=h) for m, s, t, h in zip(table["logloss_mean"], table["logloss_std"], table["logloss_temperature"], marks)]
         out["published log-loss (T)"] = [_cell(m, s, t) for m, s, t in zip(table["published_logloss_mean"], table["published_logloss_std"], table["published_logloss_temperature"])]
-        out["ours ECE % (T)"] = [_cell(m, s, t) for m, s, t in zip(table["ece_mean"], table["ece_std"], table["ece_temperature"])]
+        out["ours ECE % (T)"] = [_cell(m, s, t, mark=h) for m, s, t, h in zip(table["ece_mean"], table["ece_std"], table["ece_temperature"], marks)]
         out["published ECE % (T)"] = [_cell(m, s, t) for m, s, t in zip(table["published_ece_mean"], table["published_ece_std"], table["published_ece_temperature"])]
-        out["ours γ_ev (ECE / NLL)"] = [f"{_cell(e)} / {_cell(n)}" for e, n in zip(table["ece_gamma_eval"], table["logloss_gamma_eval"])]
+        out["ours γ_ev (ECE / NLL)"] = [_marked(f"{_cell(e)} / {_cell(n)}", h) for e, n, h in zip(table["ece_gamma_eval"], table["logloss_gamma_eval"], marks)]
         out["published γ_ev"] = [_cell(g) for g in table["published_gamma_eval"]]
         return out
     if builder == "h21_tables":
         out = table[["dataset", "arch", "loss", "n_folds", "paper_setting"]].copy()
-        out["ours IoU (%)"] = [_cell(m, s) for m, s in zip(table["iou_mean"], table["iou_std"])]
+        marks = _marks(table)
+        out["ours IoU (%)"] = [_cell(m, s, mark=h) for m, s, h in zip(table["iou_mean"], table["iou_std"], marks)]
         out["published IoU (%)"] = [_cell(m, s) for m, s in zip(table["published_iou_mean"], table["published_iou_std"])]
-        out["ours HD (pixels)"] = [_cell(m, s) for m, s in zip(table["hd_mean"], table["hd_std"])]
+        out["ours HD (pixels)"] = [_cell(m, s, mark=h) for m, s, h in zip(table["hd_mean"], table["hd_std"], marks)]
         out["published HD (mm)"] = [_cell(m, s) for m, s in zip(table["published_hd_mean"], table["published_hd_std"])]
-        out["ours missed regions (%)"] = [_cell(m, s, digits=1) for m, s in zip(table["hd_missed_mean"], table["hd_missed_std"])]
-        out["ours pixel ECE (%)"] = [_cell(m, s) for m, s in zip(table["pixel_ece_mean"], table["pixel_ece_std"])]
+        out["ours missed regions (%)"] = [_cell(m, s, digits=1, mark=h) for m, s, h in zip(table["hd_missed_mean"], table["hd_missed_std"], marks)]
+        out["ours pixel ECE (%)"] = [_cell(m, s, mark=h) for m, s, h in zip(table["pixel_ece_mean"], table["pixel_ece_std"], marks)]
         out["published from"] = [f"Table {int(t)} ({p})" if isinstance(p, str) else "—"
                                  for t, p in zip(table["paper_table"].fillna(0), table["published_provenance"])]
         return out
-    if builder == "c21_synthetic_scores":
-        return table.pivot_table(index="panel", columns="metric", values="value", sort=False).reset_index()
+    if builder == "c21_synthetic_scores":  # one run per panel: the mark goes on the panel's label
+        panels = [_marked(panel, mark) for panel, mark in zip(table["panel"], _marks(table))]
+        return table.assign(panel=panels).pivot_table(index="panel", columns="metric", values="value",
+                                                      sort=False).reset_index()
     if builder == "c21_ece_summary":
-        shown = table.assign(cell=[_cell(m, s) for m, s in zip(table["mean"], table["std"])])
+        shown = table.assign(cell=[_cell(m, s, mark=h) for m, s, h in zip(table["mean"], table["std"], _marks(table))])
         return shown.pivot_table(index=["paradigm", "dataset", "arch", "gamma"], columns="score", values="cell",
                                  aggfunc="first", sort=False).reset_index()
     raise ValueError(f"no presentation for table builder {builder!r}")

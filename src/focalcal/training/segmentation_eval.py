@@ -16,6 +16,10 @@ then reduced to a tidy table of ``metric, class, value`` rows:
 
 hossain2021 reports per fold the mean IoU and mean HD and then mean ± std over folds; the
 study tables do that second step.
+
+The run's health (:mod:`focalcal.training.health`) is judged on the same pixels — test
+accuracy against chance and the majority (in practice background) pixel share — and left in
+``trainer.health`` for its ``run.json``.
 """
 
 from __future__ import annotations
@@ -29,13 +33,15 @@ import torch.nn.functional as F
 
 from focalcal import metrics
 from focalcal.training.diagnostics import IGNORE_INDEX
+from focalcal.training.health import assess_health_from_confusion
 from focalcal.training.trainer import Trainer
 
 SAMPLE_IMAGES = 4  # test images kept, with their masks, for the qualitative figure
 
 
 def evaluate_segmentation(trainer: Trainer, *, n_bins: int = 15, n_samples: int = SAMPLE_IMAGES):
-    """(tidy metrics DataFrame, samples dict) of a finished segmentation run's test split.
+    """(tidy metrics DataFrame, samples dict) of a finished segmentation run's test split; sets
+    ``trainer.health`` from the pixel confusion matrix and the finiteness of the logits.
 
     ``samples`` holds the first ``n_samples`` test images as the data set stores them (before
     normalisation), their true masks and the predicted masks.
@@ -47,10 +53,11 @@ def evaluate_segmentation(trainer: Trainer, *, n_bins: int = 15, n_samples: int 
     num_classes = trainer.dataset.num_classes
     confusion = np.zeros((num_classes, num_classes), dtype=np.int64)
     distances, confidence, correct, predictions = [], [], [], []
-    nll_sum, pixels = 0.0, 0
+    nll_sum, pixels, finite = 0.0, 0, True
     batch = trainer.config.recipe.eval_batch_size
     for start in range(0, labels.shape[0], batch):
         logits = trainer.predict(inputs[start : start + batch]).double()
+        finite = finite and bool(torch.isfinite(logits).all())
         target = labels[start : start + batch].cpu()
         log_p = torch.log_softmax(logits, dim=1)
         top, pred = log_p.max(dim=1)
@@ -68,6 +75,8 @@ def evaluate_segmentation(trainer: Trainer, *, n_bins: int = 15, n_samples: int 
         raise ValueError("the test split has no labelled pixel")
     rows = _metric_rows(confusion, np.concatenate(distances), np.concatenate(confidence),
                         np.concatenate(correct), nll_sum / pixels, n_bins)
+    trainer.health = assess_health_from_confusion(trainer.history, confusion, logits_finite=finite,
+                                                  stopped_early=trainer.stopped_early)
     kept = sum(len(p) for p in predictions)
     samples = {
         "images": trainer.dataset.test.x[:kept].cpu().numpy().astype(np.float32),

@@ -26,6 +26,7 @@ from focalcal import models as model_lib
 from focalcal.training.config import RunConfig
 from focalcal.training.device import DeviceSetup, choose_device, epoch_seed, seed_everything
 from focalcal.training.diagnostics import IGNORE_INDEX, split_statistics, training_reliability, weight_norm
+from focalcal.training.health import assess_health
 from focalcal._io import atomic_savez, atomic_torch_save, atomic_write_json, atomic_write_text
 from focalcal.training.checkpoint import load_checkpoint
 from focalcal.training.lock import RunLock
@@ -117,6 +118,9 @@ class Trainer:
         self.epochs_done = 0
         self.stopped_early = False
         self.best = {"epoch": 0, "val_loss": float("inf"), "model": None}  # for early stopping
+        # focalcal.training.health's verdict on the test predictions last exported or evaluated
+        # (export_logits, segmentation_eval.evaluate_segmentation); run.json records it.
+        self.health: dict | None = None
 
     # ------------------------------------------------------------------ state
     def state(self) -> dict:
@@ -343,7 +347,8 @@ class Trainer:
             atomic_write_text(pd.concat(self.reliability).to_csv(index=False), self.paths.reliability)
 
     def export_logits(self) -> Path:
-        """Write ``logits.npz`` (val/test logits and labels) and ``run.json``.
+        """Write ``logits.npz`` (val/test logits and labels) and ``run.json``, which records the
+        run's health (:mod:`focalcal.training.health`) judged on these test logits.
 
         The logits come from the final model, or from the best one when early stopping is on.
         """
@@ -360,6 +365,10 @@ class Trainer:
             for split in ("val", "test"):
                 arrays[f"{split}_posterior"] = np.asarray(posterior[split], dtype=np.float64)
         atomic_savez(self.paths.logits, **arrays)
+        test_logits = arrays["test_logits"]
+        self.health = assess_health(self.history, arrays["test_labels"], test_logits.argmax(axis=1),
+                                    self.dataset.num_classes, logits_finite=bool(np.isfinite(test_logits).all()),
+                                    stopped_early=self.stopped_early)
         atomic_write_json(self.run_info(), self.paths.info)
         return self.paths.logits
 
@@ -369,6 +378,7 @@ class Trainer:
             self.model.load_state_dict(self.best["model"])
 
     def run_info(self) -> dict:
+        """The run's record (``run.json``); ``health`` is None until test predictions were assessed."""
         return {
             "config": self.config.to_dict(),
             "fingerprint": self.config.fingerprint(),
@@ -390,6 +400,7 @@ class Trainer:
             },
             "host": platform.node(),
             "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "health": self.health,
         }
 
 
