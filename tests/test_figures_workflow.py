@@ -73,7 +73,8 @@ def workdir(tmp_path_factory) -> Path:
     for name, classes in PRESEEDED.items():
         figure = plots.closest_temperature_figure(classes, [0.0, 1.0, 2.0], max_logit_gap=4.0, logit_step=0.25)
         plots.save(figure, workdir / "results/figures/theory" / f"{name}.png")
-    snakemake(workdir, "--cores", "2")
+    result = snakemake(workdir, "--cores", "2")
+    (workdir / "snakemake.out").write_text(result.stdout + result.stderr)
     return workdir
 
 
@@ -85,8 +86,11 @@ def test_every_planned_figure_and_table_and_the_index_exist(workdir, plan):
     manifest = json.loads((workdir / "results/report/manifest.json").read_text())
     assert set(manifest["studies"]) == {"test_posterior", "test_digits", "test_segmentation"}
     inventory = pd.read_csv(workdir / "results/report/runs.csv")
-    # 4 classification runs (recipe tiny, 3 epochs) and 2 losses x 2 folds of segmentation (2 epochs)
-    assert sorted(inventory["epochs"]) == [2] * 4 + [3] * 4
+    # 4 classification runs (recipe tiny, 15 epochs), one at lr 100 (3 epochs, collapsed) and 2 losses x 2 folds
+    # of segmentation (20 epochs); only the lr-100 run is unhealthy
+    assert sorted(inventory["epochs"]) == [3] + [15] * 4 + [20] * 4
+    assert inventory.set_index("run")["status"].to_dict() == {
+        run: "collapsed" if "tiny_lr100" in run else "trained" for run in inventory["run"]}
     assert inventory["device"].notna().all()
 
 
@@ -142,3 +146,35 @@ def test_snakemake_report_includes_every_figure_and_table(workdir, plan):
         listing = "\n".join(archive.namelist())
     for artifact in plan.artifacts():
         assert Path(artifact.path).name in listing, artifact.path
+
+
+def test_claims_table_is_its_own_target_and_every_paper_page_shows_claims(workdir):
+    from focalcal.claims import CLAIMS, VERDICTS
+
+    claims = pd.read_csv(workdir / "results/tables/claims.csv")
+    expected = {(study, key) for study, paper in (("test_posterior", "charoenphakdee2021"), ("test_digits", "mukhoti2020"),
+                                                  ("test_segmentation", "hossain2021"))
+                for key in (c.key for c in CLAIMS[paper])}
+    assert set(zip(claims["study"], claims["claim"])) == expected and len(claims) == len(expected)
+    assert set(claims["verdict"]) <= set(VERDICTS)
+    # one seed (one fold pair) per comparison: nothing in this config can be a verdict but inconclusive/not testable
+    assert set(claims["verdict"]) <= {"inconclusive", "not testable with this config"}
+    fl = claims.set_index(["study", "claim"]).loc[("test_posterior", "c21-psi-recovers-posterior")]
+    assert fl["n_pairs"] == 1 and "only 1 pair" in fl["reason"]
+    # the collapsed lr-100 run is left out of its study's claims, which say so, and warned about at the end
+    collapsed = "digits/cnn_small/ce/tiny_lr100/seed0"
+    digits = claims[claims["study"] == "test_digits"]
+    assert digits["excluded_runs"].str.contains(f"{collapsed} (collapsed)", regex=False).all()
+    assert claims[claims["study"] != "test_digits"]["excluded_runs"].isna().all()
+    warnings = [line for line in (workdir / "snakemake.out").read_text().splitlines() if "focalcal: WARNING" in line]
+    assert len(warnings) == 1 and collapsed in warnings[0] and "collapsed" in warnings[0]
+    for paper in CLAIMS:
+        page = (workdir / f"results/report/{paper}.html").read_text()
+        assert "Claims: does the paper hold here?" in page, paper
+    index = (workdir / "results/report/index.html").read_text()
+    assert "Does each paper hold here?" in index and "c21-psi-recovers-posterior" in index
+    path = workdir / "results/tables/claims.csv"
+    path.unlink()
+    assert planned_jobs(snakemake(workdir, "-n", "results/tables/claims.csv")) == {"claims": 1, "total": 1}
+    snakemake(workdir, "--cores", "1", "results/tables/claims.csv")
+    assert pd.read_csv(path).equals(claims)

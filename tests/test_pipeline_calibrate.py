@@ -119,7 +119,7 @@ def test_no_posterior_no_kl_and_few_classes_no_top5(tmp_path):
     path = tmp_path / "logits.npz"
     np.savez(path, val_logits=logits, val_labels=labels, test_logits=logits, test_labels=labels)
     _, metrics = run_calibration(tmp_path, path, {"raw": METHODS["raw"]}, bins=(15,))
-    assert set(metrics.metric) == {"error", "nll", "brier", "s99_share", "s99_accuracy", "ece", "adaece", "mce", "classwise_ece"}
+    assert set(metrics.metric) == {"error", "nll", "brier", "confidence_gap", "s99_share", "s99_accuracy", "ece", "adaece", "mce", "classwise_ece"}
 
 
 def test_missing_arrays_are_named(tmp_path):
@@ -138,12 +138,15 @@ def test_study_table_keeps_the_studys_methods_and_bins(tmp_path, logits_file):
         out.mkdir(parents=True)
         methods = {"uncalibrated": {"build": {"name": "identity"}}, "ts_nll": METHODS["ts_nll"]}
         calibrate_run(path, methods, [10, 15], out / "calibration.json", out / "metrics.csv")
+        info = tmp_path / run.run_dir / "run.json"  # the run's health (tests/test_run_health.py)
+        info.parent.mkdir(parents=True)
+        info.write_text(json.dumps({"health": {"status": "trained", "reason": "", "measures": {}}}))
     table = study_table(plan, "test_digits", tmp_path)
     assert list(table.columns) == ["study", "paper", "mirrors", "dataset", "arch", "loss", "recipe", "seed",
-                                   "method", "metric", "bins", "value"]
+                                   "status", "method", "metric", "bins", "value"]
     assert set(table.loss) == {"ce", "focal1"} and set(table.method) == {"uncalibrated", "ts_nll"}
     assert set(table.bins.dropna()) == {15}  # the study reports 15 bins; 10 was computed for another study
-    # per run: 7 unbinned metrics (6 classes: top-5 error; posterior: KL) + 4 binned x 1 bin, + the fitted temperature
-    assert len(table) == 2 * (11 + 12)
+    # per run: 8 unbinned metrics (6 classes: top-5 error; posterior: KL) + 4 binned x 1 bin, + the fitted temperature
+    assert len(table) == 2 * (12 + 13)
     with pytest.raises(ValueError, match=r"lacks method\(s\) \['psi'\]"):
         study_table(plan, "test_posterior", tmp_path)

@@ -348,7 +348,7 @@ def test_coarse_theory_grid_is_planned_from_the_config_and_draws_quickly():
     from focalcal.report.figures import draw
 
     config = load_config("config/test.yaml")
-    assert config["report"] == {"theory_grid": "coarse"}  # CI's config draws the quick grids
+    assert config["report"]["theory_grid"] == "coarse"  # CI's config draws the quick grids
     config["report"] = {}
     assert {a.params["grid"] for a in report_plan(build_plan(config)).theory} == {"paper"}
     config["report"] = {"theory_grid": "coarse"}
@@ -362,3 +362,26 @@ def test_coarse_theory_grid_is_planned_from_the_config_and_draws_quickly():
     config["report"] = {"theory_grid": "rough"}
     with pytest.raises(ValueError, match="theory_grid"):
         report_plan(build_plan(config))
+
+
+def test_index_scoreboard_shows_each_claim_verdict_interval_and_note():
+    from focalcal.claims import claims_table
+    from test_claims import ece_table, evidence
+
+    config = load_config("config/test.yaml")
+    config["report"]["claim_notes"] = {"m20-flsd53-ece-pre": "this config trains no FLSD-53"}
+    report = report_plan(build_plan(config))
+    holds = ece_table(lambda s: 0.10 + 0.01 * s, lambda s: 0.03 + 0.012 * s)
+    claims = claims_table([evidence(holds)])
+    inventory = pd.DataFrame([{"run": "x", "epochs": 3, "train_time_s": 60.0, "job_wall_s": 70.0, "device": "cpu",
+                               "host": "h", "parameters": 10, "finished_at": "t"}])
+    page = build_index(report.manifest(config), inventory, "", [], claims)
+    assert page.index("Does each paper hold here?") < page.index("What was reproduced, per paper")
+    row = page[page.index("m20-fl3-ece-pre"):]
+    row = row[:row.index("</tr>")]
+    fl3 = claims.set_index("claim").loc["m20-fl3-ece-pre"]
+    assert f"{fl3['mean']:.3g} [{fl3['ci_low']:.3g}, {fl3['ci_high']:.3g}], n = 4" in row
+    assert "background:#1a7f37" in row and ">holds<" in row
+    untested = page[page.index("m20-flsd53-ece-pre"):]
+    untested = untested[:untested.index("</tr>")]
+    assert "not testable with this config" in untested and "this config trains no FLSD-53" in untested

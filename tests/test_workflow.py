@@ -53,16 +53,16 @@ def test_default_config_plans_every_stage(tmp_path):
     report = {"theory_figure": 12, "study_figure": 12, "paper_table": 16, "report_manifest": 1, "run_inventory": 1,
               "report_notebook": 5, "report_index": 1}
     assert counts == {"prepare_data": 5, "train": 71, "export_logits": 53, "calibrate": 53, "evaluate_segmentation": 18,
-                      "study_table": 5, "all": 1, **report, "total": 254}
+                      "study_table": 5, "claims": 1, "all": 1, **report, "total": 255}
 
 
 def test_test_config_plans_a_handful_of_runs(tmp_path):
     counts = dry_run(tmp_path, ROOT / "config" / "test.yaml")
-    # 4 classification runs, 4 segmentation runs (2 folds x 2 losses)
+    # 4 classification runs and one at lr 100 (collapsed on purpose), 4 segmentation runs (2 folds x 2 losses)
     report = {"theory_figure": 12, "study_figure": 5, "paper_table": 14, "report_manifest": 1, "run_inventory": 1,
               "report_notebook": 5, "report_index": 1}
-    assert counts == {"prepare_data": 3, "train": 8, "export_logits": 4, "calibrate": 4, "evaluate_segmentation": 4,
-                      "study_table": 3, "all": 1, **report, "total": 66}
+    assert counts == {"prepare_data": 3, "train": 9, "export_logits": 5, "calibrate": 5, "evaluate_segmentation": 4,
+                      "study_table": 3, "claims": 1, "all": 1, **report, "total": 70}
 
 
 # Training jobs each paper implies; the comment atop each study file derives them.

@@ -116,14 +116,14 @@ def test_one_table_is_remade_alone(finished):
 
 def test_changed_recipe_under_an_old_key_fails_loudly(finished, tmp_path):
     config = yaml.safe_load(TEST_CONFIG.read_text())
-    config["recipes"]["tiny"]["epochs"] = 4
+    config["recipes"]["tiny"]["epochs"] = 16
     changed = tmp_path / "changed.yaml"
     changed.write_text(yaml.safe_dump(config))
     result = snakemake(finished, "-n", "--configfile", str(changed), check=False)
     output = result.stdout + result.stderr
     assert result.returncode != 0
     assert "RunConflictError" in output
-    assert f"{RUN}: recipe.epochs = 3 on disk, 4 in this config" in output
+    assert f"{RUN}: recipe.epochs = 15 on disk, 16 in this config" in output
 
 
 def _live_members(group: int) -> list[int]:
@@ -208,8 +208,8 @@ def _run_state(workdir: Path) -> dict:
 def _assert_rewritten_not_retrained(workdir: Path, before: dict) -> None:
     assert _run_state(workdir) == before  # same records back, checkpoint untouched
     log = (workdir / "results/logs/train/digits/cnn_small/ce/tiny/seed0.log").read_text()
-    assert "already trained (3 epochs); records re-written from the checkpoint" in log
-    assert "epoch 1/3" not in log
+    assert "already trained (15 epochs); records re-written from the checkpoint" in log
+    assert "epoch 1/15" not in log
 
 
 @pytest.mark.parametrize("setting", ["device: auto", "compile: true"])

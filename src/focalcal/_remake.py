@@ -39,6 +39,7 @@ REMAKE = (
     Remake("results/segmentation/*", FORCE, "rule evaluate_segmentation re-scores the run from its checkpoint; "
                                             "nothing is retrained"),
     Remake("results/tables/*/*.csv", FORCE, "rule paper_table rebuilds it from its study's tidy table"),
+    Remake("results/tables/claims.csv", FORCE, "rule claims re-tests every paper's claims on the study tables"),
     Remake("results/tables/*.csv", FORCE, "rule study_table rebuilds it from the runs' metrics.csv files"),
     Remake("results/figures/*", FORCE, "its figure rule redraws it"),
     Remake("results/report/*", FORCE, "its report rule rebuilds it"),

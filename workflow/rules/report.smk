@@ -6,6 +6,7 @@
 # it needs Debian's chromium package).
 
 from focalcal.report.rules import inventory_inputs, notebook_inputs
+from focalcal.report.targets import CLAIMS_TABLE
 
 NOTEBOOKS = os.path.normpath(
     os.path.join(workflow.current_basedir, "..", "..", "notebooks")
@@ -76,6 +77,7 @@ rule report_index:
     input:
         manifest="results/report/manifest.json",
         inventory="results/report/runs.csv",
+        claims=CLAIMS_TABLE,
         pages=expand("results/report/{notebook}.html", notebook=REPORT_PLAN.notebooks),
         linked=REPORT_PLAN.figure_targets() + REPORT_PLAN.table_targets(),
     output:

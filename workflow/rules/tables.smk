@@ -1,5 +1,7 @@
 # Stage 5: one tidy table per study (a row per run x method x metric), for figures and report.
 
+from focalcal.report.rules import one_of
+
 
 localrules:
     study_table,
@@ -14,7 +16,33 @@ rule study_table:
         "results/logs/study_table/{study}.log",
     benchmark:
         "results/benchmarks/study_table/{study}.tsv"
+    wildcard_constraints:
+        study=one_of(PLAN.studies),
     conda:
         "../../envs/analysis.yaml"
     script:
         "../scripts/study_table.py"
+
+
+# Does the paper hold? Every paper's claims tested on the study tables (focalcal.claims):
+# one row per claim x study, its paired statistic, 95 % interval and verdict.
+
+from focalcal.report.claims import claims_inputs
+from focalcal.report.targets import CLAIMS_TABLE
+
+
+localrules:
+    claims,
+
+
+rule claims:
+    input:
+        claims_inputs(PLAN),
+    output:
+        CLAIMS_TABLE,
+    log:
+        "results/logs/claims.log",
+    conda:
+        "../../envs/analysis.yaml"
+    script:
+        "../scripts/claims.py"

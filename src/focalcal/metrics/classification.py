@@ -71,6 +71,16 @@ def error(probs, labels) -> float:
     return float(np.mean(probs.argmax(axis=1) != labels))
 
 
+def confidence_gap(probs, labels) -> float:
+    """Mean confidence (top probability) minus accuracy: below 0 is underconfident on average.
+
+    charoenphakdee2021's η-underconfidence (§5.2, Cor. 9) seen without the true posterior.
+    """
+    probs, labels = _probs_and_labels(probs, labels)
+    top = probs.argmax(axis=1)
+    return float(np.mean(probs[np.arange(probs.shape[0]), top].astype(np.float64)) - np.mean(top == labels))
+
+
 def top_k_error(probs, labels, k: int = 5) -> float:
     """Fraction of samples whose label is not among the ``k`` most probable classes.
 

@@ -75,6 +75,7 @@ def test_metrics(probs: np.ndarray, labels: np.ndarray, ece_bins, posterior=None
         ("error", "", metrics.error(probs, labels)),
         ("nll", "", metrics.nll(probs, labels)),
         ("brier", "", metrics.brier(probs, labels)),
+        ("confidence_gap", "", metrics.confidence_gap(probs, labels)),
     ]
     if probs.shape[1] >= 5:
         rows.append(("top5_error", "", metrics.top_k_error(probs, labels, k=5)))

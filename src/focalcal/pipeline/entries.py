@@ -51,9 +51,17 @@ def check_entries(config: dict) -> None:
     for table, check in checks.items():
         for key, entry in config.get(table, {}).items():
             problems += check(f"{table}.{key}", entry, library)
+    problems += _claim_note_problems((config.get("report") or {}).get("claim_notes") or {})
     if problems:
         raise ConfigError("invalid workflow config (entries checked against the focalcal library):\n  "
                           + "\n  ".join(problems))
+
+
+def _claim_note_problems(notes: dict) -> list[str]:
+    from focalcal.claims import CLAIMS
+
+    known = [claim.key for claims in CLAIMS.values() for claim in claims]
+    return _unknown("report.claim_notes", notes, known, "focalcal.claims", "claim")
 
 
 def _library() -> types.SimpleNamespace:

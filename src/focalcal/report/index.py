@@ -1,7 +1,8 @@
 """``results/report/index.html``: the entry page of the report.
 
 It links the notebook pages and shows the config that produced the report, the run
-inventory (what trained, how long, on what device) and, for each paper, what was reproduced
+inventory (what trained, how long, on what device, and each run's health: unhealthy runs are
+listed above the table and their status is shown in red) and, for each paper, what was reproduced
 at what scale: the theory figures, each study's figures and tables (linked), and what the
 config could not support. Plain HTML with inline CSS, no scripts, relative links only.
 """
@@ -16,8 +17,10 @@ from pathlib import Path
 import pandas as pd
 
 from focalcal._io import atomic_write_text
+from focalcal.report.claims import claims_html
 from focalcal.report.inventory import summary
 from focalcal.report.targets import OVERVIEW, PAPERS, REPORT
+from focalcal.training.health import NOT_ASSESSED, UNHEALTHY
 
 STYLE = """
 body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; max-width: 1000px; margin: 2em auto;
@@ -28,6 +31,7 @@ th, td { border: 1px solid #ddd; padding: 3px 6px; text-align: left; }
 th { background: #f4f4f4; }
 pre { background: #f7f7f7; padding: .8em; overflow-x: auto; font-size: 12px; }
 .note { color: #555; } .missing { color: #8a4b00; }
+.unhealthy { color: #b00020; font-weight: bold; } .unassessed { color: #8a4b00; }
 nav a { margin-right: 1em; }
 """
 
@@ -50,12 +54,33 @@ def _inventory_html(inventory: pd.DataFrame) -> str:
             f"training ({totals['job_wall_s'] / 60:.1f} min of training jobs incl. start-up) on "
             f"{_e(', '.join(totals['devices']) or 'unknown devices')}"
             f"{' — hosts: ' + _e(', '.join(totals['hosts'])) if totals['hosts'] else ''}.</p>")
+    unhealthy = inventory[inventory["status"].isin(UNHEALTHY)] if "status" in inventory else inventory.iloc[:0]
+    if len(unhealthy):
+        counts = ", ".join(f"{n} {status}" for status, n in totals["unhealthy"].items())
+        items = "".join(f"<li><code>{_e(row.run)}</code> {_status(row.status, None)}: "
+                        f"{_e(row.status_reason)}</li>" for row in unhealthy.itertuples())
+        head += (f"<p class='unhealthy'>⚠ {len(unhealthy)} unhealthy run(s) ({_e(counts)}), left out of the claims:"
+                 f"</p><ul>{items}</ul>")
+    if totals["not_assessed"]:
+        head += (f"<p class='unassessed'>{totals['not_assessed']} run(s) not assessed for health "
+                 "(hover over the status for why).</p>")
     shown = inventory.copy()
     for column in ("train_time_s", "job_wall_s"):
         shown[column] = shown[column].map(lambda v: "" if pd.isna(v) else f"{v:.1f}")
-    columns = ["run", "epochs", "train_time_s", "job_wall_s", "device", "parameters", "finished_at"]
-    table = shown[columns].to_html(index=False, na_rep="", border=0, escape=True)
+    columns = ["run", "status", "epochs", "train_time_s", "job_wall_s", "device", "parameters", "finished_at"]
+    columns = [c for c in columns if c in shown]
+    shown = shown[columns].map(lambda v: "" if pd.isna(v) else _e(v))
+    if "status" in inventory:
+        shown["status"] = [_status(s, r) for s, r in zip(inventory["status"], inventory["status_reason"])]
+    table = shown.to_html(index=False, border=0, escape=False)
     return head + f"<details><summary>All runs</summary>{table}</details>"
+
+
+def _status(status, reason) -> str:
+    """A run's health status word, red when unhealthy; the reason shows on hover."""
+    css = "unhealthy" if status in UNHEALTHY else "unassessed" if status == NOT_ASSESSED else "healthy"
+    title = f" title='{_e(reason)}'" if isinstance(reason, str) and reason else ""
+    return f"<span class='{css}'{title}>{_e('' if pd.isna(status) else status)}</span>"
 
 
 def _study_html(study: dict) -> str:
@@ -79,12 +104,19 @@ def _study_html(study: dict) -> str:
     return "\n".join(parts)
 
 
-def build_index(manifest: dict, inventory: pd.DataFrame, config_text: str, config_files=()) -> str:
-    """The index page as an HTML string (links relative to ``results/report/``)."""
+def build_index(manifest: dict, inventory: pd.DataFrame, config_text: str, config_files=(),
+                claims: pd.DataFrame | None = None) -> str:
+    """The index page as an HTML string (links relative to ``results/report/``); ``claims``
+    (``results/tables/claims.csv``) gives the scoreboard at the top."""
     pages = [OVERVIEW, *PAPERS]
     nav = " ".join(f'<a href="{_e(page)}.html">{_e(page)}</a>' for page in pages)
     sections = [f"<h1>focalcal report</h1><p class='note'>Generated {_e(time.strftime('%Y-%m-%d %H:%M:%S %Z'))}. "
                 f"Pages: </p><nav>{nav}</nav>"]
+    if claims is not None:
+        sections.append("<h2 id='claims'>Does each paper hold here?</h2>"
+                        f"<p class='note'>Every claim of the papers tested on this config's runs "
+                        f"({_link(manifest['claims'], manifest['claims'])}); details on each paper's page.</p>"
+                        + claims_html(claims, manifest.get("claim_notes"), with_paper=True))
     sections.append("<h2>What was reproduced, per paper</h2>")
     for paper, title in PAPERS.items():
         about = manifest["papers"][paper]
@@ -103,10 +135,10 @@ def build_index(manifest: dict, inventory: pd.DataFrame, config_text: str, confi
             f"<style>{STYLE}</style></head><body>" + "\n".join(sections) + "</body></html>\n")
 
 
-def write_index(manifest: dict, inventory: pd.DataFrame, path, config_files=()) -> Path:
+def write_index(manifest: dict, inventory: pd.DataFrame, path, config_files=(), claims: pd.DataFrame | None = None) -> Path:
     import yaml
 
     config_text = yaml.safe_dump(manifest["config"], sort_keys=False, allow_unicode=True)
     path = Path(path)
-    atomic_write_text(build_index(manifest, inventory, config_text, config_files), path)
+    atomic_write_text(build_index(manifest, inventory, config_text, config_files, claims), path)
     return path

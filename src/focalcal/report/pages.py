@@ -99,6 +99,16 @@ def show_artifact(artifact: dict, root=".") -> None:
     (show_figure if artifact["kind"] == "figure" else show_table)(artifact, root)
 
 
+def show_claims(manifest: dict, paper: str, root=".") -> None:
+    """Does the paper hold here? Its claims with our paired statistic, interval and verdict."""
+    from focalcal.report.claims import claims_html, read_claims
+
+    table = read_claims(Path(root) / manifest["claims"])
+    mine = table[table["paper"] == paper]
+    _markdown(f"## Claims: does the paper hold here?\n`{manifest['claims']}`")
+    _html(claims_html(mine, manifest.get("claim_notes")))
+
+
 def show_theory(manifest: dict, paper: str, root=".") -> None:
     """The paper's theory figures (exact, no training)."""
     figures = manifest["papers"][paper]["theory"]

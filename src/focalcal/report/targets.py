@@ -33,6 +33,8 @@ PAPERS = {
 }
 OVERVIEW = "overview"
 INVENTORY = f"{REPORT}/runs.csv"
+CLAIMS = "claims"
+CLAIMS_TABLE = f"{TABLES}/{CLAIMS}.csv"  # every paper's claims tested on the study tables (focalcal.report.claims)
 
 # Data sets whose logits.npz carries the true class posterior (val_/test_posterior).
 POSTERIOR_DATASETS = frozenset({"synthetic1d"})
@@ -534,12 +536,12 @@ class ReportPlan:
         return [a.path for a in self.artifacts() if a.kind == "table"]
 
     def notebook_inputs(self, notebook: str) -> list[str]:
-        """The artifact files (and study tables) a notebook page shows."""
+        """The artifact files (and study tables) a notebook page shows; a paper page also shows its claims."""
         if notebook == OVERVIEW:
             return [s.table for s in self.studies.values() if s.table]
         if notebook not in PAPERS:
             raise ValueError(f"no notebook {notebook!r}; they are {self.notebooks}")
-        paths = [a.path for a in self.theory if a.paper == notebook]
+        paths = [CLAIMS_TABLE] + [a.path for a in self.theory if a.paper == notebook]
         for study in self.studies.values():
             if study.paper == notebook:
                 paths += [a.path for a in study.artifacts] + ([study.table] if study.table else [])
@@ -555,6 +557,8 @@ class ReportPlan:
             "studies": {key: study.to_dict() for key, study in self.studies.items()},
             "notebooks": self.notebooks,
             "inventory": INVENTORY,
+            "claims": CLAIMS_TABLE,
+            "claim_notes": dict((config.get("report") or {}).get("claim_notes") or {}),
         }
 
 
@@ -562,5 +566,7 @@ def report_plan(plan) -> ReportPlan:
     """Plan every figure and table of the report for a :class:`focalcal.pipeline.Plan`."""
     if THEORY in plan.studies:
         raise ValueError(f"a study may not be called {THEORY!r}: results/figures/{THEORY}/ holds the theory figures")
+    if CLAIMS in plan.studies:
+        raise ValueError(f"a study may not be called {CLAIMS!r}: {TABLES}/{CLAIMS}.csv holds the claims table")
     grid = (plan.config.get("report") or {}).get("theory_grid", "paper")
     return ReportPlan(theory_artifacts(grid), {key: study_artifacts(plan, key) for key in plan.studies})

@@ -1,0 +1,163 @@
+"""mukhoti2020's claims (§3 Figs 2-3, §5 Tables 1, 4, Appendix F Table 13), tested on its studies.
+
+ECE is the paper's: 15 equal-width bins. "After TS" is temperature scaling with T chosen
+by val ECE on the paper's grid (§5), or by val NLL when the study has only that. The
+baselines of "FLSD-53 … outperforms all the baselines" are the paper's: cross-entropy,
+Brier score, MMCE and label smoothing (§5).
+"""
+
+from __future__ import annotations
+
+import math
+
+from focalcal.claims.claim import Claim, NotTestable, compare_losses, compare_with_best
+from focalcal.claims.evidence import StudyEvidence, unit_label
+from focalcal.claims.verdict import Direction, Pairs
+
+PAPER = "mukhoti2020"
+ERROR_MARGIN = 0.01  # ours: "on par" = FL's test error at most 1 point above CE's (the paper gives no margin)
+BINS = 15
+
+
+def _bins(evidence: StudyEvidence):
+    bins = sorted(evidence.table["bins"].dropna().unique())
+    return BINS if BINS in bins else (bins[0] if bins else None)
+
+
+def _loss(evidence: StudyEvidence, accept) -> str | None:
+    keys = evidence.loss_keys(accept)
+    return keys[0] if keys else None
+
+
+def _ce(evidence):
+    return _loss(evidence, lambda i: i.name == "cross_entropy" or (i.name == "focal" and i.gamma == 0 and not i.smoothing))
+
+
+def _fl3(evidence):
+    return _loss(evidence, lambda i: i.name == "focal" and i.gamma == 3 and not i.smoothing)
+
+
+def _flsd53(evidence):
+    return _loss(evidence, lambda i: i.name == "flsd53")
+
+
+def _fixed_focal(evidence):
+    return evidence.loss_keys(lambda i: i.name == "focal" and (i.gamma or 0) > 0 and not i.smoothing)
+
+
+def _post(evidence):
+    return evidence.method("ts_ece", "ts_nll", "ts_grid_ece", "ts_grid_nll")
+
+
+def _versus_ce(candidate, metric: str, stage: str):
+    def test(evidence: StudyEvidence) -> Pairs | NotTestable:
+        method = evidence.method("raw") if stage == "raw" else _post(evidence)
+        if method is None:
+            return NotTestable("needs " + ("the uncalibrated model" if stage == "raw" else "temperature scaling"))
+        names = [candidate(evidence)] if callable(candidate) else candidate
+        losses = [key for key in names if key]
+        bins = _bins(evidence) if metric in ("ece", "adaece") else None
+        return compare_losses(evidence, losses, _ce(evidence), metric, method, bins=bins, what="cross-entropy")
+    return test
+
+
+def _error_on_par(evidence: StudyEvidence) -> Pairs | NotTestable:
+    raw = evidence.method("raw")
+    losses = [key for key in (_fl3(evidence), _flsd53(evidence)) if key]
+    if raw is None or not losses:
+        return NotTestable("needs FL-3 or FLSD-53 runs with the uncalibrated model")
+    return compare_losses(evidence, losses, _ce(evidence), "error", raw, what="cross-entropy")
+
+
+def _flsd53_lowest_after_ts(evidence: StudyEvidence) -> Pairs | NotTestable:
+    post, flsd = _post(evidence), _flsd53(evidence)
+    baselines = evidence.loss_keys(lambda i: i.name in ("cross_entropy", "brier", "mmce", "label_smoothing"))
+    if post is None or flsd is None or not baselines:
+        return NotTestable("needs FLSD-53 and at least one baseline (CE, Brier, MMCE, LS) with temperature scaling")
+    return compare_with_best(evidence, flsd, baselines, "ece", post, bins=_bins(evidence))
+
+
+def _reference_epoch(history) -> int | None:
+    """Index of the first epoch after the first learning-rate drop (the paper's epoch 150)."""
+    lr = history["lr"].to_numpy()
+    dropped = [i for i in range(1, len(lr)) if lr[i] < lr[0] * (1 - 1e-9)]
+    return dropped[0] if dropped and dropped[0] < len(lr) - 1 else None
+
+
+def _history_change(column: str):
+    """d = column at the last epoch − at the first epoch after the first LR drop, per CE run."""
+    def test(evidence: StudyEvidence) -> Pairs | NotTestable:
+        ce = _ce(evidence)
+        if ce is None or evidence.history is None:
+            return NotTestable("needs a cross-entropy run with its per-epoch history")
+        pairs = Pairs()
+        for unit, path in evidence.runs(ce):
+            history = evidence.history(path)
+            start = _reference_epoch(history)
+            if start is None:
+                return NotTestable(f"recipe {unit[2]!r} never lowers the learning rate before its last epoch")
+            values = history[column].to_numpy(dtype=float)
+            pairs.add(float(values[-1] - values[start]), f"{unit_label(unit)}: epoch {len(values)} − epoch {start + 1}")
+        return pairs
+    return test
+
+
+def _weight_norm_end(evidence: StudyEvidence) -> Pairs | NotTestable:
+    ce, focal = _ce(evidence), _fixed_focal(evidence)
+    if ce is None or not focal or evidence.history is None:
+        return NotTestable("needs cross-entropy and fixed-γ focal runs with per-epoch histories")
+    last = {}
+    for loss in [ce, *focal]:
+        for unit, path in evidence.runs(loss):
+            norms = evidence.history(path)["weight_norm"].to_numpy(dtype=float)
+            last[(loss, unit)] = norms[-1] if len(norms) and not math.isnan(norms[-1]) else None
+    pairs = Pairs()
+    for (loss, unit), value in last.items():
+        base = last.get((ce, unit))
+        if loss != ce and value is not None and base is not None:
+            pairs.add(value - base, f"{unit_label(unit)}: {loss} − {ce}")
+    return pairs
+
+
+CLAIMS = [
+    Claim("m20-fl3-ece-pre", PAPER,
+          "Focal loss with γ = 3 gives a lower ECE than cross-entropy before temperature scaling.",
+          "§5, Table 1 (pre T)", "ECE (15 bins) before TS: FL-3 − CE",
+          Direction.BELOW, _versus_ce(_fl3, "ece", "raw")),
+    Claim("m20-flsd53-ece-pre", PAPER,
+          "Focal loss with sample-dependent γ (FLSD-53) gives a lower ECE than cross-entropy before temperature scaling.",
+          "§5, Table 1 (pre T)", "ECE (15 bins) before TS: FLSD-53 − CE",
+          Direction.BELOW, _versus_ce(_flsd53, "ece", "raw")),
+    Claim("m20-flsd53-lowest-post", PAPER,
+          "FLSD-53 broadly produces the lowest ECE of all the baselines (cross-entropy, label smoothing, Brier score, "
+          "MMCE), also after temperature scaling.",
+          "§5, Table 1 (post T)", "ECE (15 bins) after TS: FLSD-53 − the lowest baseline",
+          Direction.BELOW, _flsd53_lowest_after_ts),
+    Claim("m20-error-on-par", PAPER,
+          "Focal loss does not cost accuracy: its test error is on par with cross-entropy's.",
+          "§5, Table 4", f"test error: FL-3 / FLSD-53 − CE; 'on par' = below +{ERROR_MARGIN:g} (our margin)",
+          Direction.BELOW, _error_on_par, threshold=ERROR_MARGIN),
+    Claim("m20-ce-test-nll-rises", PAPER,
+          "With cross-entropy, the test NLL rises after the learning rate drops: the network starts to overfit "
+          "the NLL.",
+          "§3, Fig 2a", "CE test NLL: last epoch − first epoch after the first LR drop",
+          Direction.ABOVE, _history_change("test_nll")),
+    Claim("m20-ce-train-nll-falls", PAPER,
+          "Meanwhile the cross-entropy model's train NLL keeps decreasing.",
+          "§3, Fig 2a", "CE train NLL: last epoch − first epoch after the first LR drop",
+          Direction.BELOW, _history_change("train_nll")),
+    Claim("m20-weight-norm-reverses", PAPER,
+          "As training progresses the ordering of the last layer's weight norms reverses: by the end, focal-loss "
+          "models have a smaller weight norm than the cross-entropy model.",
+          "§4, Fig 3e", "last-layer weight norm at the last epoch: FL γ > 0 − CE",
+          Direction.BELOW, _weight_norm_end),
+    Claim("m20-focal-lower-temperature", PAPER,
+          "Focal-loss models need a smaller optimal temperature than cross-entropy (≈ 1.1 against 2.5-2.8).",
+          "Appendix F, Table 13 text; Table 1 (T)", "optimal temperature of TS: FL-3 − CE",
+          Direction.BELOW, _versus_ce(_fl3, "temperature", "post")),
+    Claim("m20-s99-after-ts", PAPER,
+          "After temperature scaling the focal-loss model keeps more confident predictions: a larger share of test "
+          "samples with confidence ≥ 0.99 than cross-entropy.",
+          "Appendix F, Table 13", "|S99| share after TS: FL-3 − CE",
+          Direction.ABOVE, _versus_ce(_fl3, "s99_share", "post")),
+]
