@@ -135,9 +135,10 @@ def test_runs_shared_between_studies_are_planned_once(test_config):
     test_config["studies"]["test_digits_again"] = copy.deepcopy(test_config["studies"]["test_digits"])
     test_config["studies"]["test_digits_again"]["grids"][0]["losses"] = ["ce", "focal3"]
     plan = build_plan(validate_config(test_config, SCHEMA))
-    digits_runs = [run for run in plan.runs.values() if run.dataset == "digits"]
+    digits_runs = [run for run in plan.runs.values() if run.dataset == "digits" and run.recipe == "tiny"]
     assert sorted(run.loss for run in digits_runs) == ["ce", "focal1", "focal3"]  # ce shared, not doubled
-    assert len(plan.runs) == 2 + 3 + 4  # and the 4 segmentation runs (2 folds x 2 losses)
+    # the posterior study's 2, these 3, the collapsed lr-100 run (shared too) and 4 segmentation runs
+    assert len(plan.runs) == 2 + 3 + 1 + 4
     assert plan.runs["digits/cnn_small/ce/tiny/seed0"].run_dir == "results/runs/digits/cnn_small/ce/tiny/seed0"
 
 
@@ -215,7 +216,7 @@ def test_run_directory_with_other_settings_fails_loudly(tmp_path, test_config):
         check_run_directories(plan, tmp_path)
     message = str(error.value)
     assert "results/runs/digits/cnn_small/ce/tiny/seed0" in message
-    assert "recipe.epochs = 5 on disk, 3 in this config" in message
+    assert "recipe.epochs = 5 on disk, 15 in this config" in message
 
 
 def test_run_directory_with_the_same_settings_or_another_device_is_reused(tmp_path, test_config):

@@ -146,7 +146,9 @@ def test_study_table_keeps_the_studys_methods_and_bins(tmp_path, logits_file):
                                    "status", "method", "metric", "bins", "value"]
     assert set(table.loss) == {"ce", "focal1"} and set(table.method) == {"uncalibrated", "ts_nll"}
     assert set(table.bins.dropna()) == {15}  # the study reports 15 bins; 10 was computed for another study
-    # per run: 8 unbinned metrics (6 classes: top-5 error; posterior: KL) + 4 binned x 1 bin, + the fitted temperature
-    assert len(table) == 2 * (12 + 13)
+    # 3 runs (ce and focal1 on tiny, ce on the collapsing tiny_lr100), each: 8 unbinned metrics (6 classes: top-5
+    # error; posterior: KL) + 4 binned x 1 bin, + the fitted temperature
+    assert set(zip(table.loss, table.recipe)) == {("ce", "tiny"), ("focal1", "tiny"), ("ce", "tiny_lr100")}
+    assert len(table) == 3 * (12 + 13)
     with pytest.raises(ValueError, match=r"lacks method\(s\) \['psi'\]"):
         study_table(plan, "test_posterior", tmp_path)
