@@ -141,9 +141,29 @@ def test_brier_matches_numpy():
     assert math.isclose(float(losses.build({"name": "brier"})(logits, target)), expected, rel_tol=1e-12)
 
 
-def mmce_numpy(confidence, correct, weighted, bandwidth=0.4):
-    """Double loop over pairs — a deliberately naive second implementation."""
+def mmce_numpy(confidence, correct, weighted, bandwidth=0.4, normalization="count"):
+    """Double loop over pairs — a deliberately naive second implementation.
+
+    "count": the released code's estimator written from its three group terms (Kumar et al.'s
+    ``calibration_mmce_w_loss``, mukhoti2020's ``MMCE_weighted``): each a mean over its pairs,
+    divided once more by (pair count + 1e-5); √(· + 1e-10); 0 without both groups.
+    """
     n = len(confidence)
+    kernel = lambda a, b: math.exp(-abs(a - b) / bandwidth)  # noqa: E731
+    if weighted and normalization == "count":
+        good = [i for i in range(n) if correct[i]]
+        bad = [j for j in range(n) if not correct[j]]
+        m_c, n_w = len(good), len(bad)
+        if m_c == 0 or n_w == 0:
+            return 0.0
+        cc = sum((1 - confidence[i]) * (1 - confidence[j]) * kernel(confidence[i], confidence[j])
+                 for i in good for j in good) / (m_c * m_c)
+        ww = sum(confidence[i] * confidence[j] * kernel(confidence[i], confidence[j])
+                 for i in bad for j in bad) / (n_w * n_w)
+        cw = sum((1 - confidence[i]) * confidence[j] * kernel(confidence[i], confidence[j])
+                 for i in good for j in bad) / (m_c * n_w)
+        square = cc / (m_c * m_c + 1e-5) + ww / (n_w * n_w + 1e-5) - 2 * cw / (m_c * n_w + 1e-5)
+        return math.sqrt(square + 1e-10)
     if weighted:
         if correct.all() or not correct.any():
             return 0.0
@@ -155,21 +175,114 @@ def mmce_numpy(confidence, correct, weighted, bandwidth=0.4):
     total = 0.0
     for i in range(n):
         for j in range(n):
-            total += w[i] * w[j] * math.exp(-abs(confidence[i] - confidence[j]) / bandwidth)
+            total += w[i] * w[j] * kernel(confidence[i], confidence[j])
     return math.sqrt(max(total, 0.0))
 
 
-@pytest.mark.parametrize("weighted", [True, False])
-def test_mmce_matches_naive_double_loop(weighted):
+def released_mmce_weighted(logits, target):
+    """The released estimator by autograd, written from its formula with boolean masks (a third
+    implementation): each group's pair mean, divided by (pair count + 1e-5); √(· + 1e-10); 0 with
+    zero gradient without both groups."""
+    confidence, predicted = torch.softmax(logits, dim=1).max(dim=1)
+    correct = predicted == target
+    m, n = int(correct.sum()), int((~correct).sum())
+    if m == 0 or n == 0:
+        return 0.0 * confidence.sum()
+    right, wrong = confidence[correct], confidence[~correct]
+
+    def pair_mean(weight_a, a, weight_b, b):
+        return (weight_a[:, None] * weight_b[None, :] * torch.exp(-(a[:, None] - b[None, :]).abs() / 0.4)).mean()
+
+    square = (pair_mean(1 - right, right, 1 - right, right) / (m * m + 1e-5)
+              + pair_mean(wrong, wrong, wrong, wrong) / (n * n + 1e-5)
+              - 2 * pair_mean(1 - right, right, wrong, wrong) / (m * n + 1e-5))
+    return torch.sqrt(square + 1e-10)
+
+
+@pytest.mark.parametrize("weighted, normalization", [(True, "count"), (True, "weight"), (False, "count")])
+def test_mmce_matches_naive_double_loop(weighted, normalization):
     torch.manual_seed(10)
     logits = 2 * torch.randn(30, 5, dtype=torch.float64)
     target = torch.randint(0, 5, (30,))
     p = np_softmax(logits.numpy(), axis=1)
     confidence, correct = p.max(axis=1), p.argmax(axis=1) == target.numpy()
     assert 0 < correct.sum() < 30
-    expected = F.cross_entropy(logits, target).item() + 2.0 * mmce_numpy(confidence, correct, weighted)
-    got = losses.build({"name": "mmce", "lam": 2.0, "weighted": weighted})(logits, target)
+    expected = F.cross_entropy(logits, target).item() + 2.0 * mmce_numpy(confidence, correct, weighted,
+                                                                         normalization=normalization)
+    loss = losses.build({"name": "mmce", "lam": 2.0, "weighted": weighted, "normalization": normalization})
+    got = loss(logits, target)
     assert math.isclose(float(got), expected, rel_tol=1e-11)
+
+
+def test_mmce_count_is_the_default_and_the_released_estimator():
+    assert losses.build({"name": "mmce"}).normalization == "count"
+    torch.manual_seed(12)
+    for n, dtype, rtol in ((128, torch.float64, 1e-10), (128, torch.float32, 1e-4), (37, torch.float64, 1e-10)):
+        logits = 3 * torch.randn(n, 10, dtype=torch.float64)
+        target = torch.where(torch.rand(n) < 0.8, logits.argmax(1), torch.randint(0, 10, (n,)))  # ~80 % right
+        x = logits.to(dtype).clone().requires_grad_()
+        reference = F.cross_entropy(x, target) + 2.0 * released_mmce_weighted(x, target)
+        expected_grad, = torch.autograd.grad(reference, x)
+        x = logits.to(dtype).clone().requires_grad_()
+        loss = losses.build({"name": "mmce", "lam": 2.0})(x, target)
+        grad, = torch.autograd.grad(loss, x)
+        assert loss.dtype == dtype and grad.dtype == dtype
+        assert loss.item() == pytest.approx(reference.item(), rel=rtol)
+        torch.testing.assert_close(grad, expected_grad, rtol=rtol, atol=rtol * expected_grad.abs().max().item())
+        p = np_softmax(logits.numpy(), axis=1)
+        regulariser = (loss.item() - F.cross_entropy(logits, target).item()) / 2.0
+        naive = mmce_numpy(p.max(axis=1), p.argmax(axis=1) == target.numpy(), True)
+        assert regulariser == pytest.approx(naive, rel=1e-3 if dtype == torch.float32 else 1e-9)
+
+
+def test_mmce_count_gradient_matches_finite_differences():
+    torch.manual_seed(13)
+    logits = (2 * torch.randn(24, 4, dtype=torch.float64)).requires_grad_()
+    target = torch.randint(0, 4, (24,))
+    loss = losses.build({"name": "mmce", "lam": 2.0, "normalization": "count"})
+    assert 0 < int((logits.argmax(1) == target).sum()) < 24
+    assert torch.autograd.gradcheck(lambda z: loss(z, target), (logits,))
+    # and the numpy double loop through central differences, one logit at a time
+    grad, = torch.autograd.grad(loss(logits, target), logits)
+    base = logits.detach().numpy()
+
+    def value(z):
+        p = np_softmax(z, axis=1)
+        ce = -np.log(p[np.arange(24), target.numpy()]).mean()
+        return ce + 2.0 * mmce_numpy(p.max(axis=1), p.argmax(axis=1) == target.numpy(), True)
+
+    h = 1e-6
+    for i, j in [(0, 0), (3, 2), (10, 1), (23, 3), (17, 0)]:
+        up, down = base.copy(), base.copy()
+        up[i, j] += h
+        down[i, j] -= h
+        assert (value(up) - value(down)) / (2 * h) == pytest.approx(grad[i, j].item(), rel=1e-5, abs=1e-9)
+
+
+@pytest.mark.parametrize("normalization", ["count", "weight"])
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_mmce_without_both_groups_is_cross_entropy(normalization, dtype):
+    torch.manual_seed(14)
+    logits = 2 * torch.randn(20, 5, dtype=dtype)
+    loss = losses.build({"name": "mmce", "lam": 2.0, "normalization": normalization})
+    all_correct = logits.argmax(1)
+    all_wrong = (all_correct + 1) % 5
+    for target in (all_correct, all_wrong):
+        x = logits.clone().requires_grad_()
+        value = loss(x, target)
+        grad, = torch.autograd.grad(value, x)
+        y = logits.clone().requires_grad_()
+        ce = F.cross_entropy(y, target)
+        ce_grad, = torch.autograd.grad(ce, y)
+        assert value.item() == pytest.approx(ce.item(), rel=1e-6)
+        torch.testing.assert_close(grad, ce_grad)
+        if normalization == "count":
+            assert float(released_mmce_weighted(logits, target)) == 0.0
+
+
+def test_mmce_normalization_is_checked():
+    with pytest.raises(ValueError, match="normalization must be one of"):
+        losses.build({"name": "mmce", "normalization": "counts"})
 
 
 def test_weighted_mmce_vanishes_under_calibration_only():
@@ -179,9 +292,21 @@ def test_weighted_mmce_vanishes_under_calibration_only():
     calibrated = torch.from_numpy(rng.uniform(size=4000)) < confidence
     overconfident = torch.from_numpy(rng.uniform(size=4000)) < confidence - 0.2
     from focalcal.losses.mmce import mmce_squared
-    small = mmce_squared(confidence, one_minus, calibrated).sqrt()
-    large = mmce_squared(confidence, one_minus, overconfident).sqrt()
+    small = mmce_squared(confidence, one_minus, calibrated, normalization="weight").sqrt()
+    large = mmce_squared(confidence, one_minus, overconfident, normalization="weight").sqrt()
     assert small < 0.02 and large > 0.05  # 0.011 vs 0.063 with this seed
+
+
+def test_count_mmce_is_much_smaller_than_weight_mmce():
+    # The default run's regime (issue 14): the released estimator's √ is a fraction of the
+    # weight-normalised one's, and so is its pull on the network.
+    rng = np.random.default_rng(1)
+    correct = torch.from_numpy(np.arange(128) < 115)
+    confidence = torch.from_numpy(np.where(correct.numpy(), rng.beta(30, 1, 128), rng.beta(8, 1.5, 128)))
+    from focalcal.losses.mmce import mmce_norm
+    count = mmce_norm(confidence, 1 - confidence, correct, normalization="count")
+    weight = mmce_norm(confidence, 1 - confidence, correct, normalization="weight")
+    assert 0 < count < weight / 2
 
 
 # ---- mukhoti2020 Prop 1 ----------------------------------------------------------------------
@@ -356,8 +481,8 @@ def test_build_lists_names_and_parameters_on_error():
         losses.build({"name": "flsd53", "gammas": [1, 2]})
     with pytest.raises(ValueError, match="needs a 'name'"):
         losses.build({"gamma": 2})
-    assert losses.parameters("mmce") == {"lam": 2.0, "bandwidth": 0.4, "weighted": True, "reduction": "mean",
-                                         "ignore_index": None}
+    assert losses.parameters("mmce") == {"lam": 2.0, "bandwidth": 0.4, "weighted": True, "normalization": "count",
+                                         "reduction": "mean", "ignore_index": None}
     assert losses.parameters("flsd53") == {"reduction": "mean", "ignore_index": None}
 
 

@@ -2,7 +2,7 @@
 
 - ``top_class``: argmax path for (N, K) logits, threshold + matrix-product path with spatial dims;
 - smoothed focal without building the soft target vs the general soft-target path;
-- MMCE's closed-form gradient vs autograd through ``mmce_squared``;
+- MMCE's closed-form gradient vs autograd through ``mmce_norm`` (both normalisations);
 - dual focal's per-row logsumexp where 1 − p_top underflows in float32.
 """
 
@@ -16,7 +16,7 @@ from scipy.special import logsumexp as np_logsumexp
 from focalcal import losses
 from focalcal.losses._classwise import top_class
 from focalcal.losses.focal import smoothed_targets
-from focalcal.losses.mmce import _norm_from_square, mmce_squared
+from focalcal.losses.mmce import mmce_norm
 
 pytestmark = pytest.mark.usefixtures("loss_kernels")  # every test on the fused and the eager path
 
@@ -82,13 +82,14 @@ def test_smoothed_focal_matches_soft_target_path_including_extreme_logits():
             assert torch.isfinite(grad_a).all()
 
 
-@pytest.mark.parametrize("weighted", [True, False])
-def test_mmce_closed_form_gradient_matches_autograd_reference(weighted):
+@pytest.mark.parametrize("weighted, normalization", [(True, "count"), (True, "weight"), (False, "count")])
+def test_mmce_closed_form_gradient_matches_autograd_reference(weighted, normalization):
     torch.manual_seed(3)
     logits = (2 * torch.randn(40, 5, dtype=torch.float64)).requires_grad_()
     target = torch.randint(0, 5, (40,))
     target[:3] = -1  # ignored
-    loss = losses.build({"name": "mmce", "lam": 3.0, "weighted": weighted, "ignore_index": -1, "reduction": "sum"})
+    loss = losses.build({"name": "mmce", "lam": 3.0, "weighted": weighted, "normalization": normalization,
+                         "ignore_index": -1, "reduction": "sum"})
     got, = torch.autograd.grad(loss(logits, target), logits)
 
     valid = target != -1
@@ -96,10 +97,11 @@ def test_mmce_closed_form_gradient_matches_autograd_reference(weighted):
     log_p = torch.log_softmax(x, 1)
     log_conf, predicted = log_p.max(1)
     one_minus = torch.exp(torch.logsumexp(log_p.scatter(1, predicted[:, None], float("-inf")), 1))
-    square = mmce_squared(log_conf.exp(), one_minus, predicted == y, weighted=weighted)
-    reference_loss = torch.nn.functional.cross_entropy(x, y, reduction="sum") + 3.0 * valid.sum() * _norm_from_square(square)
+    norm = mmce_norm(log_conf.exp(), one_minus, predicted == y, weighted=weighted, normalization=normalization)
+    reference_loss = torch.nn.functional.cross_entropy(x, y, reduction="sum") + 3.0 * valid.sum() * norm
     expected, = torch.autograd.grad(reference_loss, logits)
-    assert 0.1 < float(square.detach().sqrt()) and got[:3].abs().max() == 0
+    # the released "count" estimator is small: ≈ (mean confidence of the wrong samples)/n
+    assert (0.003 if weighted and normalization == "count" else 0.1) < float(norm.detach()) and got[:3].abs().max() == 0
     torch.testing.assert_close(got, expected, rtol=1e-10, atol=1e-12)
     assert torch.autograd.gradcheck(lambda z: loss(z, target), (logits,))
 

@@ -212,13 +212,15 @@ def test_constants_are_checked():
 
 
 def _mmce_reference(logits, target, lam, weighted, reduction):
-    """Cross-entropy + λ √MMCE² by autograd through the O(N²) kernel matrix (float64)."""
+    """Cross-entropy + λ √MMCE² (the fused kernel's "weight" or plain estimator) by autograd through
+    the O(N²) kernel matrix (float64)."""
     from focalcal.losses.mmce import _norm_from_square, mmce_squared
 
     log_p = torch.log_softmax(logits, 1)
     log_conf, predicted = log_p.max(1)
     one_minus = torch.exp(torch.logsumexp(log_p.scatter(1, predicted[:, None], float("-inf")), 1))
-    norm = _norm_from_square(mmce_squared(log_conf.exp(), one_minus, predicted == target, weighted=weighted))
+    norm = _norm_from_square(mmce_squared(log_conf.exp(), one_minus, predicted == target, weighted=weighted,
+                                          normalization="weight"))
     cross_entropy = torch.nn.functional.cross_entropy(logits, target, reduction=reduction)
     return cross_entropy + lam * norm * (len(target) if reduction == "sum" else 1)
 
@@ -238,7 +240,8 @@ def test_fused_mmce_matches_the_quadratic_reference(weighted, n, monkeypatch):
         x = logits.clone().requires_grad_()
         expected = _mmce_reference(x, target, 2.5, weighted, reduction)
         expected_grad, = torch.autograd.grad(expected, x)
-        loss = losses.build({"name": "mmce", "lam": 2.5, "weighted": weighted, "reduction": reduction})
+        loss = losses.build({"name": "mmce", "lam": 2.5, "weighted": weighted, "normalization": "weight",
+                             "reduction": reduction})
         for dtype, rtol in ((torch.float64, 1e-10), (torch.float32, 2e-5)):
             x = logits.to(dtype).requires_grad_()
             value = loss(x, target)
@@ -247,8 +250,11 @@ def test_fused_mmce_matches_the_quadratic_reference(weighted, n, monkeypatch):
             torch.testing.assert_close(grad.double(), 3.0 * expected_grad, rtol=rtol,
                                        atol=rtol * expected_grad.abs().max().item())
     assert len(calls) == 4
-    none = losses.build({"name": "mmce", "weighted": weighted, "reduction": "none"})(logits, target)
+    none = losses.build({"name": "mmce", "weighted": weighted, "normalization": "weight",
+                         "reduction": "none"})(logits, target)
     assert len(calls) == 4 and none.shape == (n,)  # per-sample values: the eager path
+    losses.build({"name": "mmce", "weighted": weighted, "normalization": "count"})(logits, target)
+    assert len(calls) == (4 if weighted else 5)  # the released "count" estimator: the eager path
 
 
 def test_fused_mmce_gradcheck():
@@ -256,7 +262,7 @@ def test_fused_mmce_gradcheck():
     logits = (2 * torch.randn(12, 4, dtype=torch.float64)).requires_grad_()
     target = torch.randint(0, 4, (12,))
     for weighted in (True, False):
-        loss = losses.build({"name": "mmce", "weighted": weighted})
+        loss = losses.build({"name": "mmce", "weighted": weighted, "normalization": "weight"})
         assert torch.autograd.gradcheck(lambda x: loss(x, target), (logits,))
 
 

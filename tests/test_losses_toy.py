@@ -66,10 +66,25 @@ def flsd_risk(thresholds, gammas, eta=ETA):
     return risk
 
 
+def mmce_count_risk(q, lam=2.0, labels=np.array([0] * 7 + [1] * 3)):
+    """CE + λ·MMCE_w with the released code's count normalisation (its three group terms, the
+    1e-5's and the √(· + 1e-10)) on one input seen with ``labels``. Every sample sits at the
+    same confidence r, so the kernel is 1 and MMCE_w ≈ |(1 − r)/m − r/n|: 0 at r = n/(m + n), not
+    at r = η — at λ = 2 on 10 samples it pulls q below 1/2 and the top class flips to class 1."""
+    top = 0 if q >= 0.5 else 1
+    r = max(q, 1 - q)
+    m = int((labels == top).sum())
+    n = len(labels) - m
+    risk = -(labels == 0).mean() * np.log(q) - (labels == 1).mean() * np.log(1 - q)
+    square = ((m * (1 - r)) ** 2 / (m * m * (m * m + 1e-5)) + (n * r) ** 2 / (n * n * (n * n + 1e-5))
+              - 2 * (m * (1 - r)) * (n * r) / (m * n * (m * n + 1e-5)))
+    return risk + lam * np.sqrt(max(square + 1e-10, 0.0))  # the 1e-5's make the form slightly indefinite
+
+
 EXPECTED = {
     "cross_entropy": lambda: ETA,
     "brier": lambda: ETA,
-    "mmce": lambda: ETA,  # one input: both weighted groups sit at the same confidence, MMCE = 0
+    "mmce": lambda: risk_minimizer(mmce_count_risk),  # the released estimator: not 0 at q = η (see below)
     "focal": lambda: focal_risk_minimizer(np.array([ETA, 1 - ETA]), 3.0)[0],
     "focal_scheduled": lambda: focal_risk_minimizer(np.array([ETA, 1 - ETA]), 5.0)[0],  # epoch 0: γ = 5
     "flsc531": lambda: focal_risk_minimizer(np.array([ETA, 1 - ETA]), 5.0)[0],
@@ -146,3 +161,10 @@ def test_focal_optimum_is_underconfident_and_ordered_by_gamma():
     learned = [float(train_free_logits(losses.build({"name": "focal", "gamma": g}), labels)[0]) for g in (0.0, 1.0, 3.0)]
     assert ETA - 2e-3 < learned[0] < ETA + 2e-3
     assert 0.5 < learned[2] < learned[1] < learned[0]
+
+
+def test_weight_normalised_mmce_vanishes_at_the_pointwise_optimum():
+    # one input: both weighted groups sit at the same confidence, MMCE = 0, so CE's optimum η
+    learned = float(train_free_logits(losses.build({"name": "mmce", "normalization": "weight"}), labels_for(ETA))[0])
+    assert abs(learned - ETA) < 2e-3
+    assert risk_minimizer(mmce_count_risk) < 0.5  # the released estimator's optimum: the flipped class

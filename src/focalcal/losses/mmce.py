@@ -5,16 +5,42 @@ confidence r_i, correctness c_i and the Laplacian kernel k(r, r') = exp(−|r �
 
     MMCE² = Σ_ij w_i w_j k(r_i, r_j).
 
-Unweighted (Kumar et al. Eq 2): w_i = (c_i − r_i)/m, the embedding of c − r. Weighted
-(Kumar et al. §4, the default): the squared MMD between the correct samples weighted by
-1 − r_i and the wrong ones weighted by r_j, each normalised to total weight 1 —
-w_i = (1 − r_i)/Σ_correct(1 − r) for correct samples, −r_j/Σ_wrong r for wrong ones. Under
-perfect calibration (P(correct | r) = r) both weighted distributions are f(r) r (1 − r), so
-it vanishes; unlike the plain version it is not swamped by the majority of correct samples
-in an accurate batch. Without both groups (or with zero total weight in one) it is 0.
+Unweighted (Kumar et al. Eq 2): w_i = (c_i − r_i)/m, the embedding of c − r; the regulariser
+is √MMCE². Weighted (Kumar et al. §4, the default): an MMD between the m correct samples,
+weighted by 1 − r_i, and the n wrong ones, weighted by r_j. Two normalisations of its groups:
 
-The regulariser is √MMCE²; its gradient at exactly 0 (e.g. a single group) is taken as 0, a
-subgradient of the norm. mukhoti2020 used λ = 2 for images, 8 for text.
+``normalization="count"`` (default) — the estimator of the released code, Kumar et al.'s
+(github.com/aviralkumar2907/MMCE, ``calibration_mmce_w_loss``) and mukhoti2020's
+(github.com/torrvision/focal_calibration, ``Losses/mmce.py``, ``MMCE_weighted``), which is
+what mukhoti2020's λ = 2 was tuned with. Each group's kernel sum is a *mean over its pairs*
+and is then divided by the pair count once more:
+
+    MMCE_w² = S_cc / (m² (m² + 10⁻⁵)) + S_ww / (n² (n² + 10⁻⁵)) − 2 S_cw / (m n (m n + 10⁻⁵)),
+    S_cc = Σ_{i,j correct} (1 − r_i)(1 − r_j) k,  S_ww = Σ_{i,j wrong} r_i r_j k,
+    S_cw = Σ_{i correct, j wrong} (1 − r_i) r_j k,
+
+and the regulariser is √(MMCE_w² + 10⁻¹⁰) (their ε), 0 with zero gradient when a group is
+empty. The 10⁻⁵'s make the form slightly indefinite (by O(10⁻⁵ MMCE_w²)): where the released
+code's root would be NaN, the value under it is clamped at 0. Up to the ε's it is the quadratic
+form of w_i = (1 − r_i)/m² (correct), −r_j/n² (wrong): small in an accurate batch (about the
+wrong samples' mean confidence over n), largest when one sample of the batch is wrong (then
+≈ its confidence, whatever the batch size), and not a calibration measure in the strict
+sense — it does not vanish under perfect calibration unless m = n.
+
+``normalization="weight"`` — this library's earlier estimator: the squared MMD between
+the two weighted groups each normalised to total weight 1, w_i = (1 − r_i)/Σ_correct(1 − r)
+and −r_j/Σ_wrong r. Under perfect calibration (P(correct | r) = r) both weighted
+distributions are f(r) r (1 − r), so it vanishes; unlike the plain version it is not swamped
+by the majority of correct samples in an accurate batch. It is several times the released
+estimator (2–20× in √ on batches of 128), and so is its gradient: with λ = 2 on a freshly
+initialised network its gradient is ~10× the cross-entropy's (the released estimator's ~0.1×)
+and holds the network at the uniform prediction, which is perfectly calibrated — the default
+config's MMCE run never left chance with it. Without both groups (or with zero total weight
+in one) it is 0; the regulariser is √MMCE² with gradient 0 at exactly 0, a subgradient of
+the norm.
+
+``normalization`` applies to the weighted estimator only. mukhoti2020 used λ = 2 for
+images, 8 for text.
 """
 
 from __future__ import annotations
@@ -26,16 +52,60 @@ from torch.autograd.function import once_differentiable
 from . import _fused
 from ._base import Loss, check_number
 
+NORMALIZATIONS = ("count", "weight")
+#: The released code's constants: added to each count product, and under the square root.
+COUNT_EPSILON = 1e-5
+ROOT_EPSILON = 1e-10
+
 
 def mmce_squared(confidence: torch.Tensor, one_minus_confidence: torch.Tensor, correct: torch.Tensor,
-                 *, bandwidth: float = 0.4, weighted: bool = True) -> torch.Tensor:
+                 *, bandwidth: float = 0.4, weighted: bool = True, normalization: str = "count") -> torch.Tensor:
     """MMCE² of a batch (1-D inputs: top-label confidence, 1 − confidence, correct as bool).
 
     Differentiable by autograd; ``MMCELoss`` uses the closed-form gradient of the same quantity.
+    For the weighted "count" estimator this is the released code's value under its square root,
+    before the 10⁻¹⁰ (0 when a group is empty); ``mmce_norm`` gives the regulariser.
     """
-    w, _ = _mmce_weights(confidence, one_minus_confidence, correct, weighted)
     kernel = torch.exp(-(confidence.unsqueeze(0) - confidence.unsqueeze(1)).abs() / bandwidth)
+    if weighted and _check_normalization(normalization) == "count":
+        m = int(correct.sum())
+        n = correct.numel() - m
+        if m == 0 or n == 0:
+            return torch.zeros((), dtype=confidence.dtype, device=confidence.device)
+        a, b, c = _count_coefficients(m, n)
+        u_correct = torch.where(correct, one_minus_confidence, 0.0)
+        u_wrong = torch.where(correct, 0.0, confidence)
+        return (a * (u_correct @ kernel @ u_correct) + b * (u_wrong @ kernel @ u_wrong)
+                - 2 * c * (u_correct @ kernel @ u_wrong))
+    w, _ = _mmce_weights(confidence, one_minus_confidence, correct, weighted)
     return w @ kernel @ w
+
+
+def mmce_norm(confidence: torch.Tensor, one_minus_confidence: torch.Tensor, correct: torch.Tensor,
+              *, bandwidth: float = 0.4, weighted: bool = True, normalization: str = "count") -> torch.Tensor:
+    """The regulariser MMCE of a batch, by autograd: √(MMCE² + 10⁻¹⁰) for the released "count"
+    estimator (0 without both groups), else √MMCE² (gradient 0 at 0)."""
+    square = mmce_squared(confidence, one_minus_confidence, correct, bandwidth=bandwidth, weighted=weighted,
+                          normalization=normalization)
+    if weighted and normalization == "count":
+        m = int(correct.sum())
+        if m == 0 or m == correct.numel():
+            return square  # 0, with zero gradient
+        return _norm_from_square(square + ROOT_EPSILON)  # 0, gradient 0, where the ε's make it < 0
+    return _norm_from_square(square)
+
+
+def _check_normalization(normalization) -> str:
+    if normalization not in NORMALIZATIONS:
+        raise ValueError(f"normalization must be one of {list(NORMALIZATIONS)}, got {normalization!r}")
+    return normalization
+
+
+def _count_coefficients(m: int, n: int) -> tuple[float, float, float]:
+    """The released code's factors of S_cc, S_ww and S_cw: a pair mean, then ÷(count + 10⁻⁵)."""
+    m, n = float(m), float(n)
+    return (1.0 / (m * m * (m * m + COUNT_EPSILON)), 1.0 / (n * n * (n * n + COUNT_EPSILON)),
+            1.0 / (m * n * (m * n + COUNT_EPSILON)))
 
 
 def _norm_from_square(square: torch.Tensor) -> torch.Tensor:
@@ -46,7 +116,8 @@ def _norm_from_square(square: torch.Tensor) -> torch.Tensor:
 
 
 def _mmce_weights(confidence, one_minus_confidence, correct, weighted):
-    """(w, scale) with MMCE² = wᵀ K w; scale = W_correct, W_wrong (weighted) or m, for the gradient."""
+    """(w, scale) with MMCE² = wᵀ K w; scale = W_correct, W_wrong (weighted) or m, for the gradient.
+    The weighted "weight" estimator and the plain one; "count" is in ``mmce_squared``."""
     if not weighted:
         m = confidence.numel()
         return torch.where(correct, one_minus_confidence, -confidence) / m, None
@@ -60,7 +131,7 @@ def _mmce_weights(confidence, one_minus_confidence, correct, weighted):
 
 
 class _CrossEntropyPlusMMCE(torch.autograd.Function):
-    """Per sample −log p_y + λ √MMCE², with the gradient in closed form (one autograd node,
+    """Per sample −log p_y + λ · MMCE, with the gradient in closed form (one autograd node,
     the reduction inside it).
 
     With r the top-label confidence, K_ij = exp(−|r_i − r_j|/h) and v = K w:
@@ -69,10 +140,15 @@ class _CrossEntropyPlusMMCE(torch.autograd.Function):
     −(v_k + w·v over the wrong samples)/W_wrong for a wrong one (weighted), −v_k/m (plain);
     and ∂r_i/∂u_ij = r_i (e_pred − p_ij). Batch-level scalars (W, norms, w·v sums) are read
     back once as Python floats: fewer tiny kernels than 0-d tensor arithmetic.
+
+    The "count" estimator, MMCE² = Σ_ij s_ij u_i u_j K_ij with u = 1 − r (correct) or r (wrong)
+    and s_ij = a, b or −c by the pair's groups (constants of the counts): with P = K u_correct,
+    Q = K u_wrong, t = aP − cQ (correct) or bQ − cP (wrong) and t̃ the same with K ∘ sign(r_k − r_j),
+    ½ ∂MMCE²/∂r_k = ∓t_k − u_k t̃_k / h (− for a correct sample, + for a wrong one).
     """
 
     @staticmethod
-    def forward(ctx, logits, index, lam, bandwidth, weighted, reduction):
+    def forward(ctx, logits, index, lam, bandwidth, weighted, normalization, reduction):
         log_p = torch.log_softmax(logits, dim=1)
         p = log_p.exp()
         confidence, predicted = p.max(dim=1)
@@ -81,7 +157,27 @@ class _CrossEntropyPlusMMCE(torch.autograd.Function):
         labels = index.view(-1)
         correct = predicted.view(-1) == labels
         m = confidence.numel()
-        if weighted:
+        difference = confidence.unsqueeze(1) - confidence.unsqueeze(0)
+        kernel = torch.exp(difference.abs().div_(-bandwidth))
+        count = weighted and normalization == "count"
+        if count:
+            correct_f = correct.to(logits.dtype)
+            m_correct = int(correct.sum())
+            coefficients = _count_coefficients(m_correct, m - m_correct) if 0 < m_correct < m else None
+            u = torch.where(correct, one_minus, confidence)
+            u_correct = u * correct_f
+            u_wrong = u - u_correct
+            if coefficients is None:
+                norm = 0.0  # the released code's 0 (and zero gradient) without both groups
+            else:
+                a, b, c = coefficients
+                along = torch.mm(kernel, torch.stack([u_correct, u_wrong], 1))  # (P, Q) = K u_correct, K u_wrong
+                s_cc, s_cw = torch.mv(along.t(), u_correct).tolist()
+                s_ww = float(torch.dot(u_wrong, along[:, 1]))
+                norm = max(a * s_cc + b * s_ww - 2 * c * s_cw + ROOT_EPSILON, 0.0) ** 0.5
+            saved = (correct_f, u_correct, u_wrong, along if coefficients is not None else u)
+            extra = coefficients
+        elif weighted:
             correct_f = correct.to(logits.dtype)
             # Group weights: 1 − r for correct samples, r for wrong ones; W = their group sums.
             groups = torch.stack([correct_f, torch.rsub(correct_f, 1.0)])
@@ -91,15 +187,18 @@ class _CrossEntropyPlusMMCE(torch.autograd.Function):
             inverse = (1 / total_correct, 1 / total_wrong) if both else (0.0, 0.0)
             # w = values/W_correct (correct) or −values/W_wrong (wrong)
             w = values * correct_f.mul(inverse[0] + inverse[1]).sub_(inverse[1])
+            v = torch.mv(kernel, w)
+            norm = max(float(torch.dot(w, v)), 0.0) ** 0.5  # a PSD form: < 0 only by rounding
+            saved = (correct_f, groups, w, v)
+            extra = (total_correct, total_wrong)
         else:
-            correct_f, groups, total_correct, total_wrong = None, None, 0.0, 0.0
             w = torch.where(correct, one_minus, confidence.neg()).div_(m)
-        difference = confidence.unsqueeze(1) - confidence.unsqueeze(0)
-        kernel = torch.exp(difference.abs().div_(-bandwidth))
-        v = torch.mv(kernel, w)
-        norm = max(float(torch.dot(w, v)), 0.0) ** 0.5  # a PSD form: < 0 only by rounding
-        ctx.save_for_backward(p, index, predicted, confidence, correct_f, groups, w, v, kernel, difference)
-        ctx.scalars = (lam, bandwidth, weighted, reduction, m, norm, total_correct, total_wrong)
+            v = torch.mv(kernel, w)
+            norm = max(float(torch.dot(w, v)), 0.0) ** 0.5
+            saved = (w, w, w, v)  # placeholders where the weighted form keeps its group tensors
+            extra = None
+        ctx.save_for_backward(p, index, predicted, confidence, kernel, difference, *saved)
+        ctx.scalars = (lam, bandwidth, weighted, count, reduction, m, norm, extra)
         if reduction == "none":
             return log_p.gather(1, index).view(-1).neg_().add_(lam * norm)
         cross_entropy = F.nll_loss(log_p, labels, reduction=reduction)
@@ -108,8 +207,8 @@ class _CrossEntropyPlusMMCE(torch.autograd.Function):
     @staticmethod
     @once_differentiable
     def backward(ctx, grad_output):
-        p, index, predicted, confidence, correct_f, groups, w, v, kernel, difference = ctx.saved_tensors
-        lam, bandwidth, weighted, reduction, m, norm, total_correct, total_wrong = ctx.scalars
+        p, index, predicted, confidence, kernel, difference, *saved = ctx.saved_tensors
+        lam, bandwidth, weighted, count, reduction, m, norm, extra = ctx.scalars
         if reduction == "none":
             per_sample = grad_output.unsqueeze(1)
             total = float(grad_output.sum())
@@ -117,23 +216,40 @@ class _CrossEntropyPlusMMCE(torch.autograd.Function):
             total = float(grad_output) * (m if reduction == "sum" else 1.0)
             per_sample = total / m
         grad = p.scatter_add(1, index, torch.full_like(p[:, :1], -1.0)).mul_(per_sample)  # p − e_y
-        if not norm > 0:
-            return grad, None, None, None, None, None
-        if weighted:
-            vw_correct, vw_wrong = torch.mv(groups, v * w).tolist()
-            inverse_correct, inverse_wrong = 1 / total_correct, 1 / total_wrong
-            # (Σ_correct vw − v)/W_correct for correct samples, −(v + Σ_wrong vw)/W_wrong for wrong ones
-            slope = correct_f.mul(inverse_wrong - inverse_correct).sub_(inverse_wrong)
-            offset = correct_f.mul(vw_correct * inverse_correct + vw_wrong * inverse_wrong).sub_(vw_wrong * inverse_wrong)
-            through_w = torch.addcmul(offset, v, slope)
+        if not norm > 0 or (count and extra is None):
+            return grad, None, None, None, None, None, None
+        signed_kernel = kernel * difference.sign()
+        if count:
+            correct_f, u_correct, u_wrong, along = saved
+            a, b, c = extra
+            signed = torch.mm(signed_kernel, torch.stack([u_correct, u_wrong], 1))
+            wrong_f = torch.rsub(correct_f, 1.0)
+
+            def by_group(pair):  # aP − cQ on the correct samples, bQ − cP on the wrong ones
+                first, second = pair[:, 0], pair[:, 1]
+                return correct_f * (a * first - c * second) + wrong_f * (b * second - c * first)
+
+            # ∂u/∂r = −1 (correct), +1 (wrong)
+            d_square = torch.addcmul(by_group(along) * (wrong_f - correct_f), u_correct + u_wrong, by_group(signed),
+                                     value=-1.0 / bandwidth)  # half of ∂MMCE²/∂r
         else:
-            through_w = v / -m
-        through_kernel = torch.mv(kernel * difference.sign(), w)
-        d_square = torch.addcmul(through_w, w, through_kernel, value=-1.0 / bandwidth)  # half of ∂MMCE²/∂r
+            correct_f, groups, w, v = saved
+            if weighted:
+                total_correct, total_wrong = extra
+                vw_correct, vw_wrong = torch.mv(groups, v * w).tolist()
+                inverse_correct, inverse_wrong = 1 / total_correct, 1 / total_wrong
+                # (Σ_correct vw − v)/W_correct for correct samples, −(v + Σ_wrong vw)/W_wrong for wrong ones
+                slope = correct_f.mul(inverse_wrong - inverse_correct).sub_(inverse_wrong)
+                offset = correct_f.mul(vw_correct * inverse_correct + vw_wrong * inverse_wrong).sub_(vw_wrong * inverse_wrong)
+                through_w = torch.addcmul(offset, v, slope)
+            else:
+                through_w = v / -m
+            through_kernel = torch.mv(signed_kernel, w)
+            d_square = torch.addcmul(through_w, w, through_kernel, value=-1.0 / bandwidth)  # half of ∂MMCE²/∂r
         d_confidence = d_square.mul_(confidence).mul_(lam * total / norm).unsqueeze(1)  # times r_i
         grad.addcmul_(p, d_confidence, value=-1.0)
         grad.scatter_add_(1, predicted, d_confidence)
-        return grad, None, None, None, None, None
+        return grad, None, None, None, None, None, None
 
 
 class MMCELoss(Loss):
@@ -143,43 +259,50 @@ class MMCELoss(Loss):
         lam: weight λ of the MMCE term (default 2, mukhoti2020's value for images).
         bandwidth: Laplacian kernel width (0.4 in Kumar et al.).
         weighted: weighted MMCE (default) or the plain one.
+        normalization: of the weighted MMCE's groups — "count" (default: the released code of
+            Kumar et al. and mukhoti2020, pair means divided by the counts) or "weight" (each
+            group normalised to total weight 1; this library's earlier estimator). See the module
+            docstring.
     """
 
     name = "mmce"
 
     def __init__(self, *, lam: float = 2.0, bandwidth: float = 0.4, weighted: bool = True,
-                 reduction: str = "mean", ignore_index: int | None = None) -> None:
+                 normalization: str = "count", reduction: str = "mean", ignore_index: int | None = None) -> None:
         super().__init__(reduction=reduction, ignore_index=ignore_index)
         self.lam = check_number(lam, "lam", low=0.0)
         self.bandwidth = check_number(bandwidth, "bandwidth", low=0.0, low_open=True)
         if not isinstance(weighted, bool):
             raise ValueError(f"weighted must be True or False, got {weighted!r}")
         self.weighted = weighted
+        self.normalization = _check_normalization(normalization)
 
     def regulariser(self, logits: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
-        """√MMCE² of the samples given (logits (m, K), targets (m, 1))."""
+        """MMCE of the samples given (logits (m, K), targets (m, 1)), by autograd."""
         log_p = torch.log_softmax(logits, dim=1)
         log_conf, predicted = log_p.max(dim=1, keepdim=True)
         log_rest = torch.logsumexp(log_p.scatter(1, predicted, float("-inf")), dim=1)
         correct = predicted.squeeze(1) == index.squeeze(1)
-        square = mmce_squared(log_conf.squeeze(1).exp(), log_rest.exp(), correct,
-                              bandwidth=self.bandwidth, weighted=self.weighted)
-        return _norm_from_square(square)
+        return mmce_norm(log_conf.squeeze(1).exp(), log_rest.exp(), correct, bandwidth=self.bandwidth,
+                         weighted=self.weighted, normalization=self.normalization)
 
     def reduce_valid(self, logits, index, valid):
         if logits.dim() != 2:
             raise ValueError(f"mmce compares every pair of samples (quadratic in the batch), so it takes "
                              f"classification logits (N, K); got shape {tuple(logits.shape)}")
-        if valid is None and self.reduction != "none" and _fused.usable(logits):
+        arguments = (self.lam, self.bandwidth, self.weighted, self.normalization)
+        # The fused kernel computes the "weight" and the plain estimators; "count" runs eagerly.
+        fused = not self.weighted or self.normalization == "weight"
+        if valid is None and self.reduction != "none" and fused and _fused.usable(logits):
             return _fused.cross_entropy_mmce(logits, index, self.lam, self.bandwidth, self.weighted,
                                              reduction=self.reduction)
         if valid is None:
-            return _CrossEntropyPlusMMCE.apply(logits, index, self.lam, self.bandwidth, self.weighted, self.reduction)
+            return _CrossEntropyPlusMMCE.apply(logits, index, *arguments, self.reduction)
         # Ignored samples: the regulariser is over the valid ones; they get 0 as every loss does.
-        per_sample = _CrossEntropyPlusMMCE.apply(logits[valid], index[valid], self.lam, self.bandwidth,
-                                                 self.weighted, "none")
+        per_sample = _CrossEntropyPlusMMCE.apply(logits[valid], index[valid], *arguments, "none")
         loss = torch.zeros(valid.shape, dtype=per_sample.dtype, device=per_sample.device).masked_scatter(valid, per_sample)
         return self._reduce(loss.unsqueeze(1), valid)
 
     def hyperparameters(self):
-        return {"lam": self.lam, "bandwidth": self.bandwidth, "weighted": self.weighted, **super().hyperparameters()}
+        return {"lam": self.lam, "bandwidth": self.bandwidth, "weighted": self.weighted,
+                "normalization": self.normalization, **super().hyperparameters()}
