@@ -30,7 +30,7 @@ def test_equal_mass_bins_match_numpy_array_split():
 def test_gamma_update_rule():
     gammas = torch.tensor([1.0, 1.0, 0.25, -0.25, -1.0, 19.0, 3.0], dtype=torch.float64)
     gap = torch.tensor([0.1, -0.1, -0.3, 0.3, -0.2, 0.5, 0.0], dtype=torch.float64)  # C − A
-    got = next_gammas(gammas, gap, lam=1.0, gamma_max=20.0, switch_threshold=0.2)
+    got = next_gammas(gammas, gap, lam=1.0, gamma_min=-2.0, gamma_max=20.0, switch_threshold=0.2)
     expected = [
         np.exp(0.1),           # over-confident focal bin: γ grows
         np.exp(-0.1),          # under-confident focal bin: γ shrinks
@@ -41,6 +41,49 @@ def test_gamma_update_rule():
         3.0,                   # calibrated: unchanged
     ]
     np.testing.assert_allclose(got.numpy(), expected, rtol=1e-12)
+
+
+def test_inverse_focal_bin_driven_below_gamma_min_lands_on_it():
+    # The official AdaFocal code clips the signed γ to [−2, 20]: an under-confident inverse bin
+    # at −1.9 would move to −1.9·e^0.3 = −2.565 (past the bound); it stops at −2 exactly.
+    loss = losses.build({"name": "adafocal", "num_bins": 2})
+    loss.gammas = torch.tensor([-1.9, 1.0], dtype=torch.float64)
+    unclipped = -1.9 * np.exp(0.3)
+    assert unclipped < loss.gamma_min == -2.0
+    loss.update_gammas([0.5, 0.6], [0.8, 0.6])  # gaps C − A = −0.3 and 0
+    assert loss.gammas.tolist() == [-2.0, 1.0]
+
+
+def test_focal_bin_driven_above_gamma_max_lands_on_it():
+    loss = losses.build({"name": "adafocal", "num_bins": 2})
+    loss.gammas = torch.tensor([19.0, -1.5], dtype=torch.float64)
+    unclipped = 19.0 * np.exp(0.5)
+    assert unclipped > loss.gamma_max == 20.0
+    loss.update_gammas([0.9, 0.6], [0.4, 0.6])  # gaps C − A = 0.5 and 0
+    assert loss.gammas.tolist() == [20.0, -1.5]
+
+
+def test_gamma_bounds_are_configurable_and_reported():
+    assert losses.parameters("adafocal")["gamma_min"] == -2.0
+    loss = losses.build({"name": "adafocal", "num_bins": 1, "gamma_min": -5.0, "gamma_max": 4.0})
+    assert loss.hyperparameters()["gamma_min"] == -5.0 and loss.hyperparameters()["gamma_max"] == 4.0
+    loss.gammas = torch.tensor([-4.0], dtype=torch.float64)
+    loss.update_gammas([0.3], [0.8])  # −4·e^0.5 = −6.6 → −5
+    assert loss.gammas.tolist() == [-5.0]
+
+
+@pytest.mark.parametrize("gamma_min", [0.0, 1.0, float("nan"), float("-inf"), "-2", True])
+def test_adafocal_rejects_bad_gamma_min(gamma_min):
+    with pytest.raises(ValueError, match="gamma_min"):
+        losses.build({"name": "adafocal", "gamma_min": gamma_min})
+
+
+def test_adafocal_rejects_bounds_that_cut_the_regime_switch_or_the_start():
+    # A bin switched to −S_th must not be clipped back below S_th, nor may γ_0 start outside.
+    with pytest.raises(ValueError, match=r"switch_threshold must be <= min\(-gamma_min, gamma_max\) = 0.1"):
+        losses.build({"name": "adafocal", "gamma_min": -0.1})
+    with pytest.raises(ValueError, match="gamma_initial must be >= -2.0"):
+        losses.build({"name": "adafocal", "gamma_initial": -3.0})
 
 
 def inverse_or_focal_numpy(p, gamma):
@@ -67,7 +110,8 @@ def test_update_from_validation_then_per_sample_gamma(bin_by):
     gap = np.array([conf[c].mean() - correct[c].mean() for c in chunks])
     reference = torch.ones(5, dtype=torch.float64)
     for _ in range(3):
-        reference = next_gammas(reference, torch.from_numpy(gap), lam=4.0, gamma_max=20.0, switch_threshold=0.2)
+        reference = next_gammas(reference, torch.from_numpy(gap), lam=4.0, gamma_min=-2.0, gamma_max=20.0,
+                                switch_threshold=0.2)
     np.testing.assert_allclose(gammas, reference.numpy(), rtol=1e-12)
     # Training samples use the γ of their bin (by p_y or by top-label confidence).
     logits = 2 * torch.randn(200, 4, dtype=torch.float64)

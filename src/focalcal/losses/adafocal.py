@@ -9,14 +9,18 @@ calibration. After each validation pass (``update_from_validation``):
    regime (γ_b > 0: an over-confident bin, C_b > A_b, gets a larger γ, more entropy); in the
    inverse-focal regime (γ_b < 0, loss −(1 + p_y)^|γ| log p_y, which *raises* confidence)
    |γ_b| ← |γ_b| · exp(−λ (C_b − A_b)), so an under-confident bin is pushed harder;
-3. |γ_b| is capped at ``gamma_max``; when |γ_b| falls below ``switch_threshold`` (S_th) the bin
-   switches regime: γ_b ← +S_th if the bin is over-confident, −S_th if under-confident.
+3. when |γ_b| falls below ``switch_threshold`` (S_th) the bin switches regime: γ_b ← +S_th if
+   the bin is over-confident, −S_th if under-confident; then the signed γ_b is clipped to
+   [``gamma_min``, ``gamma_max``], as the official AdaFocal code does: an inverse-focal bin's
+   weight (1 + p_y)^|γ| stays ≤ 4 by default, while a focal bin's γ may reach 20.
 
 During training each sample uses the γ of the bin its confidence falls in — by default its
 probability of the true class p_y (``bin_by="true_class"``, as FLSD does), or its top-label
 confidence (``bin_by="predicted"``, the quantity the bins are built from). Before the first
-update every bin has ``gamma_initial``. Defaults follow the AdaFocal paper: 15 bins, λ = 1,
-γ_0 = 1, γ_max = 20, S_th = 0.2. Signed γ (negative = inverse focal) is this module's encoding.
+update every bin has ``gamma_initial``. Defaults are those of the official AdaFocal code
+(github.com/3mcloud/adafocal), since komisarenko2024 trained AdaFocal with its defaults: 15 bins,
+λ = 1, γ_0 = 1, γ ∈ [γ_min, γ_max] = [−2, 20], S_th = 0.2. Signed γ (negative = inverse focal)
+is how both that code and this module encode the regime.
 """
 
 from __future__ import annotations
@@ -63,9 +67,10 @@ class AdaFocalLoss(Loss):
         num_bins: equal-mass validation bins (15).
         lam: step size λ of the multiplicative γ update (1).
         gamma_initial: γ of every bin before the first update (1).
-        gamma_max: cap on |γ| (20).
+        gamma_min: lower bound of the signed γ, i.e. the cap on an inverse-focal bin's |γ| (−2).
+        gamma_max: upper bound of γ, the cap on a focal bin's γ (20).
         switch_threshold: S_th, the |γ| below which a bin switches between focal and
-            inverse-focal (0.2).
+            inverse-focal (0.2); at most min(|gamma_min|, gamma_max), so a switched bin is not clipped.
         bin_by: which probability of a training sample picks its bin: ``"true_class"`` (p_y)
             or ``"predicted"`` (top-label confidence).
     """
@@ -73,8 +78,8 @@ class AdaFocalLoss(Loss):
     name = "adafocal"
     needs_validation = True
 
-    def __init__(self, *, num_bins: int = 15, lam: float = 1.0, gamma_initial: float = 1.0, gamma_max: float = 20.0,
-                 switch_threshold: float = 0.2, bin_by: str = "true_class",
+    def __init__(self, *, num_bins: int = 15, lam: float = 1.0, gamma_initial: float = 1.0, gamma_min: float = -2.0,
+                 gamma_max: float = 20.0, switch_threshold: float = 0.2, bin_by: str = "true_class",
                  reduction: str = "mean", ignore_index: int | None = None) -> None:
         super().__init__(reduction=reduction, ignore_index=ignore_index)
         if isinstance(num_bins, bool) or not isinstance(num_bins, int) or num_bins < 1:
@@ -83,9 +88,14 @@ class AdaFocalLoss(Loss):
             raise ValueError(f"bin_by must be one of {BIN_BY}, got {bin_by!r}")
         self.num_bins = num_bins
         self.lam = check_number(lam, "lam", low=0.0)
+        # γ_min < 0 < γ_max: the update switches a bin to −S_th or +S_th, so both regimes must fit.
+        self.gamma_min = check_number(gamma_min, "gamma_min", high=0.0, high_open=True)
         self.gamma_max = check_number(gamma_max, "gamma_max", low=0.0, low_open=True)
-        self.switch_threshold = check_number(switch_threshold, "switch_threshold", low=0.0, high=self.gamma_max)
-        self.gamma_initial = check_number(gamma_initial, "gamma_initial", low=-self.gamma_max, high=self.gamma_max)
+        self.switch_threshold = check_number(switch_threshold, "switch_threshold", low=0.0)
+        if self.switch_threshold > min(-self.gamma_min, self.gamma_max):
+            raise ValueError(f"switch_threshold must be <= min(-gamma_min, gamma_max) = "
+                             f"{min(-self.gamma_min, self.gamma_max)}, got {self.switch_threshold}")
+        self.gamma_initial = check_number(gamma_initial, "gamma_initial", low=self.gamma_min, high=self.gamma_max)
         if abs(self.gamma_initial) < self.switch_threshold:
             raise ValueError(f"|gamma_initial| must be >= switch_threshold={self.switch_threshold}, got {gamma_initial}")
         self.bin_by = bin_by
@@ -117,8 +127,8 @@ class AdaFocalLoss(Loss):
                              f"{tuple(confidence.shape)} and {tuple(accuracy.shape)}")
         if not bool(torch.isfinite(confidence).all() and torch.isfinite(accuracy).all()):
             raise ValueError("bin confidences and accuracies must be finite (an empty bin?)")
-        self.gammas = next_gammas(self.gammas, confidence - accuracy, lam=self.lam, gamma_max=self.gamma_max,
-                                  switch_threshold=self.switch_threshold)
+        self.gammas = next_gammas(self.gammas, confidence - accuracy, lam=self.lam, gamma_min=self.gamma_min,
+                                  gamma_max=self.gamma_max, switch_threshold=self.switch_threshold)
 
     # ---- training loss -----------------------------------------------------------------------
     def gamma_for(self, confidence: torch.Tensor) -> torch.Tensor:
@@ -147,16 +157,17 @@ class AdaFocalLoss(Loss):
 
     def hyperparameters(self):
         return {"num_bins": self.num_bins, "lam": self.lam, "gamma_initial": self.gamma_initial,
-                "gamma_max": self.gamma_max, "switch_threshold": self.switch_threshold, "bin_by": self.bin_by,
-                **super().hyperparameters()}
+                "gamma_min": self.gamma_min, "gamma_max": self.gamma_max, "switch_threshold": self.switch_threshold,
+                "bin_by": self.bin_by, **super().hyperparameters()}
 
 
-def next_gammas(gammas: torch.Tensor, calibration_gap: torch.Tensor, *, lam: float, gamma_max: float,
-                switch_threshold: float) -> torch.Tensor:
-    """AdaFocal's γ update for per-bin gaps C_b − A_b (positive = over-confident)."""
+def next_gammas(gammas: torch.Tensor, calibration_gap: torch.Tensor, *, lam: float, gamma_min: float,
+                gamma_max: float, switch_threshold: float) -> torch.Tensor:
+    """AdaFocal's γ update for per-bin gaps C_b − A_b (positive = over-confident), the signed
+    result clipped to [gamma_min, gamma_max] after the regime switch (the official code's order)."""
     step = torch.exp(lam * calibration_gap)
-    magnitude = torch.where(gammas >= 0, gammas.abs() * step, gammas.abs() / step).clamp(max=gamma_max)
+    magnitude = torch.where(gammas >= 0, gammas.abs() * step, gammas.abs() / step)
     updated = torch.copysign(magnitude, gammas)
     switched = switch_threshold * torch.where(calibration_gap > 0, 1.0, -1.0).to(gammas.dtype)
-    return torch.where(magnitude < switch_threshold, switched, updated)
+    return torch.where(magnitude < switch_threshold, switched, updated).clamp(min=gamma_min, max=gamma_max)
 

@@ -26,6 +26,7 @@ from . import _fused
 from ._base import Loss, cast_like, check_number, check_sequence, class_weight_tensor, target_weights, weights_for
 from ._classwise import classwise_loss
 from ._logprob import LOG_HALF
+from .smoothing import check_convention, wrong_classes_smoothing
 
 GammaSpec = float | torch.Tensor | Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
@@ -154,7 +155,8 @@ def smoothed_target_focal(logits: torch.Tensor, index: torch.Tensor, gamma: floa
 
 
 def smoothed_targets(index: torch.Tensor, num_classes: int, smoothing: float, dtype, device) -> torch.Tensor:
-    """mukhoti2020 §5.1: s_i = (1 − α) q_i + α (1 − q_i)/(K − 1), q the one-hot target."""
+    """mukhoti2020 §5.1: s_i = (1 − α) q_i + α (1 − q_i)/(K − 1), q the one-hot target (the
+    "wrong_classes" form; ``smoothing.wrong_classes_smoothing`` gives α for the "uniform" one)."""
     shape = list(index.shape)
     shape[1] = num_classes
     soft = torch.full(shape, smoothing / (num_classes - 1), dtype=dtype, device=device)
@@ -168,19 +170,24 @@ class FocalLoss(Loss):
         gamma: focusing parameter γ ≥ 0 (γ = 0 is cross-entropy). Default 3, the best fixed γ
             of mukhoti2020 (App. E).
         alpha: optional class weights: a scalar (hossain2021 Eq 5) or one weight per class.
-        smoothing: label-smoothing α of the target (mukhoti2020's definition), giving the
-            "LS" paradigm of charoenphakdee2021 §6.1: −Σ_i v_i (1 − p_i)^γ log p_i with the
-            smoothed v. Soft target tensors of the logits' shape are accepted directly, too.
+        smoothing: label-smoothing α of the target, giving the "LS" paradigm of
+            charoenphakdee2021 §6.1: −Σ_i v_i (1 − p_i)^γ log p_i with the smoothed v. Soft
+            target tensors of the logits' shape are accepted directly, too.
+        convention: what α means (see ``focalcal.losses.smoothing``): ``"wrong_classes"``
+            (default, mukhoti2020: the K − 1 wrong classes share α) or ``"uniform"`` (Müller
+            et al. 2019, which charoenphakdee2021 cites: (1 − α) q + α/K).
     """
 
     name = "focal"
     accepts_soft_targets = True
 
     def __init__(self, *, gamma: float = 3.0, alpha: float | Sequence[float] | None = None,
-                 smoothing: float = 0.0, reduction: str = "mean", ignore_index: int | None = None) -> None:
+                 smoothing: float = 0.0, convention: str = "wrong_classes", reduction: str = "mean",
+                 ignore_index: int | None = None) -> None:
         super().__init__(reduction=reduction, ignore_index=ignore_index)
         self.gamma = check_number(gamma, "gamma", low=0.0)
         self.smoothing = check_number(smoothing, "smoothing", low=0.0, high=1.0, high_open=True)
+        self.convention = check_convention(convention)
         # alpha: None, one scalar weight, or one weight per class (kept as a buffer).
         self.alpha_scale = 1.0
         self.register_buffer("class_weights", None)
@@ -195,10 +202,11 @@ class FocalLoss(Loss):
 
     def elementwise(self, logits, index):
         if self.smoothing > 0.0:
+            smoothing = wrong_classes_smoothing(self.smoothing, logits.shape[1], self.convention)
             if self.class_weights is None:
-                loss = smoothed_target_focal(logits, index, self.gamma, self.smoothing)
+                loss = smoothed_target_focal(logits, index, self.gamma, smoothing)
                 return loss * self.alpha_scale if self.alpha_scale != 1.0 else loss
-            soft = smoothed_targets(index, logits.shape[1], self.smoothing, logits.dtype, logits.device)
+            soft = smoothed_targets(index, logits.shape[1], smoothing, logits.dtype, logits.device)
             return self.soft_target_elementwise(logits, soft)
         loss = focal_of_target(logits, index, self.gamma)
         if self.class_weights is not None:
@@ -209,7 +217,8 @@ class FocalLoss(Loss):
         if self.class_weights is not None or self.alpha_scale != 1.0:
             return None
         if self.smoothing > 0.0:
-            return smoothed_target_focal(logits, index, self.gamma, self.smoothing, reduction=reduction)
+            smoothing = wrong_classes_smoothing(self.smoothing, logits.shape[1], self.convention)
+            return smoothed_target_focal(logits, index, self.gamma, smoothing, reduction=reduction)
         return focal_of_target(logits, index, self.gamma, reduction=reduction)
 
     def soft_target_elementwise(self, logits, soft):
@@ -218,7 +227,8 @@ class FocalLoss(Loss):
         return loss * self.alpha_scale if self.alpha_scale != 1.0 else loss
 
     def hyperparameters(self):
-        return {"gamma": self.gamma, "alpha": self.alpha, "smoothing": self.smoothing, **super().hyperparameters()}
+        return {"gamma": self.gamma, "alpha": self.alpha, "smoothing": self.smoothing, "convention": self.convention,
+                **super().hyperparameters()}
 
 
 class SampleDependentFocalLoss(Loss):

@@ -1,4 +1,17 @@
-"""Label-smoothed cross-entropy (Müller et al. 2019) with mukhoti2020's smoothing (§5.1)."""
+"""Label-smoothed cross-entropy (Müller et al. 2019), in either of the papers' conventions.
+
+Two conventions give the same α different targets (q the one-hot target, K classes):
+
+* ``"wrong_classes"`` — mukhoti2020 §5.1: s = (1 − α) q + α (1 − q)/(K − 1); the true class
+  keeps 1 − α and the K − 1 wrong classes share α. mukhoti2020's LS-0.05 means this.
+* ``"uniform"`` — Müller et al. 2019, which charoenphakdee2021 cites for its LS paradigm:
+  s = (1 − α) q + α/K; α is spread over all K classes, so the true class keeps 1 − α + α/K.
+  torch's ``cross_entropy(label_smoothing=α)`` is this one.
+
+The uniform target with α is the wrong-classes target with α' = α (K − 1)/K (both give each
+wrong class α/K), so every loss implements the wrong-classes form only and converts α at
+forward time, when K is known (``wrong_classes_smoothing``): one kernel for both.
+"""
 
 from __future__ import annotations
 
@@ -7,26 +20,46 @@ import torch
 from ._base import Loss, check_number
 from ._classwise import classwise_loss
 
+CONVENTIONS = ("wrong_classes", "uniform")
+
+
+def check_convention(convention) -> str:
+    if convention not in CONVENTIONS:
+        raise ValueError(f"convention must be one of {CONVENTIONS}, got {convention!r}")
+    return convention
+
+
+def wrong_classes_smoothing(smoothing: float, num_classes: int, convention: str) -> float:
+    """The α of the wrong-classes target (true class 1 − α, others α/(K − 1)) that equals the
+    smoothed target of ``convention`` with ``smoothing``."""
+    if convention == "uniform":
+        return smoothing * (num_classes - 1) / num_classes
+    return smoothing
+
 
 class LabelSmoothingLoss(Loss):
-    """Cross-entropy against s_i = (1 − α) q_i + α (1 − q_i)/(K − 1), q the one-hot target.
+    """Cross-entropy against the smoothed one-hot target s of ``convention`` (module docstring).
 
-    The true class keeps 1 − α and the other K − 1 classes share α, so α = 0 is cross-entropy.
+    In the wrong-classes form s_i = (1 − α) q_i + α (1 − q_i)/(K − 1), α = 0 is cross-entropy.
     Per element: −(1 − α) log p_y − α/(K − 1) Σ_{i≠y} log p_i. Default α = 0.05 (LS-0.05, the
-    better of the two values mukhoti2020 tried).
+    better of the two values mukhoti2020 tried) in mukhoti2020's convention, ``"wrong_classes"``;
+    ``"uniform"`` is Müller et al.'s (1 − α) q + α/K.
     """
 
     name = "label_smoothing"
 
-    def __init__(self, *, smoothing: float = 0.05, reduction: str = "mean", ignore_index: int | None = None) -> None:
+    def __init__(self, *, smoothing: float = 0.05, convention: str = "wrong_classes", reduction: str = "mean",
+                 ignore_index: int | None = None) -> None:
         super().__init__(reduction=reduction, ignore_index=ignore_index)
         self.smoothing = check_number(smoothing, "smoothing", low=0.0, high=1.0, high_open=True)
+        self.convention = check_convention(convention)
 
     def elementwise(self, logits: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
         return self.reduced(logits, index, "none")
 
     def reduced(self, logits, index, reduction):
-        keep, share = 1.0 - self.smoothing, self.smoothing / (logits.shape[1] - 1)
+        smoothing = wrong_classes_smoothing(self.smoothing, logits.shape[1], self.convention)
+        keep, share = 1.0 - smoothing, smoothing / (logits.shape[1] - 1)
 
         def spec(parts):
             log_p = parts.log_p
@@ -37,4 +70,4 @@ class LabelSmoothingLoss(Loss):
         return classwise_loss(logits, spec, reduction=reduction)
 
     def hyperparameters(self):
-        return {"smoothing": self.smoothing, **super().hyperparameters()}
+        return {"smoothing": self.smoothing, "convention": self.convention, **super().hyperparameters()}
