@@ -47,6 +47,10 @@ class Loss(nn.Module):
     needs_training_targets = False
     needs_validation = False
     accepts_soft_targets = False
+    #: "mean" is a mean over the non-ignored samples/pixels (a batch-level term such as MMCE's
+    #: counted once per sample), so mean × their count is the sum — what a trainer summing the
+    #: batch's loss relies on. False for a set-level loss (generalised Dice), which has no sum.
+    mean_over_elements = True
 
     def __init__(self, *, reduction: str = "mean", ignore_index: int | None = None) -> None:
         super().__init__()

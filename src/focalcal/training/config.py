@@ -11,12 +11,18 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 OPTIMIZERS = ("sgd", "adam")
 AUGMENTATIONS = ("dataset", "none", "crop_flip", "crop")
 DEVICES = ("auto", "cpu", "cuda")
+LOSS_REDUCTIONS = ("mean", "sum")
+# Recipe keys added after runs had been checkpointed, with their defaults: left out of the
+# fingerprint while at the default, so a checkpoint written before they existed (whose run
+# trained with exactly these defaults) still resumes.
+LATER_RECIPE_DEFAULTS = {"loss_reduction": "mean", "grad_clip_norm": None}
 
 
 @dataclass
@@ -49,6 +55,15 @@ class Recipe:
     # Stop when the validation loss has not improved for this many epochs (hossain2021 §4.2);
     # the logits are then dumped from the best epoch's weights. None: train all epochs.
     early_stopping_patience: int | None = None
+    # What the gradient step descends: "mean" (default: the PyTorch convention, the project's
+    # choice) the batch's per-sample (per-pixel) mean loss; "sum" that mean times the batch's
+    # labelled count, i.e. the summed loss, as in the released code of mukhoti2020
+    # (train_utils.py; its MMCE is CE mean + λ·MMCE, times the batch size). The logged
+    # train_loss stays the per-sample mean either way.
+    loss_reduction: str = "mean"
+    # Clip the total 2-norm of all parameter gradients to this before every step; None (default:
+    # no clipping, the project's choice). 2 in the released code of mukhoti2020 (train_utils.py).
+    grad_clip_norm: float | None = None
 
 
 @dataclass
@@ -71,6 +86,9 @@ class RunConfig:
         settings = self.to_dict()
         for key in ("device", "compile"):
             settings.pop(key)
+        for key, default in LATER_RECIPE_DEFAULTS.items():
+            if settings["recipe"][key] == default:
+                settings["recipe"].pop(key)
         return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]
 
     @classmethod
@@ -97,6 +115,7 @@ class RunConfig:
         _check_choice("recipe.optimizer.name", recipe.optimizer.name, OPTIMIZERS)
         _check_choice("recipe.augmentation", recipe.augmentation, AUGMENTATIONS)
         _check_choice("device", self.device, DEVICES)
+        _check_choice("recipe.loss_reduction", recipe.loss_reduction, LOSS_REDUCTIONS)
         if recipe.epochs < 1:
             raise ValueError(f"recipe.epochs must be >= 1, got {recipe.epochs}")
         if recipe.batch_size < 1:
@@ -109,6 +128,10 @@ class RunConfig:
             raise ValueError("set either recipe.lr_milestones or recipe.lr_step_every, not both")
         if recipe.early_stopping_patience is not None and recipe.early_stopping_patience < 1:
             raise ValueError(f"recipe.early_stopping_patience must be >= 1 or null, got {recipe.early_stopping_patience}")
+        clip = recipe.grad_clip_norm
+        if clip is not None and (isinstance(clip, bool) or not isinstance(clip, (int, float))
+                                 or not math.isfinite(clip) or clip <= 0):
+            raise ValueError(f"recipe.grad_clip_norm must be a finite number > 0 or null, got {clip!r}")
         bad = [e for e in recipe.reliability_epochs if not 1 <= e <= recipe.epochs]
         if bad:
             raise ValueError(f"recipe.reliability_epochs {bad} outside 1..{recipe.epochs}")

@@ -102,6 +102,9 @@ class Trainer:
         self.loss_fn = loss_lib.build(config.loss)
         if isinstance(self.loss_fn, torch.nn.Module):
             self.loss_fn.to(device)
+        if config.recipe.loss_reduction == "sum" and not getattr(self.loss_fn, "mean_over_elements", True):
+            raise ValueError(f"recipe.loss_reduction = 'sum' sums a per-sample (per-pixel) loss over the batch, but "
+                             f"loss {config.loss['name']!r} is a set-level loss with no per-element sum; use 'mean'")
         _call_hook(self.loss_fn, "set_training_targets", self.train_y, self.dataset.num_classes)
         if isinstance(self.loss_fn, loss_lib.Loss):  # check every target once, not once per batch
             ignore_index = self.loss_fn.ignore_index
@@ -263,7 +266,10 @@ class Trainer:
                     raise self._diverged("the model's logits became non-finite", epoch, batch, n_batches)
                 raise self._diverged(f"the loss became {loss_value}", epoch, batch, n_batches)
             self.optimizer.zero_grad(set_to_none=True)
-            loss.backward()
+            self.objective(loss, targets).backward()
+            if recipe.grad_clip_norm is not None:
+                # bf16 autocast runs without a GradScaler, so the gradients are unscaled here
+                torch.nn.utils.clip_grad_norm_(self.model.parameters(), recipe.grad_clip_norm)
             self.optimizer.step()
             loss_sum += loss_value * targets.shape[0]
             if logits.dim() == 2:
@@ -285,6 +291,18 @@ class Trainer:
             "train_nll": float(nll_sum) / labelled,
             "train_error": 1.0 - float(correct) / labelled,
         }
+
+    def objective(self, loss: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """What the step descends: the batch's mean loss, or with ``recipe.loss_reduction: sum`` that
+        mean times the batch's labelled samples (pixels), which is the summed loss — for MMCE
+        N·(CE + λ·MMCE), as in mukhoti2020's released code — and 0 for an all-ignored batch. One
+        loss module stays mean-reduced, so validation loss, logged train_loss and loss state are
+        the same under both reductions."""
+        if self.config.recipe.loss_reduction == "mean":
+            return loss
+        ignore_index = getattr(self.loss_fn, "ignore_index", None)
+        labelled = targets.numel() if ignore_index is None else (targets != ignore_index).sum()  # no host sync
+        return loss * labelled
 
     def _diverged(self, what: str, epoch: int, batch: int, n_batches: int) -> TrainingDiverged:
         return TrainingDiverged(
