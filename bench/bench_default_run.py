@@ -1,0 +1,77 @@
+"""Training CPU of the default config against the default before the claims redesign.
+
+Issue 13 allows the redesigned default run (config/config.yaml) at most 1.25x the training
+CPU of the previous one (bench/default_config_before_claims.yaml), measured as the sum of
+``cpu_time`` over ``results/benchmarks/train/`` — what a user's own run records. Both are
+measured here on the same machine, one after the other: each config's training jobs alone
+(``snakemake --until train``) in a fresh copy of this checkout, so start-up (interpreter and
+torch imports) counts as it does in a real run. The fused loss kernels are built in each copy
+before its jobs (torch rebuilds the shared cache for a checkout at another path), so neither
+config pays the one-time compile. Absolute seconds vary about 2x between
+machines; the ratio is the figure. ``--quick`` keeps the first two studies of each config.
+"""
+
+from __future__ import annotations
+
+import csv
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIGS = {"before (bench/default_config_before_claims.yaml)": ROOT / "bench/default_config_before_claims.yaml",
+           "now (config/config.yaml)": ROOT / "config/config.yaml"}
+BUDGET = 1.25
+
+
+def checkout_copy(destination: Path) -> None:
+    """The tracked files of this checkout (no results, no data), as a fresh clone has them."""
+    files = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, check=True, capture_output=True).stdout
+    for name in filter(None, files.decode().split("\0")):
+        target = destination / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if (ROOT / name).is_file():
+            shutil.copy2(ROOT / name, target)
+
+
+def training_cpu(workdir: Path) -> tuple[float, int]:
+    """Sum of cpu_time over the train rule's benchmark files, and their number."""
+    files = sorted((workdir / "results/benchmarks/train").rglob("*.tsv"))
+    total = 0.0
+    for path in files:
+        with path.open() as handle:
+            rows = list(csv.DictReader(handle, delimiter="\t"))
+        total += float(rows[-1]["cpu_time"])
+    return total, len(files)
+
+
+def run_config(label: str, config: Path, quick: bool) -> tuple[float, int]:
+    with tempfile.TemporaryDirectory(prefix="focalcal-bench-") as temporary:
+        workdir = Path(temporary)
+        checkout_copy(workdir)
+        settings = yaml.safe_load(config.read_text())
+        if quick:
+            settings["studies"] = dict(list(settings["studies"].items())[:2])
+        (workdir / "config/config.yaml").write_text(yaml.safe_dump(settings, sort_keys=False, allow_unicode=True))
+        print(f"{label}: training every run of the config ...", flush=True)
+        subprocess.run([sys.executable, "-c", "import sys; sys.path.insert(0, 'src'); "
+                        "from focalcal.losses import _fused; _fused.kernels()"], cwd=workdir, check=True)
+        subprocess.run([str(Path(sys.executable).with_name("snakemake")), "--cores", "2", "--until", "train",
+                        "--quiet", "all"], cwd=workdir, check=True)
+        return training_cpu(workdir)
+
+
+def main(quick: bool = False) -> None:
+    results = {label: run_config(label, path, quick) for label, path in CONFIGS.items()}
+    for label, (seconds, runs) in results.items():
+        print(f"  {label}: {seconds:.0f} s over {runs} training jobs")
+    (before, _), (now, _) = results.values()
+    print(f"training CPU, now / before: {now / before:.2f}x (budget {BUDGET}x)")
+
+
+if __name__ == "__main__":
+    main(quick="--quick" in sys.argv)
