@@ -130,7 +130,7 @@ def claims_html(table: pd.DataFrame, notes: dict | None = None, with_paper: bool
             f"<td>{_e(row.compares)}; claimed {_e(row.direction)} {row.threshold:g}</td>",
             f"<td style='white-space:nowrap'>{_e(statistic_text(row))}</td>",
             f"<td>{verdict_html(row.verdict)}</td>",
-            f"<td>{'<br>'.join(why)}</td>"]
+            f"<td style='min-width:18em'>{'<br>'.join(why)}</td>"]  # notes read as prose, not a column of words
         rows.append("<tr>" + "".join(cells) + "</tr>")
     counts = board["verdict"].value_counts()
     summary = ", ".join(f"{counts[v]} {v}" for v in VERDICT_COLORS if v in counts)
