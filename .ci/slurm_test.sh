@@ -145,8 +145,8 @@ import pandas as pd
 work = Path(sys.argv[1])
 posterior = pd.read_csv(work / "results/tables/test_posterior.csv")
 digits = pd.read_csv(work / "results/tables/test_digits.csv")
-assert len(posterior) == 64, len(posterior)  # 2 runs x (10 + 11 + 11) rows, as tests/test_workflow_e2e.py
-assert len(digits) == 42, len(digits)        # 2 runs x (10 + 11)
+assert len(posterior) == 70, len(posterior)  # 2 runs x (11 + 12 + 12) rows, as tests/test_workflow_e2e.py
+assert len(digits) == 69, len(digits)        # 3 runs (one at lr 100, collapsed) x (11 + 12), as tests/test_workflow_e2e.py
 assert set(digits.method) == {"uncalibrated", "ts_nll"}
 assert posterior[posterior.metric == "kl_posterior"].value.notna().all()
 segmentation = pd.read_csv(work / "results/tables/test_segmentation.csv")
