@@ -208,6 +208,7 @@ THEORY_FIGURES = {  # cheap settings; the default labels, titles and legends of 
     "closest_temperature_k3": lambda: tf.closest_temperature_figure(3, np.linspace(0.0, 9.0, 4), logit_step=0.2),
     "temperature_bounds": lambda: tf.temperature_bounds_figure(np.linspace(0.5, 5.0, 4), logit_step=0.05),
     "gradient_ratio": lambda: tf.gradient_ratio_figure(n_points=201),
+    "binary_optimum": lambda: tf.binary_optimum_figure(n_points=41),
 }
 
 
@@ -215,3 +216,30 @@ THEORY_FIGURES = {  # cheap settings; the default labels, titles and legends of 
 def test_theory_figures_leave_no_title_or_label_cut_at_the_edges(name):
     figure = THEORY_FIGURES[name]()
     assert style.clipped_texts(figure) == []
+
+
+def test_binary_optimum_matches_a_bounded_scalar_search_of_eq5():
+    from scipy.optimize import minimize_scalar
+
+    def expected_focal_loss(x, q, gamma):  # mukhoti2020 Eq 5, written out
+        return -q * (1 - x) ** gamma * np.log(x) - (1 - q) * x ** gamma * np.log1p(-x)
+
+    for gamma in (1.0, 2.0, 3.0, 5.0):
+        for q in (0.05, 0.3, 0.6, 0.9, 0.99):
+            found = minimize_scalar(expected_focal_loss, bounds=(1e-12, 1 - 1e-12), args=(q, gamma), method="bounded",
+                                    options={"xatol": 1e-13})
+            assert tf.binary_optimum(q, gamma) == pytest.approx(found.x, abs=1e-7)
+
+
+def test_binary_optimum_is_q_for_cross_entropy_and_more_entropic_for_focal_loss():
+    q = np.linspace(0.01, 0.99, 99)
+    np.testing.assert_allclose(tf.binary_optimum(q, 0.0), q, rtol=0, atol=1e-15)
+    previous = np.abs(q - 0.5)
+    for gamma in (1.0, 2.0, 3.0, 5.0):
+        p_hat = tf.binary_optimum(q, gamma)
+        distance = np.abs(p_hat - 0.5)
+        off_centre = np.abs(q - 0.5) > 1e-9
+        assert (distance[off_centre] < previous[off_centre]).all()  # closer to 1/2 than at the smaller γ
+        assert ((p_hat - 0.5) * (q - 0.5) >= 0).all()  # but on the same side as q
+        np.testing.assert_allclose(p_hat + p_hat[::-1], 1.0, atol=1e-12)  # symmetric about q = 1/2
+        previous = distance

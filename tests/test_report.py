@@ -90,9 +90,9 @@ def test_default_config_plans_every_paper_figure_its_runs_support():
         "figure:mukhoti2020_fig1_training_reliability", "figure:mukhoti2020_fig2_training_curves",
         "figure:mukhoti2020_fig3_training_comparison"}
     assert names(report, "komisarenko2024") == {"table:komisarenko2024_table1", "figure:komisarenko2024_fig8_optimal_temperature"}
-    # Fig 4 on MNIST-1D: all three paradigms, on the model that has all three (cnn1d_wide), seed 0
+    # Fig 4 on MNIST-1D: all three paradigms, on the model that has all three (cnn1d_32), seed 0
     fig4 = report.artifact("charoenphakdee2021_paradigms", "charoenphakdee2021_fig4_mnist1d_1k", "figure")
-    assert fig4.params["model"] == "cnn1d_wide"
+    assert fig4.params["model"] == "cnn1d_32"
     assert {(p["paradigm"], p["gamma"]) for p in fig4.params["panels"]} == {
         (paradigm, g) for paradigm in ("Standard", "TS_FL", "LS") for g in (0.0, 1.0, 2.0, 3.0)}
     assert all(p["run"].endswith("seed0") for p in fig4.params["panels"])

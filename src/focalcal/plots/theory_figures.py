@@ -340,6 +340,33 @@ def gradient_ratio_figure(gammas: Sequence[float] = (1, 2, 3, 4, 5, 7, 10), *, n
     return figure
 
 
+def binary_optimum(q, gamma: float) -> np.ndarray:
+    """M20 Eq 5: p̂ = argmin_x −q (1 − x)^γ log x − (1 − q) x^γ log(1 − x), the prediction of
+    class 1 that minimises the expected focal loss of a binary problem with P(y = 1) = q.
+    It is the K = 2 focal risk minimiser (p̂ = q for cross-entropy, γ = 0)."""
+    q = np.asarray(q, dtype=np.float64)
+    return theory.focal_risk_minimizer(np.stack([q, 1.0 - q], axis=-1), gamma)[..., 0]
+
+
+def binary_optimum_figure(gammas: Sequence[float] = (0, 1, 2, 3, 5), *, n_points: int = 401):
+    """M20 Fig 6: the optimal p̂ against q for cross-entropy (γ = 0: p̂ = q) and focal loss.
+
+    Focal loss's optimum lies between q and 1/2: a more entropic prediction for every γ > 0
+    (mukhoti2020 §4, "focal loss favours a more entropic solution p̂ that is closer to 0.5").
+    """
+    gammas = _check_gammas(gammas)
+    q = np.linspace(0.0, 1.0, _check_points(n_points))
+    figure, axes = new_figure(1, 1, height=4.2)
+    ax = axes[0, 0]
+    for gamma in gammas:
+        label = "cross-entropy (γ = 0): p̂ = q" if gamma == 0 else _gamma_label(gamma)
+        ax.plot(q, binary_optimum(q, gamma), color=gamma_color(gamma), label=label)
+    ax.set(xlabel="q = P(y = 1)", ylabel="optimal p̂ (Eq. 5)", xlim=(0, 1), ylim=(0, 1), aspect="equal")
+    ax.legend(fontsize=8)
+    paper_title(figure, "Optimal prediction of a binary problem", "mukhoti2020 Fig. 6")
+    return figure
+
+
 # ------------------------------------------------------------------------------ H21 Fig 1
 
 

@@ -51,6 +51,7 @@ THEORY_DRAWERS: dict[str, Callable] = {  # name -> draw(grid), grid "paper" or "
     "komisarenko2024_fig5_calibration_arrows": lambda grid: _plots().calibration_arrows_figure(**_simplex_step(grid)),
     "komisarenko2024_fig7_calibration_difference": lambda grid: _plots().calibration_difference_figure(**_simplex_step(grid)),
     "mukhoti2020_fig4a_gradient_ratio": lambda grid: _plots().gradient_ratio_figure(),
+    "mukhoti2020_fig6_binary_optimum": lambda grid: _plots().binary_optimum_figure(n_points=401 if grid == "paper" else 41),
     "hossain2021_fig1_loss_derivatives": lambda grid: _plots().loss_derivatives_figure(),
 }
 

@@ -82,6 +82,7 @@ THEORY_FIGURES: dict[str, tuple[str, str]] = {
     "komisarenko2024_fig5_calibration_arrows": ("komisarenko2024", "Fig 5: arrow maps of the focal map and of its closest temperature scaling"),
     "komisarenko2024_fig7_calibration_difference": ("komisarenko2024", "Fig 7: heat map of temperature scaling minus focal calibration"),
     "mukhoti2020_fig4a_gradient_ratio": ("mukhoti2020", "Fig 4a and Prop 2: g(p, γ) and γ*(p0)"),
+    "mukhoti2020_fig6_binary_optimum": ("mukhoti2020", "Fig 6: optimal p̂ against q for a binary problem, cross-entropy and focal loss"),
     "hossain2021_fig1_loss_derivatives": ("hossain2021", "Fig 1: derivatives of CE, DCE, FL and DFL for y = 1 and y = 0"),
 }
 
