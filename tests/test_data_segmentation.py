@@ -3,11 +3,13 @@ real layout) and k-fold cross-validation splits of load()."""
 
 import hashlib
 import zipfile
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+import yaml
 from PIL import Image
 
 import focalcal.data as data
@@ -19,6 +21,7 @@ from focalcal.data.splits import fold_indices
 
 
 pytestmark = pytest.mark.usefixtures("no_network")  # tests/conftest.py
+STUDIES = Path(__file__).resolve().parents[1] / "config" / "studies"
 
 
 # ---------------------------------------------------------------- synthetic shapes
@@ -242,14 +245,36 @@ def test_folder_dataset_label_errors(tmp_path):
     _write_folder(tmp_path / "seg", np.random.default_rng(3), values=(0, 50, 100))
     loader = data.spec("segmentation_folder").loader
     with pytest.raises(ValueError, match=r"mask values \[100\] are not in class_map"):
-        loader(tmp_path, download=False, folder="seg", num_classes=3, class_map={0: 0, 50: 1}, size=None)
-    ignored = loader(tmp_path, download=False, folder="seg", num_classes=3, class_map={0: 0, 50: 1},
+        loader(tmp_path, download=False, folder="seg", num_classes=2, class_map={0: 0, 50: 1}, size=None)
+    ignored = loader(tmp_path, download=False, folder="seg", num_classes=2, class_map={0: 0, 50: 1},
                      unmapped="ignore", size=None)
     assert set(np.unique(ignored.pools["all"][1])) == {0, 1, IGNORE_INDEX}
     with pytest.raises(ValueError, match="not class indices 0..1"):
         loader(tmp_path, download=False, folder="seg", size=None)  # raw values, 2 classes
     with pytest.raises(ValueError, match="class_map"):
         loader(tmp_path, download=False, folder="seg", num_classes=2, class_map={0: 0, 50: 2}, size=None)
+    # num_classes larger than the map makes (e.g. 19 with Cityscapes' 8 categories): refused before reading
+    with pytest.raises(ValueError, match=r"maps no mask value to class\(es\) \[2, 3\] of 0..3; set num_classes"):
+        loader(tmp_path, download=False, folder="seg", num_classes=4, class_map={0: 0, 50: 1, 100: 1}, size=None)
+    with pytest.raises(ValueError, match=r"maps no mask value to class\(es\) \[8, 9"):
+        loader(tmp_path, download=False, folder="seg", num_classes=19, class_map=CITYSCAPES_CATEGORY_MAP, size=None)
+
+
+def test_hossain_study_maps_cityscapes_label_ids_to_the_8_categories(tmp_path):
+    # config/studies/hossain2021.yaml: §4.1 groups Cityscapes' classes into 8 (its categories, void included)
+    config = yaml.safe_load((STUDIES / "hossain2021.yaml").read_text())
+    entry = {key: value for key, value in config["datasets"]["cityscapes"].items() if key != "name"}
+    assert sorted(entry["class_map"]) == list(range(34))  # every labelIds value 0..33
+    assert entry["class_map"] == CITYSCAPES_CATEGORY_MAP and entry["num_classes"] == 8
+    assert entry["val_size"] == 326  # Table 1
+    _, masks = _write_folder(tmp_path / entry["folder"], np.random.default_rng(8), n=4, shape=(16, 24),
+                             values=range(34), image_suffix=entry["image_suffix"], mask_suffix=entry["mask_suffix"],
+                             subfolder="aachen")
+    options = {key: value for key, value in entry.items() if key != "val_size"}  # val_size: load()'s, not the loader's
+    raw = data.spec("segmentation_folder").loader(tmp_path, download=False, **options, size=None)
+    expected = np.vectorize(CITYSCAPES_CATEGORY_MAP.get)(masks)
+    np.testing.assert_array_equal(raw.pools["all"][1], expected)
+    assert raw.num_classes == 8 and set(np.unique(expected)) == set(range(8))
 
 
 def test_folder_dataset_refuses_ambiguous_binary_masks(tmp_path):

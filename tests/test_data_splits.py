@@ -103,6 +103,21 @@ def test_available_lists_datasets_and_subset_aliases():
         data.available("regression")
 
 
+def test_an_absolute_val_size_is_carved_from_outside_the_test_fold():
+    # hossain2021: 10 folds with Table 1's validation count, e.g. TRUS 4 of 55 (config/studies/hossain2021.yaml)
+    k, n = 10, 55
+    folds = [data.load("synthetic_segmentation", n_samples=n, size=32, n_folds=k, fold=i, val_size=4) for i in range(k)]
+    np.testing.assert_array_equal(np.sort(np.concatenate([f.split_indices["test"] for f in folds])), np.arange(n))
+    for f in folds:
+        sizes = f.sizes()
+        assert sizes["val"] == 4 and sizes["test"] in (5, 6) and sizes["train"] == n - 4 - sizes["test"]
+        np.testing.assert_array_equal(np.sort(np.concatenate([f.split_indices[s] for s in ("train", "val", "test")])),
+                                      np.arange(n))
+        assert f.meta["options"]["val_size"] == 4 and "test_size" not in f.meta["options"]
+    with pytest.raises(ValueError, match="leaves no training samples from the 50 samples outside test fold 0"):
+        data.load("synthetic_segmentation", n_samples=n, size=32, n_folds=k, fold=0, val_size=50)
+
+
 def test_load_rejects_unknown_names_and_options():
     with pytest.raises(ValueError, match="unknown dataset 'cifar11'.*cifar10, cifar10-s"):
         data.load("cifar11")

@@ -9,7 +9,8 @@ labels (8- or 16-bit greyscale, or palette indices).
 Labels: without ``class_map`` the mask values are the class indices 0 .. num_classes-1,
 and 255 (:data:`IGNORE_INDEX`) marks pixels no loss or metric counts. ``class_map`` maps
 raw mask values to class indices (or to 255), e.g. Cityscapes' 34 label ids to its 8
-categories (:data:`CITYSCAPES_CATEGORY_MAP`); values it does not list raise an error
+categories (:data:`CITYSCAPES_CATEGORY_MAP`); every class 0 .. num_classes-1 must be the
+target of some value, and mask values it does not list raise an error
 (``unmapped="error"``) or are ignored (``unmapped="ignore"``). Masks holding only 0 and
 255 are refused without a ``class_map``, because 255 would otherwise silently mean
 "ignore" where many binary masks (e.g. prostate MRI) mean "foreground".
@@ -76,6 +77,10 @@ def class_lookup(class_map: dict | None, num_classes: int, unmapped: str) -> np.
             raise ValueError(f"class_map[{raw!r}] = {target!r} is not a class index in 0..{num_classes - 1} "
                              f"or {IGNORE_INDEX} (ignore); pass num_classes to allow more classes")
         table[raw_value] = target
+    unused = sorted(set(range(num_classes)) - {int(target) for target in class_map.values()})
+    if unused:  # a class no mask value maps to can never be a label: num_classes does not fit the map
+        raise ValueError(f"class_map maps no mask value to class(es) {unused[:10]} of 0..{num_classes - 1}; "
+                         f"set num_classes to the number of classes the map makes")
     return table
 
 
