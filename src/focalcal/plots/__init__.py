@@ -9,7 +9,8 @@ Theory (exact, no training) — :mod:`.theory_figures`, :mod:`.simplex`:
     focal_calibration_map_figure (K24 Fig 1), closest_temperature_figure (K24 Figs 2, 6),
     temperature_bounds_figure (K24 Fig 3), conditional_risk_isolines_figure (K24 Fig 4),
     calibration_arrows_figure (K24 Fig 5), calibration_difference_figure (K24 Fig 7),
-    gradient_ratio_figure (M20 Fig 4a, γ*), loss_derivatives_figure (H21 Fig 1).
+    gradient_ratio_figure (M20 Fig 4a, γ*), binary_optimum_figure (M20 Fig 6),
+    loss_derivatives_figure (H21 Fig 1).
 From runs — :mod:`.experiment_figures`, :mod:`.reliability`:
     synthetic_posterior_figure (C21 Fig 3), raw_vs_psi_reliability_figure (C21 Fig 4),
     ece_box_plots (C21 Figs 5-6), optimal_temperature_figure (K24 Fig 8),
@@ -29,12 +30,13 @@ from .segmentation import segmentation_overlays_figure, segmentation_scores_figu
 from .simplex import (barycentric_grid, calibration_arrows_figure, calibration_difference_figure,
                       conditional_risk, conditional_risk_isolines_figure, map_difference, to_cartesian)
 from .style import color_for, gamma_color, plot_style, save
-from .theory_figures import (closest_temperature_figure, focal_calibration_map_figure, gradient_ratio_figure,
+from .theory_figures import (binary_optimum, binary_optimum_figure, closest_temperature_figure,
+                             focal_calibration_map_figure, gradient_ratio_figure,
                              loss_derivatives, loss_derivatives_figure, numerical_temperature_bounds, phi_figure,
                              posterior_vs_minimizer_figure, temperature_bounds_figure)
 
 __all__ = [
-    "barycentric_grid", "calibration_arrows_figure", "calibration_difference_figure", "closest_temperature_figure",
+    "barycentric_grid", "binary_optimum", "binary_optimum_figure", "calibration_arrows_figure", "calibration_difference_figure", "closest_temperature_figure",
     "color_for", "conditional_risk", "conditional_risk_isolines_figure", "draw_reliability", "ece_box_plots",
     "focal_calibration_map_figure", "gamma_color", "gradient_ratio_figure", "loss_derivatives",
     "loss_derivatives_figure", "map_difference", "numerical_temperature_bounds", "optimal_temperature_figure",
