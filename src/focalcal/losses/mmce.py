@@ -175,7 +175,7 @@ class _CrossEntropyPlusMMCE(torch.autograd.Function):
                 s_cc, s_cw = torch.mv(along.t(), u_correct).tolist()
                 s_ww = float(torch.dot(u_wrong, along[:, 1]))
                 norm = max(a * s_cc + b * s_ww - 2 * c * s_cw + ROOT_EPSILON, 0.0) ** 0.5
-            saved = (correct_f, u_correct, u_wrong, along if coefficients is not None else u)
+            saved = (correct_f, u_correct, u_wrong, along if coefficients is not None else None)
             extra = coefficients
         elif weighted:
             correct_f = correct.to(logits.dtype)
@@ -195,7 +195,7 @@ class _CrossEntropyPlusMMCE(torch.autograd.Function):
             w = torch.where(correct, one_minus, confidence.neg()).div_(m)
             v = torch.mv(kernel, w)
             norm = max(float(torch.dot(w, v)), 0.0) ** 0.5
-            saved = (w, w, w, v)  # placeholders where the weighted form keeps its group tensors
+            saved = (None, None, w, v)  # the plain form has no groups (save_for_backward takes None)
             extra = None
         ctx.save_for_backward(p, index, predicted, confidence, kernel, difference, *saved)
         ctx.scalars = (lam, bandwidth, weighted, count, reduction, m, norm, extra)
