@@ -18,6 +18,7 @@ import torch.nn.functional as F
 from focalcal import data, models
 from focalcal.data import RawData
 from focalcal.training import RunConfig, Trainer, train_run
+from focalcal.training.diagnostics import last_layer_gradient_norms
 
 BENCH_IMAGES = "bench_random_images32"
 
@@ -92,6 +93,66 @@ def default_run_time(data_root: str, epochs: int) -> float:
         return time.perf_counter() - start
 
 
+def diagnostics_cost(data_root: str, epochs: int) -> dict:
+    """What mukhoti2020's Fig 4b-d and Fig 10 logging costs, on the default config's mukhoti2020
+    setting (MNIST-1D 1k, 1-D CNN width 32, batch 64, FL-3, summed and clipped step).
+
+    An epoch here is ~50 ms, so machine noise (±5 %) swamps a whole-epoch comparison; the costs
+    are timed directly instead and shown as shares of the median epoch (training + evaluation):
+    the feature-norm hook's own time per training epoch (Fig 10, every epoch), and the
+    per-sample gradient norms of a recording epoch (Fig 4b-d, at ``gradient_norm_epochs`` only;
+    they share the training-set pass of the reliability bins), also spread over the default
+    recipe's 40 epochs with its 3 recording epochs. The paired whole-epoch ratio with the hook
+    removed is printed too, as a check.
+    """
+    recipe = {"epochs": epochs, "batch_size": 64, "augmentation": "none", "loss_reduction": "sum",
+              "grad_clip_norm": 2.0, "optimizer": {"name": "sgd", "lr": 0.1, "momentum": 0.9, "weight_decay": 5e-4}}
+    raw = {"dataset": {"name": "mnist1d", "n_samples": 4000, "val_size": 1000, "test_size": 2000},
+           "model": {"name": "cnn1d", "width": 32}, "loss": {"name": "focal", "gamma": 3.0}, "device": "cpu"}
+    config = RunConfig.from_dict({**raw, "recipe": recipe})
+    with tempfile.TemporaryDirectory() as with_dir, tempfile.TemporaryDirectory() as without_dir:
+        logged = Trainer(config, with_dir, data_root=data_root, progress=False)
+        bare = Trainer(config, without_dir, data_root=data_root, progress=False)
+        bare.last_layer_inputs.handle.remove()
+        watcher = logged.last_layer_inputs
+        watcher.handle.remove()
+        hook_seconds = [0.0]
+
+        def timed_hook(module, inputs, output):
+            start = time.perf_counter()
+            watcher._hook(module, inputs, output)
+            hook_seconds[0] += time.perf_counter() - start
+
+        models.last_layer(logged.model).register_forward_hook(timed_hook)
+        ratios, train_times, eval_times, hook_shares = [], [], [], []
+        for epoch in range(1, epochs + 1):
+            seconds = {}
+            hook_seconds[0] = 0.0
+            for trainer in ((logged, bare) if epoch % 2 else (bare, logged)):
+                start = time.perf_counter()
+                trainer.train_one_epoch(epoch)
+                seconds[id(trainer)] = time.perf_counter() - start
+            ratios.append(seconds[id(logged)] / seconds[id(bare)])
+            train_times.append(seconds[id(logged)])
+            hook_shares.append(hook_seconds[0])
+            start = time.perf_counter()
+            logged.evaluate_epoch(epoch)
+            eval_times.append(time.perf_counter() - start)
+        with watcher.keeping() as kept:
+            logits = logged.predict(logged.normalised_train_x())
+        gradient_times = []
+        for _ in range(20):
+            start = time.perf_counter()
+            last_layer_gradient_norms(logits, kept.features, logged.train_y, logged.loss_fn)
+            gradient_times.append(time.perf_counter() - start)
+    epoch_s = float(np.median(train_times[1:])) + float(np.median(eval_times[1:]))
+    gradient_s = float(np.median(gradient_times))
+    return {"feature_norm_cost": float(np.median(hook_shares[1:])) / epoch_s,
+            "paired_ratio": float(np.median(ratios[1:])) - 1.0, "epoch_s": epoch_s,
+            "gradient_norm_cost": gradient_s / epoch_s, "gradient_norm_cost_40": 3 * gradient_s / (40 * epoch_s),
+            "samples": int(logged.train_y.shape[0])}
+
+
 def main(quick: bool = False) -> None:
     _register_bench_dataset()
     data_root = tempfile.mkdtemp(prefix="focalcal-bench-data-")
@@ -106,6 +167,13 @@ def main(quick: bool = False) -> None:
         r = compare(dataset, model, batch_size, epochs, data_root)
         print(f"{label:<20} {r['samples']:>13} {r['trainer_sps']:>11.0f} {r['bare_sps']:>13.0f} "
               f"{r['ratio']:>6.3f} {r['eval_s']:>7.2f}")
+    cost = diagnostics_cost(data_root, 4 if quick else 12)
+    print(f"mukhoti2020 Fig 10 logging (last-layer feature norm, every epoch): {100 * cost['feature_norm_cost']:.2f} % "
+          f"of an epoch ({cost['epoch_s'] * 1e3:.0f} ms, {cost['samples']} samples, training + evaluation); "
+          f"whole-epoch paired check {100 * cost['paired_ratio']:+.1f} % (noise ±5 %)")
+    print(f"mukhoti2020 Fig 4b-d logging (per-sample gradient norms, at gradient_norm_epochs only): "
+          f"{100 * cost['gradient_norm_cost']:.2f} % of a recording epoch; {100 * cost['gradient_norm_cost_40']:.3f} % "
+          f"of the default recipe's 40 epochs (3 recording epochs)")
     run_epochs = 5 if quick else 30
     seconds = default_run_time(data_root, run_epochs)
     print(f"one default-style run (MNIST-1D 20k, 1-D CNN, focal γ=3, {run_epochs} epochs, with per-epoch "

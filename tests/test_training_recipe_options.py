@@ -243,7 +243,7 @@ def test_an_old_run_config_loads_with_the_defaults_and_keeps_its_fingerprint():
     settings = config.to_dict()
     for key in ("device", "compile"):
         settings.pop(key)
-    for key in ("loss_reduction", "grad_clip_norm"):
+    for key in ("loss_reduction", "grad_clip_norm", "gradient_norm_epochs"):  # keys added later
         settings["recipe"].pop(key)
     before = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]
     assert config.fingerprint() == before
@@ -261,7 +261,7 @@ def test_an_old_checkpoint_resumes(tmp_path, data_root):
     trainer.fit(stop_after_epoch=1)
     state = load_checkpoint(tmp_path / "checkpoint.pt", torch.device("cpu"))
     old = copy.deepcopy(config.to_dict())
-    for key in ("loss_reduction", "grad_clip_norm"):
+    for key in ("loss_reduction", "grad_clip_norm", "gradient_norm_epochs"):
         old["recipe"].pop(key)
     resumed = Trainer(RunConfig.from_dict(old), tmp_path, data_root=data_root, progress=False)
     assert resumed.resume_if_possible() and resumed.epochs_done == 1

@@ -51,6 +51,10 @@ class Loss(nn.Module):
     #: counted once per sample), so mean × their count is the sum — what a trainer summing the
     #: batch's loss relies on. False for a set-level loss (generalised Dice), which has no sum.
     mean_over_elements = True
+    #: The loss is a mean of per-sample (per-pixel) terms, each depending only on its own
+    #: logits, so N × ∂(mean)/∂z_i is sample i's own gradient (mukhoti2020 Fig 4b-d's per-sample
+    #: gradient norms). False for a loss with a batch-level term (MMCE, Dice).
+    per_sample = True
 
     def __init__(self, *, reduction: str = "mean", ignore_index: int | None = None) -> None:
         super().__init__()

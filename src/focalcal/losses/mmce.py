@@ -266,6 +266,7 @@ class MMCELoss(Loss):
     """
 
     name = "mmce"
+    per_sample = False  # the MMCE term couples every pair of samples in the batch
 
     def __init__(self, *, lam: float = 2.0, bandwidth: float = 0.4, weighted: bool = True,
                  normalization: str = "count", reduction: str = "mean", ignore_index: int | None = None) -> None:

@@ -275,6 +275,7 @@ class GeneralizedDiceLoss(Loss):
 
     name = "generalized_dice"
     mean_over_elements = False  # one value for the batch (or a mean over images): nothing to sum
+    per_sample = False
 
     def __init__(self, *, per_image: bool = False, reduction: str = "mean", ignore_index: int | None = None) -> None:
         super().__init__(reduction=reduction, ignore_index=ignore_index)

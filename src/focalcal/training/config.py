@@ -22,7 +22,7 @@ LOSS_REDUCTIONS = ("mean", "sum")
 # Recipe keys added after runs had been checkpointed, with their defaults: left out of the
 # fingerprint while at the default, so a checkpoint written before they existed (whose run
 # trained with exactly these defaults) still resumes.
-LATER_RECIPE_DEFAULTS = {"loss_reduction": "mean", "grad_clip_norm": None}
+LATER_RECIPE_DEFAULTS = {"loss_reduction": "mean", "grad_clip_norm": None, "gradient_norm_epochs": []}
 
 
 @dataclass
@@ -52,6 +52,10 @@ class Recipe:
     # Epochs (1-based) at which to record the training set's reliability bins (mukhoti2020 Fig 1).
     reliability_epochs: list[int] = field(default_factory=list)
     reliability_bins: int = 25
+    # Epochs (1-based) at which to record, over the un-augmented training set in eval mode, each
+    # sample's gradient norm of the last linear layer (mukhoti2020 Fig 4b-d; the paper's epochs
+    # are 10, 100, 200; how it measured them is not published: this is the project's reading).
+    gradient_norm_epochs: list[int] = field(default_factory=list)
     # Stop when the validation loss has not improved for this many epochs (hossain2021 §4.2);
     # the logits are then dumped from the best epoch's weights. None: train all epochs.
     early_stopping_patience: int | None = None
@@ -132,9 +136,10 @@ class RunConfig:
         if clip is not None and (isinstance(clip, bool) or not isinstance(clip, (int, float))
                                  or not math.isfinite(clip) or clip <= 0):
             raise ValueError(f"recipe.grad_clip_norm must be a finite number > 0 or null, got {clip!r}")
-        bad = [e for e in recipe.reliability_epochs if not 1 <= e <= recipe.epochs]
-        if bad:
-            raise ValueError(f"recipe.reliability_epochs {bad} outside 1..{recipe.epochs}")
+        for key in ("reliability_epochs", "gradient_norm_epochs"):
+            bad = [e for e in getattr(recipe, key) if not 1 <= e <= recipe.epochs]
+            if bad:
+                raise ValueError(f"recipe.{key} {bad} outside 1..{recipe.epochs}")
 
 
 def _reject_unknown(raw: dict, cls, where: str) -> None:

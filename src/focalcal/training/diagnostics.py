@@ -1,4 +1,4 @@
-"""Per-epoch diagnostics of mukhoti2020 §3 (Figs 1–3), computed from logits.
+"""Per-epoch diagnostics of mukhoti2020 §3 and §4 (Figs 1–4, 10), computed from logits and features.
 
 NLL and entropy are split by correct/incorrect prediction, because the paper's argument is
 that miscalibration shows up as rising NLL and falling entropy on the misclassified
@@ -65,6 +65,78 @@ def training_reliability(logits: torch.Tensor, labels: torch.Tensor, epoch: int,
     table.insert(0, "epoch", epoch)
     table["share"] = table["count"] / max(int(table["count"].sum()), 1)
     return table
+
+
+def last_layer_gradient_norms(logits: torch.Tensor, features: torch.Tensor, labels: torch.Tensor, loss_fn) -> torch.Tensor:
+    """Each sample's ‖∂L_i/∂W‖ for the last linear layer z = W h + b (mukhoti2020 Fig 4b-d).
+
+    ∂L_i/∂W = (∂L_i/∂z_i) h_iᵀ is an outer product, so its Frobenius norm is ‖∂L_i/∂z_i‖ · ‖h_i‖:
+    one backward through the loss on the logits, none through the network. ∂L_i/∂z_i is N times
+    the gradient of the mean loss, exact for a loss of per-sample terms (``loss_fn.per_sample``).
+    """
+    if not getattr(loss_fn, "per_sample", False):
+        raise ValueError(f"per-sample gradient norms need a loss of per-sample terms; "
+                         f"{type(loss_fn).__name__} couples the samples of a batch")
+    if logits.dim() != 2 or features.dim() != 2:
+        raise ValueError(f"per-sample gradient norms need (N, K) logits and (N, D) features, "
+                         f"got {tuple(logits.shape)} and {tuple(features.shape)}")
+    with torch.enable_grad():
+        z = logits.detach().float().requires_grad_(True)
+        (grad,) = torch.autograd.grad(loss_fn(z, labels) * labels.shape[0], z)
+    return grad.double().norm(dim=1) * features.double().norm(dim=1)
+
+
+class LastLayerInputs:
+    """A forward hook on the last layer that watches the features it maps to logits.
+
+    In training mode it sums each sample's (each pixel's) feature L2 norm over the epoch's
+    batches — mukhoti2020 Fig 10's "norm of the last block's features averaged over the
+    training set", read off the forward passes training does anyway (no extra pass; without
+    augmentation these are exactly the training inputs). In eval mode, while
+    :meth:`keeping`, it keeps the features of a prediction pass (for Fig 4b-d).
+    """
+
+    def __init__(self, layer: torch.nn.Module) -> None:
+        self._sum: torch.Tensor | None = None
+        self._count = 0
+        self._kept: list[torch.Tensor] | None = None
+        self.handle = layer.register_forward_hook(self._hook)
+
+    def _hook(self, module, inputs, output) -> None:
+        features = inputs[0].detach()
+        if module.training:
+            # over features (channels): one norm per sample or pixel; summed on the device, no sync
+            total = torch.linalg.vector_norm(features, dim=1, dtype=torch.float32).sum()
+            if self._sum is None:
+                self._sum = torch.zeros((), dtype=torch.float64, device=total.device)
+            self._sum += total
+            self._count += features.numel() // features.shape[1]
+        elif self._kept is not None:
+            self._kept.append(features.float().cpu())
+
+    def epoch_mean_norm(self) -> float:
+        """Mean feature norm over the training batches seen since the last call (NaN if none)."""
+        mean = float(self._sum) / self._count if self._count else float("nan")
+        self._sum, self._count = None, 0
+        return mean
+
+    def keeping(self):
+        """Context manager: keep eval-mode features; ``.features`` holds them concatenated after."""
+        return _Keeping(self)
+
+
+class _Keeping:
+    def __init__(self, watcher: LastLayerInputs) -> None:
+        self.watcher, self.features = watcher, None
+
+    def __enter__(self):
+        self.watcher._kept = []
+        return self
+
+    def __exit__(self, *exc) -> None:
+        kept, self.watcher._kept = self.watcher._kept, None
+        if kept:
+            self.features = torch.cat(kept)
 
 
 def weight_norm(layer: torch.nn.Module) -> float:

@@ -25,7 +25,8 @@ from focalcal import losses as loss_lib
 from focalcal import models as model_lib
 from focalcal.training.config import RunConfig
 from focalcal.training.device import DeviceSetup, choose_device, epoch_seed, seed_everything
-from focalcal.training.diagnostics import IGNORE_INDEX, split_statistics, training_reliability, weight_norm
+from focalcal.training.diagnostics import (IGNORE_INDEX, LastLayerInputs, last_layer_gradient_norms,
+                                           split_statistics, training_reliability, weight_norm)
 from focalcal.training.health import assess_health
 from focalcal._io import atomic_savez, atomic_torch_save, atomic_write_json, atomic_write_text
 from focalcal.training.checkpoint import load_checkpoint
@@ -35,6 +36,7 @@ from focalcal.training.progress import Progress, log
 CHECKPOINT = "checkpoint.pt"
 HISTORY = "history.csv"
 RELIABILITY = "train_reliability.csv"
+GRADIENT_NORMS = "train_gradient_norms.csv"
 LOGITS = "logits.npz"
 RUN_INFO = "run.json"
 # Inputs with at most this many features are dumped with the logits (for scores-vs-x plots).
@@ -60,6 +62,10 @@ class RunPaths:
     @property
     def reliability(self) -> Path:
         return self.root / RELIABILITY
+
+    @property
+    def gradient_norms(self) -> Path:
+        return self.root / GRADIENT_NORMS
 
     @property
     def logits(self) -> Path:
@@ -96,6 +102,8 @@ class Trainer:
         }
         self.model = model_lib.build(config.model["name"], num_classes=self.dataset.num_classes, **_options(config.model))
         self.model.to(device)
+        # before compile, so the compiled graph runs the hook too
+        self.last_layer_inputs = LastLayerInputs(model_lib.last_layer(self.model))
         if self.setup.channels_last and self.train_x.dim() == 4:
             self.model.to(memory_format=torch.channels_last)
         self.forward = torch.compile(self.model) if config.compile else self.model
@@ -118,6 +126,7 @@ class Trainer:
         self.scheduler = build_scheduler(self.optimizer, config)
         self.history: list[dict] = []
         self.reliability: list[pd.DataFrame] = []
+        self.gradient_norms: list[pd.DataFrame] = []
         self.epochs_done = 0
         self.stopped_early = False
         self.best = {"epoch": 0, "val_loss": float("inf"), "model": None}  # for early stopping
@@ -139,6 +148,7 @@ class Trainer:
             "stopped_early": self.stopped_early,
             "best": self.best,
             "reliability": [t.to_dict("list") for t in self.reliability],
+            "gradient_norms": [t.to_dict("list") for t in self.gradient_norms],
         }
 
     def load_state(self, state: dict) -> None:
@@ -156,6 +166,7 @@ class Trainer:
         _set_loss_extra_state(self.loss_fn, state.get("loss_extra", {}))
         self.history = list(state["history"])
         self.reliability = [pd.DataFrame(t) for t in state["reliability"]]
+        self.gradient_norms = [pd.DataFrame(t) for t in state.get("gradient_norms", [])]
         self.epochs_done = int(state["epochs_done"])
         self.stopped_early = bool(state.get("stopped_early", False))
         self.best = state.get("best", self.best)
@@ -290,6 +301,7 @@ class Trainer:
             "train_loss": float(loss_sum) / n,
             "train_nll": float(nll_sum) / labelled,
             "train_error": 1.0 - float(correct) / labelled,
+            "train_feature_norm": self.last_layer_inputs.epoch_mean_norm(),
         }
 
     def objective(self, loss: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
@@ -346,10 +358,25 @@ class Trainer:
             if split == "val":
                 _call_hook(self.loss_fn, "update_from_validation", logits.to(self.setup.device), labels.to(self.setup.device))
         recipe = self.config.recipe
-        if epoch in recipe.reliability_epochs:
-            train_logits = self.predict(self.normalised_train_x())
-            self.reliability.append(training_reliability(train_logits, self.train_y.cpu(), epoch, recipe.reliability_bins))
+        reliability = epoch in recipe.reliability_epochs
+        gradients = epoch in recipe.gradient_norm_epochs and self.records_gradient_norms
+        if reliability or gradients:  # one pass over the training set serves both
+            with self.last_layer_inputs.keeping() as kept:
+                train_logits = self.predict(self.normalised_train_x())
+            labels = self.train_y.cpu()
+            if reliability:
+                self.reliability.append(training_reliability(train_logits, labels, epoch, recipe.reliability_bins))
+            if gradients:
+                norms = last_layer_gradient_norms(train_logits.to(self.setup.device), kept.features.to(self.setup.device),
+                                                  self.train_y, self.loss_fn)
+                self.gradient_norms.append(pd.DataFrame({"epoch": epoch, "gradient_norm": norms.cpu().numpy()}))
         return row
+
+    @property
+    def records_gradient_norms(self) -> bool:
+        """Per-sample last-layer gradient norms exist for classifiers trained with a loss of
+        per-sample terms; other runs of a recipe with ``gradient_norm_epochs`` skip them."""
+        return self.train_y.dim() == 1 and getattr(self.loss_fn, "per_sample", False)
 
     # ------------------------------------------------------------------ outputs
     def save(self) -> None:
@@ -359,10 +386,12 @@ class Trainer:
         self.write_records()
 
     def write_records(self) -> None:
-        """``history.csv`` (and the training reliability table), all read off the checkpoint's state."""
+        """``history.csv`` (and the training reliability and gradient-norm tables), all read off the checkpoint's state."""
         atomic_write_text(pd.DataFrame(self.history).to_csv(index=False), self.paths.history)
         if self.reliability:
             atomic_write_text(pd.concat(self.reliability).to_csv(index=False), self.paths.reliability)
+        if self.gradient_norms:
+            atomic_write_text(pd.concat(self.gradient_norms).to_csv(index=False), self.paths.gradient_norms)
 
     def export_logits(self) -> Path:
         """Write ``logits.npz`` (val/test logits and labels) and ``run.json``, which records the
