@@ -112,7 +112,7 @@ def test_report_pages_load_in_headless_chromium(workdir):
     outcome = check_report(workdir / "results/report")
     assert outcome["failures"] == []
     images = {name: len(info["images"]) for name, info in outcome["pages"].items()}
-    assert images["komisarenko2024.html"] == 8 and images["mukhoti2020.html"] == 4  # Figs 4a, 6 + 2 from runs
+    assert images["komisarenko2024.html"] == 8 and images["mukhoti2020.html"] == 8  # Figs 4a, 6, 7, 8 + 4 from runs (2, 3, 4b-d, 10)
     assert (workdir / "results/report/index.png").stat().st_size > 10_000
 
 

@@ -538,3 +538,107 @@ def test_optimal_temperature_builder_marks_a_loss_whose_runs_did_not_all_train(t
     assert set(lines) == {"CE", "FL-3 [collapsed 1/2]"}
     assert to_hex(lines["FL-3 [collapsed 1/2]"].get_color()) == style.gamma_color(3)
     assert style.clipped_texts(figure) == []
+
+
+# --------------------------------------------------------------------------- M20 Figs 4b-d, 10
+
+
+def _gradient_tables():
+    """CE and FL γ=3 gradient norms at two epochs, from the trainer's own formula on real logits."""
+    from focalcal import losses
+
+    tables = {}
+    for label, loss in (("CE", {"name": "cross_entropy"}), ("FL γ=3", {"name": "focal", "gamma": 3.0})):
+        frames = []
+        for epoch, scale in ((2, 1.0), (9, 4.0)):
+            logits, labels = _logits(n=300, scale=scale, seed=epoch)
+            features = torch.ones(300, 8)
+            norms = diagnostics.last_layer_gradient_norms(torch.from_numpy(logits), features, torch.from_numpy(labels),
+                                                          losses.build(loss))
+            frames.append(pd.DataFrame({"epoch": epoch, "gradient_norm": norms.numpy()}))
+        tables[label] = pd.concat(frames)
+    return tables
+
+
+def test_gradient_norm_histograms_count_every_sample_and_mark_medians():
+    tables = _gradient_tables()
+    figure = ef.gradient_norm_histograms_figure(tables, colors={"CE": "#000000", "FL γ=3": "#ff0000"})
+    assert len(figure.axes) == 2 and [ax.get_title() for ax in figure.axes] == ["(b) epoch 2", "(c) epoch 9"]
+    for ax, epoch in zip(figure.axes, (2, 9)):
+        assert ax.get_legend_handles_labels()[1] == [
+            f"{label} (median {np.median(t[t.epoch == epoch].gradient_norm):.2g})" for label, t in tables.items()]
+        for container in ax.containers:
+            assert sum(bar.get_height() for bar in container) == 300  # no sample falls outside the bins
+        medians = sorted(line.get_xdata()[0] for line in ax.get_lines())
+        assert medians == pytest.approx(sorted(np.median(t[t.epoch == epoch].gradient_norm) for t in tables.values()))
+    assert style.clipped_texts(figure) == []
+
+
+def test_gradient_norm_histograms_refuse_missing_epochs_and_bad_values():
+    tables = _gradient_tables()
+    with pytest.raises(ValueError, match=r"no gradient norms recorded at epoch\(s\) \{'CE': \[5\], 'FL γ=3': \[5\]\}"):
+        ef.gradient_norm_histograms_figure(tables, epochs=[5])
+    tables["CE"].loc[tables["CE"].index[0], "gradient_norm"] = np.nan
+    with pytest.raises(ValueError, match=r"tables\['CE'\] has non-finite gradient norms"):
+        ef.gradient_norm_histograms_figure(tables)
+    with pytest.raises(ValueError, match=r"tables\['CE'\] lacks column\(s\) \['gradient_norm'\]"):
+        ef.gradient_norm_histograms_figure({"CE": pd.DataFrame({"epoch": [1]})})
+
+
+def test_feature_norms_figure_draws_both_norms_per_run():
+    epochs = np.arange(1, 11)
+    histories = {label: pd.DataFrame({"epoch": epochs, "train_feature_norm": epochs * scale,
+                                      "weight_norm": 10.0 - epochs / scale, "lr": np.where(epochs > 5, 0.01, 0.1)})
+                 for label, scale in (("CE", 2.0), ("FL γ=3", 1.0))}
+    figure = ef.feature_norms_figure(histories)
+    features, weights = figure.axes
+    for ax, column in ((features, "train_feature_norm"), (weights, "weight_norm")):
+        lines = [line for line in ax.get_lines() if line.get_gid() != "lr_drop"]
+        assert [line.get_label() for line in lines] == ["CE", "FL γ=3"]
+        for line, history in zip(lines, histories.values()):
+            np.testing.assert_allclose(line.get_ydata(), history[column])
+        assert [line.get_xdata()[0] for line in ax.get_lines() if line.get_gid() == "lr_drop"] == [6]
+    assert style.clipped_texts(figure) == []
+    with pytest.raises(ValueError, match=r"histories\['CE'\].*train_feature_norm"):
+        ef.feature_norms_figure({"CE": histories["CE"].drop(columns="train_feature_norm")})
+
+
+def test_fig9_builder_shows_each_models_stored_pre_and_post_ts_confidence(tmp_path):
+    """M20 Fig 9 from run files: logits.npz + calibration.json written by the calibrate step;
+    the bars are the stored calibrators' confidences (no refit), on inputs every model gets
+    right (top) or wrong (bottom)."""
+    from focalcal._io import atomic_savez
+    from focalcal.pipeline.calibrate import calibrate_run
+    from focalcal.report import study_figures
+
+    rng = np.random.default_rng(4)
+    n, k = 400, 5
+    labels = rng.integers(0, k, n)
+    signals = rng.normal(size=(n, 2))  # low-dimensional: logits.npz carries them as test_inputs
+    shared = rng.normal(size=(n, k))
+    shared[np.arange(n), labels] += np.where(rng.random(n) < 0.7, 4.0, -4.0)  # most right, some wrong for all
+    methods = {"raw": {"build": {"name": "identity"}}, "ts_ece": {"build": {"name": "temperature_scaling", "objective": "ece"}}}
+    models = []
+    for index, (label, scale) in enumerate((("CE", 3.0), ("Brier", 1.0), ("MMCE", 1.5), ("FLSD-53", 0.7))):
+        run_dir = tmp_path / f"run{index}"
+        run_dir.mkdir()
+        logits = (scale * (shared + 0.1 * rng.normal(size=(n, k)))).astype(np.float32)
+        atomic_savez(run_dir / "logits.npz", val_logits=logits, val_labels=labels, test_logits=logits,
+                     test_labels=labels, test_inputs=signals.astype(np.float32))
+        calibrate_run(run_dir / "logits.npz", methods, [15], run_dir / "calibration.json", run_dir / "metrics.csv")
+        models.append({"label": label, "color": [label.lower(), None], "logits": f"run{index}/logits.npz",
+                       "calibration": f"run{index}/calibration.json", "raw": "raw", "post": "ts_ece", "run_dir": f"run{index}"})
+    params = {"models": models, "run": {"path": "run0"}, "data_root": "data"}
+    figure = study_figures.sample_confidences(params, tmp_path, "study")
+    assert style.clipped_texts(figure) == []
+    bar_axes = [ax for ax in figure.axes if ax.patches]
+    assert len(bar_axes) == 8  # 4 inputs all models get right, 4 all get wrong
+    stored = {}
+    for model in models:
+        calibration = study_figures.read_calibration(tmp_path / model["calibration"])
+        logits = np.load(tmp_path / model["logits"])["test_logits"]
+        stored[model["label"]] = (study_figures.apply_stored(calibration, "raw", logits).max(1),
+                                  study_figures.apply_stored(calibration, "ts_ece", logits).max(1))
+    widths = sorted(round(bar.get_width(), 6) for ax in bar_axes for bar in ax.patches if bar.get_width() > 0)
+    candidates = {round(float(v), 6) for pre, post in stored.values() for v in np.concatenate([pre, post])}
+    assert len(widths) == 64 and set(widths) <= candidates  # 8 inputs x 4 models x (pre, post), each a stored confidence

@@ -88,7 +88,14 @@ def test_default_config_plans_every_paper_figure_its_runs_support():
         "figure:charoenphakdee2021_fig6_ece_boxplots", "table:charoenphakdee2021_ece_summary"}
     assert names(report, "mukhoti2020") == {f"table:mukhoti2020_table{n}" for n in (1, 2, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13)} | {
         "figure:mukhoti2020_fig1_training_reliability", "figure:mukhoti2020_fig2_training_curves",
-        "figure:mukhoti2020_fig3_training_comparison"}
+        "figure:mukhoti2020_fig3_training_comparison", "figure:mukhoti2020_fig4bcd_gradient_norms",
+        "figure:mukhoti2020_fig9_test_confidences", "figure:mukhoti2020_fig10_feature_norms"}
+    fig9 = report.artifact("mukhoti2020", "mukhoti2020_fig9_test_confidences", "figure")
+    assert [m["label"] for m in fig9.params["models"]] == ["CE", "Brier", "MMCE", "FLSD-53"]
+    assert {m["post"] for m in fig9.params["models"]} == {"ts_ece"} and {m["raw"] for m in fig9.params["models"]} == {"raw"}
+    assert len({m["logits"].split("/seed")[1] for m in fig9.params["models"]}) == 1  # one seed for all four
+    fig4bcd = report.artifact("mukhoti2020", "mukhoti2020_fig4bcd_gradient_norms", "figure")
+    assert list(fig4bcd.params["run_dirs"]) == ["CE", "FL γ=1", "FL γ=2", "FL γ=3"] and fig4bcd.params["epochs"] == [5, 20, 40]
     assert names(report, "komisarenko2024") == {"table:komisarenko2024_table1", "figure:komisarenko2024_fig8_optimal_temperature"}
     # Fig 4 on MNIST-1D: all three paradigms, on the model that has all three (cnn1d_32), seed 0
     fig4 = report.artifact("charoenphakdee2021_paradigms", "charoenphakdee2021_fig4_mnist1d_1k", "figure")

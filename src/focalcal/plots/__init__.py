@@ -10,20 +10,25 @@ Theory (exact, no training) — :mod:`.theory_figures`, :mod:`.simplex`:
     temperature_bounds_figure (K24 Fig 3), conditional_risk_isolines_figure (K24 Fig 4),
     calibration_arrows_figure (K24 Fig 5), calibration_difference_figure (K24 Fig 7),
     gradient_ratio_figure (M20 Fig 4a, γ*), binary_optimum_figure (M20 Fig 6),
+    linear_model_norms_figure (M20 Fig 7), linear_model_mistakes_figure (M20 Fig 8),
     loss_derivatives_figure (H21 Fig 1).
 From runs — :mod:`.experiment_figures`, :mod:`.reliability`:
     synthetic_posterior_figure (C21 Fig 3), raw_vs_psi_reliability_figure (C21 Fig 4),
     ece_box_plots (C21 Figs 5-6), optimal_temperature_figure (K24 Fig 8),
     training_reliability_figure (M20 Fig 1), training_curves_figure (M20 Fig 2),
-    training_comparison_figure (M20 Fig 3), reliability_diagram (any run).
+    training_comparison_figure (M20 Fig 3), gradient_norm_histograms_figure (M20 Fig 4b-d),
+    sample_confidences_figure (M20 Fig 9, :mod:`.confidences`), feature_norms_figure (M20 Fig 10),
+    reliability_diagram (any run).
 From segmentation runs — :mod:`.segmentation`:
     segmentation_scores_figure (H21 Tables 2-3 over folds), segmentation_overlays_figure (H21 Figs 3-6).
 
 C21 = charoenphakdee2021, K24 = komisarenko2024, M20 = mukhoti2020, H21 = hossain2021.
 """
 
-from .experiment_figures import (ece_box_plots, optimal_temperature_figure, posterior_scores,
-                                 synthetic_posterior_figure, training_comparison_figure, training_curves_figure)
+from .confidences import choose_samples, sample_confidences_figure
+from .experiment_figures import (ece_box_plots, feature_norms_figure, gradient_norm_histograms_figure,
+                                 optimal_temperature_figure, posterior_scores, synthetic_posterior_figure,
+                                 training_comparison_figure, training_curves_figure)
 from .reliability import (draw_reliability, raw_vs_psi_reliability_figure, reliability_diagram,
                           training_reliability_figure)
 from .segmentation import segmentation_overlays_figure, segmentation_scores_figure
@@ -31,12 +36,13 @@ from .simplex import (barycentric_grid, calibration_arrows_figure, calibration_d
                       conditional_risk, conditional_risk_isolines_figure, map_difference, to_cartesian)
 from .style import color_for, gamma_color, plot_style, save
 from .theory_figures import (binary_optimum, binary_optimum_figure, closest_temperature_figure,
-                             focal_calibration_map_figure, gradient_ratio_figure,
-                             loss_derivatives, loss_derivatives_figure, numerical_temperature_bounds, phi_figure,
+                             focal_calibration_map_figure, gradient_ratio_figure, linear_model_mistakes_figure,
+                             linear_model_norms_figure, loss_derivatives, loss_derivatives_figure, numerical_temperature_bounds, phi_figure,
                              posterior_vs_minimizer_figure, temperature_bounds_figure)
 
 __all__ = [
-    "barycentric_grid", "binary_optimum", "binary_optimum_figure", "calibration_arrows_figure", "calibration_difference_figure", "closest_temperature_figure",
+    "barycentric_grid", "binary_optimum", "choose_samples", "feature_norms_figure", "gradient_norm_histograms_figure",
+    "linear_model_mistakes_figure", "linear_model_norms_figure", "sample_confidences_figure", "binary_optimum_figure", "calibration_arrows_figure", "calibration_difference_figure", "closest_temperature_figure",
     "color_for", "conditional_risk", "conditional_risk_isolines_figure", "draw_reliability", "ece_box_plots",
     "focal_calibration_map_figure", "gamma_color", "gradient_ratio_figure", "loss_derivatives",
     "loss_derivatives_figure", "map_difference", "numerical_temperature_bounds", "optimal_temperature_figure",

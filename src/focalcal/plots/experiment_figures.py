@@ -315,3 +315,87 @@ def training_comparison_figure(histories: Mapping[str, object], *, eval_split: s
     flat[-1].legend(handles, labels, loc="center", title="training loss")
     paper_title(figure, "Calibration diagnostics during training: cross-entropy vs focal loss", "mukhoti2020 Fig. 3")
     return figure
+
+
+# --------------------------------------------------------------------------- M20 Figs 4b-d, 10
+
+GRADIENT_NORM_FLOOR = 1e-8  # log-scale bins: smaller norms (a gradient that has died) go in the first bin
+
+
+@styled
+def gradient_norm_histograms_figure(tables: Mapping[str, object], *, epochs: Sequence[int] | None = None,
+                                    colors: Mapping[str, str] | None = None, n_bins: int = 40):
+    """M20 Fig 4(b-d): histograms over the training set of each sample's gradient norm of the
+    last linear layer, one panel per recorded epoch, one histogram per run (cross-entropy vs
+    focal loss).
+
+    ``tables`` maps a run label to its ``train_gradient_norms.csv`` (columns ``epoch``,
+    ``gradient_norm``; DataFrame or path). ``epochs``: the panels (default: every epoch all runs
+    recorded). Bins are log-spaced, since focal loss shrinks the gradients of confident samples
+    by orders of magnitude (Prop 1); norms below ``GRADIENT_NORM_FLOOR`` count in the first bin.
+    Each run's median is marked with a dashed line.
+    """
+    if not isinstance(tables, Mapping) or not tables:
+        raise ValueError("tables must be a non-empty mapping label -> gradient-norm table")
+    frames = {}
+    for label, table in tables.items():
+        frames[label] = as_frame(table, f"tables[{label!r}]")
+        require_columns(frames[label], ["epoch", "gradient_norm"], f"tables[{label!r}]")
+        if not np.isfinite(frames[label]["gradient_norm"]).all():
+            raise ValueError(f"tables[{label!r}] has non-finite gradient norms")
+    shared = sorted(set.intersection(*(set(f["epoch"].astype(int)) for f in frames.values())))
+    epochs = shared if epochs is None else [int(e) for e in epochs]
+    missing = {label: sorted(set(epochs) - set(f["epoch"].astype(int))) for label, f in frames.items()}
+    missing = {label: m for label, m in missing.items() if m}
+    if missing:
+        raise ValueError(f"no gradient norms recorded at epoch(s) {missing}")
+    if not epochs:
+        raise ValueError("the runs share no recorded epoch")
+    colors = dict(colors or {})
+    values = np.concatenate([f["gradient_norm"].to_numpy(np.float64) for f in frames.values()])
+    high = max(float(values.max()), GRADIENT_NORM_FLOOR * 10)
+    edges = np.geomspace(GRADIENT_NORM_FLOOR, high * 1.01, n_bins + 1)
+    figure, axes = new_figure(1, len(epochs), height=3.8, sharey=True, squeeze=False)
+    for index, (ax, epoch) in enumerate(zip(axes[0], epochs)):
+        for label, frame in frames.items():
+            norms = frame.loc[frame["epoch"].astype(int) == epoch, "gradient_norm"].to_numpy(np.float64)
+            color = colors.get(label) or color_for(str(label))
+            ax.hist(np.maximum(norms, GRADIENT_NORM_FLOOR), bins=edges, color=color, alpha=0.45,
+                    label=f"{label} (median {np.median(norms):.2g})")
+            ax.axvline(np.median(norms), color=color, ls="--", lw=1.2)
+        ax.set(xscale="log", xlabel="‖∂L_i/∂W‖ of the last linear layer",
+               title=f"({chr(ord('b') + index)}) epoch {epoch}")
+        ax.legend(fontsize=7, loc="upper left")
+    axes[0, 0].set_ylabel("training samples")
+    paper_title(figure, "Per-sample gradient norms of the last linear layer over the training set",
+                "mukhoti2020 Fig. 4(b-d)")
+    return figure
+
+
+@styled
+def feature_norms_figure(histories: Mapping[str, object], *, colors: Mapping[str, str] | None = None):
+    """M20 Fig 10: (a) the L2 norm of the features entering the last linear layer (the last
+    block's output), averaged over the training set, per epoch; (b) the last layer's weight
+    norm (Fig 3e) beside it, since the paper reads the two orderings together (App. D).
+
+    ``histories`` maps a run label to its ``history.csv`` (columns ``epoch``,
+    ``train_feature_norm``, ``weight_norm``; DataFrame or path).
+    """
+    if not isinstance(histories, Mapping) or not histories:
+        raise ValueError("histories must be a non-empty mapping label -> history DataFrame")
+    colors = dict(colors or {})
+    frames = {}
+    for label, history in histories.items():
+        frames[label] = _history(history, f"histories[{label!r}]")
+        require_columns(frames[label], ["train_feature_norm", "weight_norm"], f"histories[{label!r}]")
+    figure, axes = new_figure(1, 2, height=3.8, sharex=True)
+    for ax, column, ylabel, title in ((axes[0, 0], "train_feature_norm", "mean ‖h(x)‖₂ over the training set",
+                                       "(a) feature norm (last block)"),
+                                      (axes[0, 1], "weight_norm", "‖W‖₂ of the last linear layer", "(b) weight norm")):
+        for label, frame in frames.items():
+            ax.plot(frame["epoch"], frame[column], color=colors.get(label) or color_for(str(label)), label=str(label))
+        _lr_drops(ax, next(iter(frames.values())))
+        ax.set(xlabel="epoch", ylabel=ylabel, title=title)
+    axes[0, 0].legend(fontsize=8, title="training loss")
+    paper_title(figure, "Norm of the last block's features during training", "mukhoti2020 Fig. 10")
+    return figure

@@ -446,3 +446,99 @@ def loss_derivatives_figure(*, n_points: int = 400):
     axes[0, 2].legend()
     paper_title(figure, "Loss derivatives of CE, DCE, FL and DFL", "hossain2021 Fig. 1")
     return figure
+
+
+# --------------------------------------------------------------------------- M20 Figs 7, 8
+
+
+def _linear_experiment(experiment, focal_gamma: float, seed: int, iterations: int, lr: float):
+    """The App. B experiment for CE (γ = 0) and FL (``focal_gamma``), or ``experiment`` if given."""
+    focal_gamma = float(_check_gammas([focal_gamma], "focal_gamma")[0])
+    if focal_gamma == 0:
+        raise ValueError("focal_gamma must be > 0 (γ = 0 is the cross-entropy curve already drawn)")
+    if experiment is None:
+        experiment = theory.linear_model_experiment((0.0, focal_gamma), seed, lr=lr, iterations=iterations)
+    missing = {0.0, focal_gamma} - set(experiment.fits)
+    if missing:
+        raise ValueError(f"experiment has no fit for γ = {sorted(missing)}")
+    return experiment, focal_gamma
+
+
+def _linear_runs(focal_gamma: float):
+    return ((0.0, "cross-entropy", color_for("cross_entropy")),
+            (focal_gamma, f"focal, {_gamma_label(focal_gamma)}", gamma_color(focal_gamma)))
+
+
+@styled
+def linear_model_norms_figure(*, focal_gamma: float = 1.0, seed: int = 0, iterations: int = 1000, lr: float = 0.1,
+                              experiment=None):
+    """M20 Fig 7: (a) norm of the logits, (b) norm of the weights over gradient-descent iterations
+    of the 2-parameter logistic model of App. B (:func:`focalcal.theory.linear_model_experiment`),
+    cross-entropy against focal loss. "Norm of logits" is the RMS training logit ‖Xw‖/√N.
+    Pass ``experiment`` to reuse fits; fewer ``iterations`` make it cheaper.
+    """
+    experiment, focal_gamma = _linear_experiment(experiment, focal_gamma, seed, iterations, lr)
+    figure, axes = new_figure(1, 2, height=3.8)
+    left, right = axes[0]
+    for gamma, label, colour in _linear_runs(focal_gamma):
+        fit = experiment.fits[gamma]
+        keep = fit.steps >= 1
+        left.plot(fit.steps[keep], fit.logit_rms[keep], color=colour, label=label)
+        right.plot(fit.steps[keep], fit.weight_norm[keep], color=colour, label=label)
+    for ax, what, values in ((left, "logits", "logit_rms"), (right, "weights", "weight_norm")):
+        final = {label: getattr(experiment.fits[gamma], values)[-1] for gamma, label, _ in _linear_runs(focal_gamma)}
+        corner_text(ax, "final:\n" + "\n".join(f"{label}: {value:.3f}" for label, value in final.items()),
+                    loc="lower right")
+        ax.set(xscale="log", xlabel="gradient-descent iteration", ylim=(0, None))
+        ax.legend(loc="upper left")
+    left.set(ylabel="RMS logit ‖Xw‖/√N (train)", title="(a) norm of logits")
+    right.set(ylabel="‖w‖", title="(b) norm of weights")
+    paper_title(figure, "Logistic model on noisy Gaussian clusters: CE grows larger logits and weights than FL",
+                "mukhoti2020 Fig. 7")
+    return figure
+
+
+def _decision_panel(ax, data, w: np.ndarray, title: str) -> None:
+    for label in (0, 1):
+        points = data.x_test[data.y_test == label]
+        ax.scatter(points[:, 0], points[:, 1], s=5, alpha=0.45, color=CLASS_COLORS[label], lw=0,
+                   label=f"test points, label {label}")
+    norm = float(np.linalg.norm(w))
+    direction = np.array([-w[1], w[0]]) / norm
+    reach = 12.0
+    for offset, style, label in ((0.0, "-", "boundary w·x = 0"),
+                                 (np.log(9.0), "--", "confidence 0.9"), (-np.log(9.0), "--", None)):
+        centre = offset * w / norm**2
+        ends = np.stack([centre - reach * direction, centre + reach * direction])
+        ax.plot(ends[:, 0], ends[:, 1], color="0.15", ls=style, lw=1.6 if offset == 0 else 1.0, label=label)
+    ax.set(xlim=(-6.5, 6.5), ylim=(-6.5, 6.5), aspect="equal", xlabel="x1", ylabel="x2", title=title)
+
+
+@styled
+def linear_model_mistakes_figure(*, focal_gamma: float = 1.0, seed: int = 0, iterations: int = 1000, lr: float = 0.1,
+                                 experiment=None):
+    """M20 Fig 8: (a) histogram of the confidence max(p, 1 − p) of misclassified test points,
+    CE against FL; (b) CE's and (c) FL's decision boundary w·x = 0 over the test points, with
+    the lines where the confidence is 0.9 (w·x = ±log 9). Options as :func:`linear_model_norms_figure`.
+    """
+    experiment, focal_gamma = _linear_experiment(experiment, focal_gamma, seed, iterations, lr)
+    figure, axes = new_figure(1, 3, height=4.0)
+    hist_ax = axes[0, 0]
+    bins = np.linspace(0.5, 1.0, 11)
+    for gamma, label, colour in _linear_runs(focal_gamma):
+        wrong = experiment.misclassified_confidence(gamma)
+        summary = f"{label}\n{wrong.size} points, mean {wrong.mean():.2f}, {np.mean(wrong > 0.9):.0%} > 0.9"
+        hist_ax.hist(wrong, bins=bins, color=colour, alpha=0.45, label=summary)
+        hist_ax.hist(wrong, bins=bins, color=colour, histtype="step", lw=1.4)
+    hist_ax.set(xlabel="confidence max(p, 1 − p)", ylabel="misclassified test points", xlim=(0.5, 1.0),
+                title="(a) confidence of mistakes")
+    hist_ax.set_ylim(0, hist_ax.get_ylim()[1] * 1.6)
+    hist_ax.legend(loc="upper left", fontsize=8)
+    for ax, (gamma, label, _), letter in zip(axes[0, 1:], _linear_runs(focal_gamma), "bc"):
+        w = experiment.fits[gamma].w
+        _decision_panel(ax, experiment.data, w, f"({letter}) {label}: ‖w‖ = {np.linalg.norm(w):.2f}")
+    handles, labels = axes[0, 1].get_legend_handles_labels()
+    figure.legend(handles, labels, loc="outside lower center", ncols=len(labels), fontsize=9, markerscale=3)
+    paper_title(figure, "Logistic model: same decision boundary, but CE is more confident on its mistakes",
+                "mukhoti2020 Fig. 8")
+    return figure

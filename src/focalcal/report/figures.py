@@ -39,6 +39,10 @@ def _simplex_step(grid: str) -> dict:
     return {"logit_step": _COARSE[3]["logit_step"]} if grid == "coarse" else {}
 
 
+def _linear_model(grid: str) -> dict:
+    return {"iterations": 100} if grid == "coarse" else {}
+
+
 THEORY_DRAWERS: dict[str, Callable] = {  # name -> draw(grid), grid "paper" or "coarse"
     "charoenphakdee2021_fig1_phi": lambda grid: _plots().phi_figure(),
     "charoenphakdee2021_fig2_posterior_vs_minimizer": lambda grid: _plots().posterior_vs_minimizer_figure(),
@@ -52,6 +56,8 @@ THEORY_DRAWERS: dict[str, Callable] = {  # name -> draw(grid), grid "paper" or "
     "komisarenko2024_fig7_calibration_difference": lambda grid: _plots().calibration_difference_figure(**_simplex_step(grid)),
     "mukhoti2020_fig4a_gradient_ratio": lambda grid: _plots().gradient_ratio_figure(),
     "mukhoti2020_fig6_binary_optimum": lambda grid: _plots().binary_optimum_figure(n_points=401 if grid == "paper" else 41),
+    "mukhoti2020_fig7_linear_model_norms": lambda grid: _plots().linear_model_norms_figure(**_linear_model(grid)),
+    "mukhoti2020_fig8_linear_model_mistakes": lambda grid: _plots().linear_model_mistakes_figure(**_linear_model(grid)),
     "hossain2021_fig1_loss_derivatives": lambda grid: _plots().loss_derivatives_figure(),
 }
 

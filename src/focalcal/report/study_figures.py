@@ -232,6 +232,59 @@ def training_comparison(params: dict, root: Path, study: str):
     return plots.training_comparison_figure(histories, colors=colors)
 
 
+def gradient_norms(params: dict, root: Path, study: str):
+    """M20 Fig 4b-d from each run's train_gradient_norms.csv (written when the recipe asks)."""
+    tables = {}
+    for label, run_dir in params["run_dirs"].items():
+        path = root / run_dir / "train_gradient_norms.csv"
+        if not path.is_file():
+            raise ValueError(f"no {str(path)!r}: the run's recipe must set gradient_norm_epochs (retrain to record it)")
+        tables[status_label(label, [run_status(root / run_dir)])] = read_csv(path)
+    colors = {status_label(label, [run_status(root / params["run_dirs"][label])]): color_for(name, gamma)
+              for label, (name, gamma) in params["colors"].items()}
+    return plots.gradient_norm_histograms_figure(tables, epochs=params["epochs"], colors=colors)
+
+
+def feature_norms(params: dict, root: Path, study: str):
+    """M20 Fig 10 from the runs' history.csv (column train_feature_norm)."""
+    labels = {label: status_label(label, [run_status((root / path).parent)]) for label, path in params["histories"].items()}
+    histories = {}
+    for label, path in params["histories"].items():
+        history = read_csv(root / path)
+        if "train_feature_norm" not in history.columns:
+            raise ValueError(f"{path} has no train_feature_norm column: the run was trained before feature norms "
+                             "were logged; retrain it")
+        histories[labels[label]] = history
+    colors = {labels[label]: color_for(name, gamma) for label, (name, gamma) in params["colors"].items()}
+    return plots.feature_norms_figure(histories, colors=colors)
+
+
+def sample_confidences(params: dict, root: Path, study: str):
+    """M20 Fig 9: the same test inputs for every model; confidences from each run's stored
+    uncalibrated and temperature-scaled calibrators (no refitting)."""
+    models = params["models"]
+    arrays = {m["label"]: read_logits(root / m["logits"]) for m in models}
+    labels = arrays[models[0]["label"]]["test_labels"]
+    for m in models:
+        if not np.array_equal(arrays[m["label"]]["test_labels"], labels):
+            raise ValueError(f"{m['logits']} has other test labels than {models[0]['logits']}: Fig 9 compares one test set")
+    panels, predictions = {}, {}
+    for m in models:
+        calibration = read_calibration(root / m["calibration"])
+        logits = arrays[m["label"]]["test_logits"]
+        pre = apply_stored(calibration, m["raw"], logits, m["calibration"])
+        post = apply_stored(calibration, m["post"], logits, m["calibration"])
+        label = status_label(m["label"], [run_status(root / m["run_dir"])])
+        panels[label] = {"predicted": pre.argmax(1), "confidence_pre": pre.max(1), "confidence_post": post.max(1)}  # TS keeps the argmax
+        predictions[label] = pre.argmax(1)
+    correct, wrong = plots.choose_samples(labels, predictions, n_per_row=4)
+    chosen = np.concatenate([correct, wrong])
+    signals = inputs_of_test_points(root, params["run"], arrays[models[0]["label"]], params["data_root"])[chosen]
+    panels = {label: {key: values[chosen] for key, values in panel.items()} for label, panel in panels.items()}
+    colors = {status_label(m["label"], [run_status(root / m["run_dir"])]): color_for(*m["color"]) for m in models}
+    return plots.sample_confidences_figure(signals, labels[chosen], panels, colors=colors)
+
+
 # ------------------------------------------------------------------------ hossain2021
 
 
@@ -269,4 +322,7 @@ BUILDERS = {
     "m20_training_reliability": training_reliability,
     "m20_training_curves": training_curves,
     "m20_training_comparison": training_comparison,
+    "m20_gradient_norms": gradient_norms,
+    "m20_feature_norms": feature_norms,
+    "m20_test_confidences": sample_confidences,
 }

@@ -83,6 +83,8 @@ THEORY_FIGURES: dict[str, tuple[str, str]] = {
     "komisarenko2024_fig7_calibration_difference": ("komisarenko2024", "Fig 7: heat map of temperature scaling minus focal calibration"),
     "mukhoti2020_fig4a_gradient_ratio": ("mukhoti2020", "Fig 4a and Prop 2: g(p, γ) and γ*(p0)"),
     "mukhoti2020_fig6_binary_optimum": ("mukhoti2020", "Fig 6: optimal p̂ against q for a binary problem, cross-entropy and focal loss"),
+    "mukhoti2020_fig7_linear_model_norms": ("mukhoti2020", "Fig 7 (App. B): logit and weight norms of a logistic regression trained with cross-entropy and focal loss γ = 1"),
+    "mukhoti2020_fig8_linear_model_mistakes": ("mukhoti2020", "Fig 8 (App. B): confidence of the linear model's mistakes and its decision boundaries, cross-entropy vs focal loss"),
     "hossain2021_fig1_loss_derivatives": ("hossain2021", "Fig 1: derivatives of CE, DCE, FL and DFL for y = 1 and y = 0"),
 }
 
@@ -441,7 +443,58 @@ def _mukhoti2020(study: _Study) -> tuple[list[Artifact], list[str]]:
                                         {"histories": histories, "colors": colors}))
     else:
         notes.append(f"Fig 3: needs focal-loss runs beside the cross-entropy run ({where})")
+    companions = [ce[0]] + sorted(focal, key=lambda v: v.loss.gamma)
+    colors = {v.loss.label: list(loss_color_key(v.loss)) for v in companions}
+    if focal and recipe.get("gradient_norm_epochs"):
+        epochs = list(recipe["gradient_norm_epochs"])
+        artifacts.append(study.artifact(
+            "figure", "mukhoti2020_fig4bcd_gradient_norms",
+            f"Fig 4b-d: per-sample gradient norms of the last linear layer over the training set at epochs "
+            f"{', '.join(map(str, epochs))} (cross-entropy vs focal loss, {where})",
+            "m20_gradient_norms", [study.history(v) for v in companions],
+            {"run_dirs": {v.loss.label: v.run.run_dir for v in companions}, "epochs": epochs, "colors": colors}))
+    elif focal:
+        notes.append(f"Fig 4b-d: recipe {anchor.recipe!r} records no per-sample gradient norms (set gradient_norm_epochs)")
+    if focal:
+        artifacts.append(study.artifact(
+            "figure", "mukhoti2020_fig10_feature_norms",
+            f"Fig 10: L2 norm of the last block's features, mean over the training set, per epoch ({where})",
+            "m20_feature_norms", [study.history(v) for v in companions],
+            {"histories": {v.loss.label: study.history(v) for v in companions}, "colors": colors}))
+    artifacts += _m20_fig9(study, [v for v in study.runs if same_setting(v)], where, notes)
     return artifacts, notes
+
+
+# M20 Fig 9's four models, by loss name (cross-entropy: γ = 0 without smoothing).
+_FIG9_LOSSES = ("cross_entropy", "brier", "mmce", "flsd53")
+
+
+def _m20_fig9(study: _Study, views: list[_RunView], where: str, notes: list[str]) -> list[Artifact]:
+    """Fig 9: a few test inputs every model classifies correctly / wrongly, with each model's
+    prediction and confidence before and after temperature scaling."""
+    by_loss = {}
+    for v in views:
+        name = "cross_entropy" if v.loss.gamma == 0 and not v.loss.smoothing else v.loss.name
+        by_loss.setdefault(name, v)
+    missing = [name for name in _FIG9_LOSSES if name not in by_loss]
+    chosen = [by_loss[name] for name in _FIG9_LOSSES if name in by_loss]
+    uncalibrated = [v.loss.label for v in chosen if "raw" not in v.roles or not ({"ts_ece", "ts_nll"} & set(v.roles))]
+    if missing or uncalibrated:
+        lacks = (f"runs with {', '.join(missing)}" if missing else
+                 f"the uncalibrated model and temperature scaling of {', '.join(uncalibrated)}")
+        notes.append(f"Fig 9: needs {lacks} beside the cross-entropy run ({where})")
+        return []
+    models = [{"label": v.loss.label, "color": list(loss_color_key(v.loss)), "logits": study.logits(v),
+               "calibration": study.calibration(v), "raw": v.roles["raw"], "post": v.roles.get("ts_ece") or v.roles.get("ts_nll"),
+               "run_dir": v.run.run_dir} for v in chosen]
+    anchor = chosen[0]
+    run = {"path": anchor.path, "run_config": f"{anchor.run.run_dir}/run_config.json", "info": f"{anchor.run.run_dir}/run.json"}
+    inputs = [m["logits"] for m in models] + [m["calibration"] for m in models] + [run["run_config"], run["info"]]
+    params = {"models": models, "run": run, "data_root": study.plan.config.get("data_root", "data")}
+    return [study.artifact("figure", "mukhoti2020_fig9_test_confidences",
+                           f"Fig 9: test inputs all four models classify correctly (top) or wrongly (bottom), with each "
+                           f"model's prediction and confidence before and after temperature scaling ({where})",
+                           "m20_test_confidences", inputs, params)]
 
 
 def _hossain2021(study: _Study) -> tuple[list[Artifact], list[str]]:
