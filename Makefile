@@ -14,6 +14,7 @@ $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m focalcal build-kernels || true  # compiled once, shared by every checkout; the eager path if it fails
 	@touch $(STAMP)
 
 run: $(STAMP)

@@ -42,6 +42,10 @@ if workflow.is_main_process:
 PLAN = build_plan(config)
 check_run_directories(PLAN)
 
+# The fused CPU loss kernels are compiled once, before the first job (onstart below, or
+# `make venv`), into a build every checkout shares; a job only loads it and never compiles.
+os.environ.setdefault("FOCALCAL_KERNEL_BUILD", "never")
+
 DATA_ROOT = config["data_root"]
 RUN = "{dataset}/{arch}/{loss}/{recipe}/seed{seed}"
 
@@ -76,6 +80,12 @@ rule all:
         PLAN.logits_targets(),
         PLAN.evaluation_targets(),
         PLAN.training_targets(),
+
+
+onstart:
+    from focalcal.losses import _fused
+
+    _fused.build()  # a no-op when built; without a compiler the jobs use the eager path
 
 
 onsuccess:

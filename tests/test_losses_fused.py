@@ -4,7 +4,9 @@ extreme logits, 1 − p_top below the smallest normal float, NaN, threads, and t
 
 from __future__ import annotations
 
+import re
 import warnings
+from pathlib import Path
 
 import mpmath
 import numpy as np
@@ -187,8 +189,10 @@ def test_switch_and_unsupported_inputs_take_the_eager_path(monkeypatch):
     assert not _fused.usable(logits.to(torch.bfloat16))  # only float32/float64 go to the kernel
 
 
-def test_build_failure_warns_once_and_falls_back(monkeypatch):
+def test_build_failure_warns_once_and_falls_back(monkeypatch, tmp_path):
     from torch.utils import cpp_extension
+
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path))  # nothing built there: a build is tried
 
     def broken(*args, **kwargs):
         raise RuntimeError("no C++ compiler")
@@ -283,6 +287,48 @@ def test_fused_generalized_dice_matches_the_eager_reference(monkeypatch):
     assert len(calls) == 4
 
 
-def test_the_build_is_named_after_the_source():
-    # Checkouts with different kernel sources keep separate cached builds (no rebuild ping-pong).
-    assert _fused.kernels().__name__.endswith("_" + _fused.source_digest())
+def test_the_build_is_named_after_the_source_and_torch_not_the_checkout(tmp_path, monkeypatch):
+    # Checkouts with different kernel sources keep separate builds; the same source anywhere shares one.
+    name = _fused.kernels().__name__
+    assert _fused.source_digest() in name and re.sub(r"\W", "_", torch.__version__) in name
+    other_checkout = tmp_path / "checkout" / "classwise.cpp"
+    other_checkout.parent.mkdir()
+    other_checkout.write_bytes(_fused.SOURCE.read_bytes())
+    monkeypatch.setattr(_fused, "SOURCE", other_checkout)
+    assert _fused.build_name() == name
+    other_checkout.write_bytes(_fused.SOURCE.read_bytes() + b"\n// changed\n")
+    assert _fused.build_name() != name
+
+
+def test_another_checkout_loads_the_shared_build_without_compiling(tmp_path, monkeypatch):
+    """A second checkout of the same source (another path) under FOCALCAL_KERNEL_BUILD=never, as
+    in a workflow job, loads the one build and compiles nothing."""
+    built = _fused.build()
+    assert built is not None and built.exists()
+    stamp = built.stat().st_mtime_ns
+    other_checkout = tmp_path / "classwise.cpp"
+    other_checkout.write_bytes(_fused.SOURCE.read_bytes())
+    monkeypatch.setattr(_fused, "SOURCE", other_checkout)
+    monkeypatch.setenv(_fused.BUILD_SWITCH, "never")
+    monkeypatch.setattr(_fused, "_compile", lambda *args: pytest.fail("a job compiled the kernels"))
+    module = _fused._load(allow_build=False)
+    assert module and Path(module.__file__) == built and built.stat().st_mtime_ns == stamp
+    logits = torch.randn(8, 5, dtype=torch.float64)
+    target = torch.randint(0, 5, (8,))
+    monkeypatch.setattr(_fused, "_module", module)
+    loss = losses.build({"name": "focal", "gamma": 2.0, "smoothing": 0.1})
+    assert torch.isfinite(loss(logits, target))
+
+
+def test_a_job_without_a_build_warns_and_takes_the_eager_path(tmp_path, monkeypatch):
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path / "empty-cache"))
+    monkeypatch.setattr(_fused, "_compile", lambda *args: pytest.fail("a job compiled the kernels"))
+    with pytest.warns(RuntimeWarning, match=r"FOCALCAL_KERNEL_BUILD=never; run `python -m focalcal build-kernels`"):
+        assert _fused._load(allow_build=False) is False
+
+
+def test_the_workflow_builds_before_its_jobs_and_its_jobs_never_compile():
+    snakefile = (Path(__file__).resolve().parents[1] / "Snakefile").read_text()
+    assert 'os.environ.setdefault("FOCALCAL_KERNEL_BUILD", "never")' in snakefile
+    onstart = snakefile[snakefile.index("onstart:"):snakefile.index("onsuccess:")]
+    assert "_fused.build()" in onstart

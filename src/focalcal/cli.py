@@ -1,4 +1,5 @@
-"""Command line: ``focalcal train``, ``focalcal export-logits`` (also ``python -m focalcal``)."""
+"""Command line: ``focalcal train``, ``focalcal export-logits``, ``focalcal build-kernels``
+(also ``python -m focalcal``)."""
 
 from __future__ import annotations
 
@@ -29,7 +30,10 @@ def main(argv: list[str] | None = None) -> int:
         if name == "train":
             sub.add_argument("--no-export", action="store_true", help="train only; do not write logits.npz")
             sub.add_argument("--progress", choices=("auto", "bar", "lines"), default="auto")
+    commands.add_parser("build-kernels", help="compile the fused CPU loss kernels once (shared by every checkout)")
     args = parser.parse_args(argv)
+    if args.command == "build-kernels":
+        return _build_kernels()
 
     from focalcal.training import RunConfig, export_run_logits, train_run
 
@@ -43,6 +47,23 @@ def main(argv: list[str] | None = None) -> int:
         train_run(config, args.run_dir, data_root=args.data_root, progress=progress, export=not args.no_export)
     else:
         export_run_logits(config, args.run_dir, data_root=args.data_root)
+    return 0
+
+
+
+def _build_kernels() -> int:
+    import warnings
+
+    from focalcal.losses import _fused
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        library = _fused.build()
+    if library is None:
+        reason = caught[-1].message if caught else "unknown"
+        print(f"focalcal: no fused kernels; losses will use the eager PyTorch path ({reason})", file=sys.stderr)
+        return 1
+    print(f"focalcal: fused CPU loss kernels ready: {library}")
     return 0
 
 

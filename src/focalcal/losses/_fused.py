@@ -7,18 +7,26 @@ kernel (``kernels/classwise.cpp``, SIMD through ATen's ``at::vec``) computes the
 formulas — exact log(1 − p) from the second-largest logit, the top class's singular slope
 through b_t — in four passes over the logits.
 
-It is compiled on first use with ``torch.utils.cpp_extension`` (a C++ compiler and ninja;
-~40 s once, cached under ``TORCH_EXTENSIONS_DIR``, shared by concurrent processes through
-torch's build lock) for the CPU's vector width. Where that is impossible the eager path
-(``_classwise.py``, the reference implementation) runs instead, after one warning.
-``FOCALCAL_FUSED_KERNELS=0`` turns the kernels off.
+It is compiled once with ``torch.utils.cpp_extension`` (a C++ compiler and ninja; ~30 s) for
+the CPU's vector width, by ``python -m focalcal build-kernels`` (``make venv`` runs it; the
+workflow runs it before its first job), or else on first use. The build lives in torch's
+extension cache (``TORCH_EXTENSIONS_DIR``) under a name keyed by the source's digest, the CPU
+capability and the torch version, compiled from a copy of the source kept there — so every
+checkout and process of the same source loads the same ``.so`` and none rebuilds it (a build
+keyed by a checkout's path would be redone by the next checkout). With
+``FOCALCAL_KERNEL_BUILD=never`` (set for workflow jobs) a missing build is not compiled. Where
+no build can be had the eager path (``_classwise.py``, the reference implementation) runs
+instead, after one warning. ``FOCALCAL_FUSED_KERNELS=0`` turns the kernels off.
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import os
+import re
 import sys
+import tempfile
 import warnings
 from pathlib import Path
 
@@ -34,6 +42,7 @@ PARAMETERS = {
 }
 SOURCE = Path(__file__).with_name("kernels") / "classwise.cpp"
 ENV_SWITCH = "FOCALCAL_FUSED_KERNELS"
+BUILD_SWITCH = "FOCALCAL_KERNEL_BUILD"  # "auto" (default): compile a missing build; "never": only load one
 _VECTOR_FLAGS = {  # what torch's own CPU kernels are built for, by torch.backends.cpu capability
     "AVX512": ["-mavx512f", "-mavx512dq", "-mavx512vl", "-mavx512bw", "-mfma", "-DCPU_CAPABILITY_AVX512"],
     "AVX2": ["-mavx2", "-mfma", "-mf16c", "-DCPU_CAPABILITY_AVX2"],
@@ -47,43 +56,81 @@ def enabled() -> bool:
 
 
 def kernels():
-    """The compiled extension module, or None where it cannot be built (warned once).
-    ``usable`` also honours the switch; this builds whenever asked."""
+    """The compiled extension module, or None where there is none (warned once). Loads the
+    shared build; compiles it first if missing, unless ``FOCALCAL_KERNEL_BUILD=never``.
+    ``usable`` also honours the on/off switch; this loads whenever asked."""
     global _module
     if _module is None:
-        _module = _build()
+        _module = _load(allow_build=os.environ.get(BUILD_SWITCH, "auto") != "never")
     return _module or None
 
 
-def _build():
+def build() -> Path | None:
+    """Compile the kernels now if they are not built yet, whatever ``FOCALCAL_KERNEL_BUILD``
+    says (for set-up, not a workflow job); the path of the shared build, or None (with a
+    warning) where it cannot be built."""
+    global _module
+    if not _module:
+        _module = _load(allow_build=True)
+    return Path(_module.__file__) if _module else None
+
+
+def build_name() -> str:
+    """The extension's name: the same for every checkout of the same source on the same torch."""
     capability = torch.backends.cpu.get_cpu_capability()
-    flags = _VECTOR_FLAGS.get(capability, [])
+    torch_version = re.sub(r"\W", "_", torch.__version__)
+    return f"focalcal_classwise_{capability.lower()}_{source_digest()}_torch{torch_version}"
+
+
+def _load(allow_build: bool):
     try:
         from torch.utils import cpp_extension
 
-        # One cache entry per source version: two checkouts (or installs) never rebuild each other's.
-        name = f"focalcal_classwise_{capability.lower()}_{source_digest()}"
-        if not _is_built(cpp_extension, name):
-            print(f"focalcal: compiling the fused CPU loss kernels for {capability} (once, ~30 s; then cached)",
-                  file=sys.stderr, flush=True)
-        return cpp_extension.load(name, [str(SOURCE)], extra_cflags=["-O3", "-fopenmp", *flags],
-                                  extra_ldflags=["-fopenmp"], verbose=False)
+        name = build_name()
+        directory = Path(cpp_extension._get_build_directory(name, verbose=False))
+        library = directory / f"{name}.so"
+        if not library.exists():
+            if not allow_build:
+                raise RuntimeError(f"no build at {library} and {BUILD_SWITCH}=never; "
+                                   "run `python -m focalcal build-kernels` once")
+            return _compile(cpp_extension, name, directory)
+        return _import(name, library)
     except Exception as error:  # no compiler, no ninja, read-only cache, source not installed, ...
         warnings.warn(f"focalcal: fused CPU loss kernels unavailable, using the eager PyTorch path: {error}",
                       RuntimeWarning, stacklevel=3)
         return False
 
 
+def _compile(cpp_extension, name: str, directory: Path):
+    """Build ``name`` from a copy of the source inside its build directory, so the ninja file
+    (which records the source's path) is the same for every checkout; torch's lock in that
+    directory makes concurrent builders wait for one build."""
+    capability = torch.backends.cpu.get_cpu_capability()
+    print(f"focalcal: compiling the fused CPU loss kernels for {capability} (once, ~30 s; then shared)",
+          file=sys.stderr, flush=True)
+    directory.mkdir(parents=True, exist_ok=True)
+    source = directory / SOURCE.name
+    if not source.exists():
+        with tempfile.NamedTemporaryFile(dir=directory, suffix=".tmp", delete=False) as handle:
+            handle.write(SOURCE.read_bytes())
+        os.replace(handle.name, source)
+    return cpp_extension.load(name, [str(source)], extra_cflags=["-O3", "-fopenmp", *_VECTOR_FLAGS.get(capability, [])],
+                       extra_ldflags=["-fopenmp"], build_directory=str(directory), verbose=False)
+
+
+def _import(name: str, library: Path):
+    """Load a built extension module from its ``.so`` (no ninja, no rebuild check)."""
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, library)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    sys.modules[name] = module
+    return module
+
+
 def source_digest() -> str:
     return hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:12]
-
-
-def _is_built(cpp_extension, name: str) -> bool:
-    """Whether a build of ``name`` is in torch's extension cache (only to say when compiling)."""
-    try:
-        return (Path(cpp_extension._get_build_directory(name, verbose=False)) / f"{name}.so").exists()
-    except Exception:  # a private helper of torch: if it moves, just say nothing
-        return True
 
 
 def usable(logits: torch.Tensor) -> bool:
