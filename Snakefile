@@ -18,36 +18,12 @@ min_version("9.0")
 # The library lives in src/ (rule scripts put it on their own path too, for conda envs).
 sys.path.insert(0, os.path.join(workflow.basedir, "src"))
 
-from focalcal.pipeline import (
-    build_plan,
-    check_config_files,
-    check_entries,
-    check_run_directories,
-    validate_config,
-)
-
 if not workflow.overwrite_configfiles:
 
     configfile: "config/config.yaml"
 
 
-check_config_files(workflow.overwrite_configfiles or workflow.configfiles)
-validate_config(
-    config, os.path.join(workflow.basedir, "workflow/schemas/config.schema.yaml")
-)
-# Builds every loss and calibrator of the config (imports torch, ~2 s): in the main
-# process only, not again in each job that re-parses this file (cluster jobs).
-if workflow.is_main_process:
-    check_entries(config)
-PLAN = build_plan(config)
-check_run_directories(PLAN)
-
-# The fused CPU loss kernels are compiled once, before the first job (onstart below, or
-# `make venv`), into a build every checkout shares; a job only loads it and never compiles.
-os.environ.setdefault("FOCALCAL_KERNEL_BUILD", "never")
-
-DATA_ROOT = config["data_root"]
-RUN = "{dataset}/{arch}/{loss}/{recipe}/seed{seed}"
+include: "workflow/rules/common.smk"
 
 
 wildcard_constraints:

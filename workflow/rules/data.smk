@@ -17,7 +17,7 @@ rule prepare_data:
         "../../envs/torch.yaml"
     params:
         spec=lambda wildcards: config["datasets"][wildcards.dataset],
-        data_root=lambda wildcards, output: os.path.dirname(os.path.dirname(output[0])),
+        data_root=lambda wildcards, output: data_root_from_marker(output[0]),
         download=config["download"],
     script:
         "../scripts/prepare_data.py"

@@ -20,14 +20,14 @@ rule evaluate_segmentation:
         f"results/benchmarks/evaluate_segmentation/{RUN}.tsv"
     conda:
         "../../envs/torch.yaml"
-    threads: lambda wildcards: PLAN.train_resources(PLAN.run(wildcards))["threads"]
+    threads: run_resource("threads")
     resources:
-        mem_mb=lambda wildcards: PLAN.train_resources(PLAN.run(wildcards))["mem_mb"],
+        mem_mb=run_resource("mem_mb"),
         runtime=30,
-        gpu=lambda wildcards: PLAN.train_resources(PLAN.run(wildcards))["gpu"],
+        gpu=run_resource("gpu"),
     params:
         run_dir=lambda wildcards: PLAN.run(wildcards).run_dir,
-        data_root=lambda wildcards, input: os.path.dirname(os.path.dirname(input.data)),
+        data_root=lambda wildcards, input: data_root_from_marker(input.data),
         n_bins=max(config["ece_bins"]),
     script:
         "../scripts/evaluate_segmentation.py"

@@ -18,14 +18,14 @@ rule train:
     retries: config["training"]["retries"]
     conda:
         "../../envs/torch.yaml"
-    threads: lambda wildcards: PLAN.train_resources(PLAN.run(wildcards))["threads"]
+    threads: run_resource("threads")
     resources:
-        mem_mb=lambda wildcards: PLAN.train_resources(PLAN.run(wildcards))["mem_mb"],
-        runtime=lambda wildcards: PLAN.train_resources(PLAN.run(wildcards))["runtime"],
-        gpu=lambda wildcards: PLAN.train_resources(PLAN.run(wildcards))["gpu"],
+        mem_mb=run_resource("mem_mb"),
+        runtime=run_resource("runtime"),
+        gpu=run_resource("gpu"),
     params:
         run_identity=lambda wildcards: PLAN.run_identity(PLAN.run(wildcards)),
         run_dir=lambda wildcards: PLAN.run(wildcards).run_dir,
-        data_root=lambda wildcards, input: os.path.dirname(os.path.dirname(input.data)),
+        data_root=lambda wildcards, input: data_root_from_marker(input.data),
     script:
         "../scripts/train.py"

@@ -2,10 +2,10 @@
 
 import sys
 
-sys.path.insert(0, snakemake.scriptdir)  # noqa: F821
-from _common import logged  # noqa: E402
+sys.path.insert(0, snakemake.scriptdir)
+from _common import logged
 
-from focalcal.pipeline.jobs import export_logits  # noqa: E402
+from focalcal.pipeline.jobs import export_logits
 
-with logged(snakemake.log[0]):  # noqa: F821
-    export_logits(snakemake.params.run_dir, snakemake.params.data_root, snakemake.threads)  # noqa: F821
+with logged(snakemake.log[0]):
+    export_logits(snakemake.params.run_dir, snakemake.params.data_root, snakemake.threads)

@@ -2,11 +2,11 @@
 
 import sys
 
-sys.path.insert(0, snakemake.scriptdir)  # noqa: F821
-from _common import logged  # noqa: E402
+sys.path.insert(0, snakemake.scriptdir)
+from _common import logged
 
-from focalcal.report.figures import make  # noqa: E402
-from focalcal.report.targets import Artifact  # noqa: E402
+from focalcal.report.figures import make
+from focalcal.report.targets import Artifact
 
-with logged(snakemake.log[0]):  # noqa: F821
-    make(Artifact.from_dict(snakemake.params.artifact), snakemake.output[0])  # noqa: F821
+with logged(snakemake.log[0]):
+    make(Artifact.from_dict(snakemake.params.artifact), snakemake.output[0])

@@ -2,10 +2,10 @@
 
 import sys
 
-sys.path.insert(0, snakemake.scriptdir)  # noqa: F821
-from _common import logged  # noqa: E402
+sys.path.insert(0, snakemake.scriptdir)
+from _common import logged
 
-from focalcal.pipeline.jobs import prepare_dataset  # noqa: E402
+from focalcal.pipeline.jobs import prepare_dataset
 
-with logged(snakemake.log[0]):  # noqa: F821
-    prepare_dataset(snakemake.params.spec, snakemake.params.data_root, snakemake.params.download, snakemake.output[0])  # noqa: F821
+with logged(snakemake.log[0]):
+    prepare_dataset(snakemake.params.spec, snakemake.params.data_root, snakemake.params.download, snakemake.output[0])

@@ -4,14 +4,14 @@ import json
 import os
 import sys
 
-sys.path.insert(0, snakemake.scriptdir)  # noqa: F821
-from _common import logged  # noqa: E402
+sys.path.insert(0, snakemake.scriptdir)
+from _common import logged
 
-from focalcal._io import atomic_write_text  # noqa: E402
-from focalcal.report.browser import check_report  # noqa: E402
+from focalcal._io import atomic_write_text
+from focalcal.report.browser import check_report
 
-with logged(snakemake.log[0]):  # noqa: F821
-    outcome = check_report(os.path.dirname(snakemake.input[0]), os.path.basename(snakemake.output.screenshot))  # noqa: F821
-    atomic_write_text(json.dumps(outcome, indent=1) + "\n", snakemake.output.result)  # noqa: F821
+with logged(snakemake.log[0]):
+    outcome = check_report(os.path.dirname(snakemake.input[0]), os.path.basename(snakemake.output.screenshot))
+    atomic_write_text(json.dumps(outcome, indent=1) + "\n", snakemake.output.result)
     if outcome["failures"]:
         raise SystemExit("report check failed:\n" + "\n".join(outcome["failures"]))

@@ -3,11 +3,11 @@
 import json
 import sys
 
-sys.path.insert(0, snakemake.scriptdir)  # noqa: F821
-from _common import logged  # noqa: E402
+sys.path.insert(0, snakemake.scriptdir)
+from _common import logged
 
-from focalcal._io import atomic_write_text  # noqa: E402
+from focalcal._io import atomic_write_text
 
-with logged(snakemake.log[0]):  # noqa: F821
-    text = json.dumps(snakemake.params.manifest, indent=1, ensure_ascii=False)  # noqa: F821
-    atomic_write_text(text + "\n", snakemake.output[0])  # noqa: F821
+with logged(snakemake.log[0]):
+    text = json.dumps(snakemake.params.manifest, indent=1, ensure_ascii=False)
+    atomic_write_text(text + "\n", snakemake.output[0])

@@ -3,15 +3,15 @@
 import os
 import sys
 
-sys.path.insert(0, snakemake.scriptdir)  # noqa: F821
-from _common import logged  # noqa: E402
+sys.path.insert(0, snakemake.scriptdir)
+from _common import logged
 
-from focalcal.report.notebooks import render  # noqa: E402
+from focalcal.report.notebooks import render
 
-with logged(snakemake.log[0]):  # noqa: F821
-    name = snakemake.wildcards.notebook  # noqa: F821
-    parameters = {"manifest_path": snakemake.input.manifest, "root": "."}  # noqa: F821
+with logged(snakemake.log[0]):
+    name = snakemake.wildcards.notebook
+    parameters = {"manifest_path": snakemake.input.manifest, "root": "."}
     if name != "overview":
         parameters["paper"] = name
-    render(snakemake.input.notebook, snakemake.output.executed, snakemake.output.html, parameters,  # noqa: F821
+    render(snakemake.input.notebook, snakemake.output.executed, snakemake.output.html, parameters,
            cwd=os.getcwd(), title=f"focalcal report — {name}")

@@ -29,6 +29,11 @@ IDENTITY_KEYS = ("dataset", "model", "loss", "recipe", "seed")  # what determine
 EXECUTION_KEYS = ("device", "compile")
 
 
+# A run's path under results/runs/ (and results/calibration/); the workflow's rules use it
+# as their wildcard pattern, so a path and its wildcards are one fact.
+RUN_PATTERN = "{dataset}/{arch}/{loss}/{recipe}/seed{seed}"
+
+
 @dataclass(frozen=True)
 class Run:
     """One training run. In a cross-validated grid (``folds: K``) run k trains with seed k and
@@ -45,7 +50,8 @@ class Run:
     @property
     def path(self) -> str:
         """``<dataset>/<model>/<loss>/<recipe>/seed<k>``, shared by the run and its calibration."""
-        return f"{self.dataset}/{self.model}/{self.loss}/{self.recipe}/seed{self.seed}"
+        return RUN_PATTERN.format(dataset=self.dataset, arch=self.model, loss=self.loss, recipe=self.recipe,
+                                  seed=self.seed)
 
     @property
     def run_dir(self) -> str:
@@ -93,7 +99,8 @@ class Plan:
 
     # ----------------------------------------------------------------- lookups for rules
     def run(self, wildcards) -> Run:
-        path = f"{wildcards.dataset}/{wildcards.arch}/{wildcards.loss}/{wildcards.recipe}/seed{wildcards.seed}"
+        path = RUN_PATTERN.format(dataset=wildcards.dataset, arch=wildcards.arch, loss=wildcards.loss,
+                                  recipe=wildcards.recipe, seed=wildcards.seed)
         try:
             return self.runs[path]
         except KeyError:

@@ -1,0 +1,45 @@
+# What the rules share: the config's checks, the plan (runs, calibrators, studies), the run
+# path pattern, the data root and the per-run resource functions. Included first by the
+# Snakefile; the logic lives in focalcal.pipeline.
+
+from focalcal.pipeline import (
+    build_plan,
+    check_config_files,
+    check_entries,
+    check_run_directories,
+    validate_config,
+)
+from focalcal.pipeline.plan import RUN_PATTERN
+
+check_config_files(workflow.overwrite_configfiles or workflow.configfiles)
+validate_config(
+    config, os.path.join(workflow.basedir, "workflow/schemas/config.schema.yaml")
+)
+# Builds every loss and calibrator of the config (imports torch, ~2 s): in the main
+# process only, not again in each job that re-parses this file (cluster jobs).
+if workflow.is_main_process:
+    check_entries(config)
+PLAN = build_plan(config)
+check_run_directories(PLAN)
+
+# The fused CPU loss kernels are compiled once, before the first job (the Snakefile's
+# onstart, or `make venv`), into a build every checkout shares; a job only loads it and
+# never compiles.
+os.environ.setdefault("FOCALCAL_KERNEL_BUILD", "never")
+
+DATA_ROOT = config["data_root"]
+RUN = RUN_PATTERN
+
+
+def data_root_from_marker(marker):
+    """``<data_root>`` of a dataset's ready marker ``<data_root>/ready/<dataset>.json``. Rules
+    infer it from their own files rather than reading DATA_ROOT, as Snakemake's lint asks: a
+    hard-coded prefix breaks where jobs do not share the file system."""
+    return os.path.dirname(os.path.dirname(marker))
+
+
+def run_resource(name):
+    """The resource ``name`` (threads, mem_mb, runtime, gpu) of the run a job's wildcards
+    name: training, logit export and segmentation evaluation load the run's model and data.
+    """
+    return lambda wildcards: PLAN.train_resources(PLAN.run(wildcards))[name]
