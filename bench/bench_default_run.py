@@ -5,9 +5,9 @@ CPU of the previous one (bench/default_config_before_claims.yaml), measured as t
 ``cpu_time`` over ``results/benchmarks/train/`` — what a user's own run records. Both are
 measured here on the same machine, one after the other: each config's training jobs alone
 (``snakemake --until train``) in a fresh copy of this checkout, so start-up (interpreter and
-torch imports) counts as it does in a real run. The fused loss kernels are built in each copy
-before its jobs (torch rebuilds the shared cache for a checkout at another path), so neither
-config pays the one-time compile. Absolute seconds vary about 2x between
+torch imports) counts as it does in a real run. The workflow builds the fused loss kernels
+before its first job, once for every checkout (``onstart``), so no training job pays a
+compile. Absolute seconds vary about 2x between
 machines; the ratio is the figure. ``--quick`` keeps the first two studies of each config.
 """
 
@@ -58,8 +58,6 @@ def run_config(label: str, config: Path, quick: bool) -> tuple[float, int]:
             settings["studies"] = dict(list(settings["studies"].items())[:2])
         (workdir / "config/config.yaml").write_text(yaml.safe_dump(settings, sort_keys=False, allow_unicode=True))
         print(f"{label}: training every run of the config ...", flush=True)
-        subprocess.run([sys.executable, "-c", "import sys; sys.path.insert(0, 'src'); "
-                        "from focalcal.losses import _fused; _fused.kernels()"], cwd=workdir, check=True)
         subprocess.run([str(Path(sys.executable).with_name("snakemake")), "--cores", "2", "--until", "train",
                         "--quiet", "all"], cwd=workdir, check=True)
         return training_cpu(workdir)
