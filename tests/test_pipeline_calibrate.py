@@ -152,3 +152,36 @@ def test_study_table_keeps_the_studys_methods_and_bins(tmp_path, logits_file):
     assert len(table) == 3 * (12 + 13)
     with pytest.raises(ValueError, match=r"lacks method\(s\) \['psi'\]"):
         study_table(plan, "test_posterior", tmp_path)
+
+
+TORCH_FREE_METHODS = {
+    **METHODS,
+    "ts_ece": {"build": {"name": "temperature_scaling", "objective": "ece", "temperatures": "mukhoti", "n_bins": 15}},
+    "psi": {"build": {"name": "psi", "gamma": 3.0}},
+    "histogram": {"build": {"name": "histogram_binning"}},
+    "isotonic": {"build": {"name": "isotonic"}},
+}
+
+
+@pytest.mark.parametrize(
+    ("methods", "imports_torch"),
+    [(TORCH_FREE_METHODS, False),
+     ({"fts": {"build": {"name": "focal_temperature_scaling", "gammas": [0.0, 1.0], "temperatures": [0.5, 1.0, 2.0]}}},
+      True),
+     ({"vector": {"build": {"name": "vector_scaling"}}}, True)],
+    ids=["numpy_calibrators", "focal_ts", "vector_scaling"],
+)
+def test_a_calibration_job_imports_torch_only_for_calibrators_fitted_with_it(tmp_path, logits_file, methods,
+                                                                             imports_torch):
+    """A calibrate job pays torch's import (~2 s of CPU, as much as its work) only when one of
+    its calibrators is fitted with torch (focal TS's grid, vector/matrix scaling's L-BFGS)."""
+    import subprocess
+    import sys
+
+    code = ("import json, sys; from focalcal.pipeline.calibrate import calibrate_run; "
+            f"calibrate_run({str(logits_file[0])!r}, json.loads(sys.argv[1]), [15], {str(tmp_path / 'c.json')!r}, "
+            f"{str(tmp_path / 'm.csv')!r}); print('torch' in sys.modules)")
+    result = subprocess.run([sys.executable, "-c", code, json.dumps(methods)], capture_output=True, text=True,
+                            check=True, timeout=120)
+    assert result.stdout.strip() == str(imports_torch)
+    assert set(pd.read_csv(tmp_path / "m.csv").method) == set(methods)

@@ -158,3 +158,13 @@ def _holds_only_reals(values) -> bool:
     if isinstance(values, (list, tuple)):
         return all(_holds_only_reals(value) for value in values)
     return isinstance(values, numbers.Real) and not isinstance(values, (bool, np.bool_))
+
+
+def check_gamma_grid(gammas) -> np.ndarray:
+    """A grid of focal parameters γ for Ψ^γ: non-empty, 1-D, finite, each > −1."""
+    gammas = real_array(gammas, "gammas")
+    if gammas.ndim != 1 or gammas.size == 0:
+        raise ValueError(f"gammas must be a non-empty 1-D grid, got shape {gammas.shape}")
+    if not np.all(np.isfinite(gammas)) or np.any(gammas <= -1):
+        raise ValueError(f"gammas must be finite and > -1 (Ψ^γ is undefined for γ <= -1); got {gammas.tolist()}")
+    return gammas

@@ -33,19 +33,10 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from focalcal._validation import real_array
+from focalcal._validation import check_gamma_grid
 
 # exp(-80) ≈ 1.8e-35: a floor for terms relative to the largest one in a row sum.
 _LOG_FLOOR = -80.0
-
-
-def check_gamma_grid(gammas) -> np.ndarray:
-    gammas = real_array(gammas, "gammas")
-    if gammas.ndim != 1 or gammas.size == 0:
-        raise ValueError(f"gammas must be a non-empty 1-D grid, got shape {gammas.shape}")
-    if not np.all(np.isfinite(gammas)) or np.any(gammas <= -1):
-        raise ValueError(f"gammas must be finite and > -1 (Ψ^γ is undefined for γ <= -1); got {gammas.tolist()}")
-    return gammas
 
 
 class _RowChunk(NamedTuple):
@@ -123,6 +114,7 @@ def focal_grid_blocks(
     if quantity not in QUANTITIES:
         raise ValueError(f"quantity must be one of {QUANTITIES}, got {quantity!r}")
     gammas = check_gamma_grid(gammas)
+    dtype = getattr(torch, dtype) if isinstance(dtype, str) else dtype
     temperatures = np.asarray(temperatures, dtype=np.float64)
     z = torch.as_tensor(np.asarray(logits, dtype=np.float64))
     y = torch.as_tensor(np.asarray(labels, dtype=np.int64))

@@ -10,10 +10,9 @@ validation ECE (equal-mass, 15 bins) or NLL. The whole grid is scored in one pas
 from __future__ import annotations
 
 import numpy as np
-import torch
 
+from focalcal._validation import check_gamma_grid
 from focalcal.calibration._base import Calibrator
-from focalcal.calibration._focal_grid import check_gamma_grid, focal_grid_scores
 from focalcal.calibration.temperature import check_temperature_grid
 from focalcal.metrics.binning import check_binning, check_n_bins
 from focalcal.theory import psi_from_logits
@@ -28,7 +27,7 @@ KOMISARENKO_GAMMAS = np.array([-0.5, -0.25, 0.05, 0.25, 0.37, 0.5, 0.75, 1.0, 5.
 KOMISARENKO_TEMPERATURES = np.round(np.arange(1, 501) * 0.01, 10)
 
 OBJECTIVES = ("ece", "nll")
-DTYPES = {"float32": torch.float32, "float64": torch.float64}
+DTYPES = ("float32", "float64")  # names, so that importing this module does not import torch
 
 
 class FocalTemperatureScaling(Calibrator):
@@ -86,10 +85,12 @@ class FocalTemperatureScaling(Calibrator):
         self._grids()
 
     def _fit(self, logits, labels):
+        from focalcal.calibration._focal_grid import focal_grid_scores  # imports torch: only when fitting
+
         gammas, temps = self._grids()
         scores = focal_grid_scores(
             logits, labels, gammas, temps, self.objective,
-            n_bins=self.n_bins, binning=self.binning, dtype=DTYPES[self.dtype],
+            n_bins=self.n_bins, binning=self.binning, dtype=self.dtype,
         )  # fmt: skip
         best_gamma, best_temp = np.unravel_index(int(np.argmin(scores)), scores.shape)
         best_per_gamma = scores.argmin(axis=1)

@@ -1,9 +1,9 @@
 """Vector and matrix scaling (Guo et al. 2017): softmax(w ⊙ z + b) and softmax(W z + b).
 
 Fitted by full-batch L-BFGS with strong-Wolfe line search on the mean validation NLL in
-float64 (torch), starting from the identity map. Matrix scaling has K² + K parameters and
-overfits with many classes; ``off_diagonal_l2``/``bias_l2`` add the ODIR penalty of Kull et
-al. 2019 ("Beyond temperature scaling", Dirichlet calibration):
+float64 (torch, imported only when fitting), starting from the identity map. Matrix scaling
+has K² + K parameters and overfits with many classes; ``off_diagonal_l2``/``bias_l2`` add the
+ODIR penalty of Kull et al. 2019 ("Beyond temperature scaling", Dirichlet calibration):
 λ_od / (K(K−1)) Σ_{i≠j} W_ij² + λ_b / K Σ_j b_j².
 """
 
@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import numbers
 
-import numpy as np
-import torch
 from scipy.special import softmax
 
 from focalcal.calibration._base import Calibrator
@@ -30,6 +28,8 @@ def _check_max_iter(value) -> None:
 
 def _fit_lbfgs(parameters, logits, labels, predict, penalty, max_iter: int) -> None:
     """Minimise mean NLL(predict(logits)) + penalty() over ``parameters`` in place."""
+    import torch
+
     logits_t = torch.as_tensor(logits, dtype=torch.float64)
     labels_t = torch.as_tensor(labels, dtype=torch.int64)
     optimiser = torch.optim.LBFGS(
@@ -72,6 +72,8 @@ class VectorScaling(Calibrator):
         _check_max_iter(self.max_iter)
 
     def _fit(self, logits, labels):
+        import torch
+
         n_classes = logits.shape[1]
         scale = torch.ones(n_classes, dtype=torch.float64, requires_grad=True)
         bias = torch.zeros(n_classes, dtype=torch.float64, requires_grad=True)
@@ -108,6 +110,8 @@ class MatrixScaling(Calibrator):
         _check_max_iter(self.max_iter)
 
     def _fit(self, logits, labels):
+        import torch
+
         n_classes = logits.shape[1]
         weight = torch.eye(n_classes, dtype=torch.float64, requires_grad=True)
         bias = torch.zeros(n_classes, dtype=torch.float64, requires_grad=True)
