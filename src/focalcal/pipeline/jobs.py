@@ -27,7 +27,8 @@ def prepare_dataset(spec: dict, data_root, download: bool, marker) -> dict:
 
 
 def train(run_identity: dict, execution: dict, run_dir, data_root, threads: int) -> None:
-    """Write ``run_config.json``, then train (or resume) the run without dumping logits.
+    """Write ``run_config.json``, then train (or resume) the run; a classifier's logits are
+    staged for the export job (:mod:`focalcal.training.run_files`), not published.
 
     ``run_identity`` (the rule's params) fixes the numbers; ``execution`` (device, compile) is
     read from the config by the job itself, so changing it never re-plans a finished run. On a
@@ -44,11 +45,21 @@ def train(run_identity: dict, execution: dict, run_dir, data_root, threads: int)
     exit_when_workflow_dies()
     atomic_write_text(json.dumps(run_config, indent=1, sort_keys=True) + "\n", Path(run_dir) / RUN_CONFIG)
     torch.set_num_threads(max(1, int(threads)))
-    train_run(config, run_dir, data_root=str(data_root), progress=False, export=False)
+    trainer = train_run(config, run_dir, data_root=str(data_root), progress=False, export=False)
+    if trainer.is_classifier:
+        trainer.export_logits(to=trainer.paths.staged_export)
 
 
 def export_logits(run_dir, data_root, threads: int) -> None:
-    """Dump ``logits.npz`` and ``run.json`` from the run's finished checkpoint."""
+    """Publish ``logits.npz`` and ``run.json`` as the training job staged them, or, when they are
+    missing or from another checkpoint, dump them from the run's finished checkpoint."""
+    from focalcal.training.run_files import publish_staged_export
+
+    why_not = publish_staged_export(run_dir)
+    if not why_not:
+        print(f"{run_dir}: published the logits the training job staged")
+        return
+    print(f"{run_dir}: {why_not}; dumping the logits from the checkpoint")
     import torch
 
     from focalcal.training import RunConfig, export_run_logits

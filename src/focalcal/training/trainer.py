@@ -12,7 +12,6 @@ from __future__ import annotations
 import math
 import platform
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -32,48 +31,14 @@ from focalcal._io import atomic_savez, atomic_torch_save, atomic_write_json, ato
 from focalcal.training.checkpoint import load_checkpoint
 from focalcal.training.lock import RunLock
 from focalcal.training.progress import Progress, log
+from focalcal.training.run_files import RunPaths, checkpoint_sha256
 
-CHECKPOINT = "checkpoint.pt"
-HISTORY = "history.csv"
-RELIABILITY = "train_reliability.csv"
-GRADIENT_NORMS = "train_gradient_norms.csv"
-LOGITS = "logits.npz"
-RUN_INFO = "run.json"
 # Inputs with at most this many features are dumped with the logits (for scores-vs-x plots).
 LOW_DIMENSIONAL = 2
 
 
 class TrainingDiverged(RuntimeError):
     """The loss became NaN/Inf; the message names epoch and batch."""
-
-
-@dataclass
-class RunPaths:
-    root: Path
-
-    @property
-    def checkpoint(self) -> Path:
-        return self.root / CHECKPOINT
-
-    @property
-    def history(self) -> Path:
-        return self.root / HISTORY
-
-    @property
-    def reliability(self) -> Path:
-        return self.root / RELIABILITY
-
-    @property
-    def gradient_norms(self) -> Path:
-        return self.root / GRADIENT_NORMS
-
-    @property
-    def logits(self) -> Path:
-        return self.root / LOGITS
-
-    @property
-    def info(self) -> Path:
-        return self.root / RUN_INFO
 
 
 class Trainer:
@@ -376,7 +341,12 @@ class Trainer:
     def records_gradient_norms(self) -> bool:
         """Per-sample last-layer gradient norms exist for classifiers trained with a loss of
         per-sample terms; other runs of a recipe with ``gradient_norm_epochs`` skip them."""
-        return self.train_y.dim() == 1 and getattr(self.loss_fn, "per_sample", False)
+        return self.is_classifier and getattr(self.loss_fn, "per_sample", False)
+
+    @property
+    def is_classifier(self) -> bool:
+        """One label per sample (a segmentation run has one per pixel)."""
+        return self.train_y.dim() == 1
 
     # ------------------------------------------------------------------ outputs
     def save(self) -> None:
@@ -393,12 +363,14 @@ class Trainer:
         if self.gradient_norms:
             atomic_write_text(pd.concat(self.gradient_norms).to_csv(index=False), self.paths.gradient_norms)
 
-    def export_logits(self) -> Path:
+    def export_logits(self, to: RunPaths | None = None) -> Path:
         """Write ``logits.npz`` (val/test logits and labels) and ``run.json``, which records the
-        run's health (:mod:`focalcal.training.health`) judged on these test logits.
+        run's health (:mod:`focalcal.training.health`) judged on these test logits, into the run
+        directory or ``to`` (the training job stages them: :mod:`focalcal.training.run_files`).
 
         The logits come from the final model, or from the best one when early stopping is on.
         """
+        to = to or self.paths
         self.use_final_weights()
         arrays = {}
         for split, (inputs, labels) in self.eval_splits.items():
@@ -411,13 +383,13 @@ class Trainer:
         if posterior is not None:  # known class posterior η(x) (synthetic data): KL(η‖q) becomes measurable
             for split in ("val", "test"):
                 arrays[f"{split}_posterior"] = np.asarray(posterior[split], dtype=np.float64)
-        atomic_savez(self.paths.logits, **arrays)
+        atomic_savez(to.logits, **arrays)
         test_logits = arrays["test_logits"]
         self.health = assess_health(self.history, arrays["test_labels"], test_logits.argmax(axis=1),
                                     self.dataset.num_classes, logits_finite=bool(np.isfinite(test_logits).all()),
                                     stopped_early=self.stopped_early)
-        atomic_write_json(self.run_info(), self.paths.info)
-        return self.paths.logits
+        atomic_write_json(self.run_info(), to.info)
+        return to.logits
 
     def use_final_weights(self) -> None:
         """The weights a finished run reports: the final ones, or the best with early stopping."""
@@ -429,6 +401,7 @@ class Trainer:
         return {
             "config": self.config.to_dict(),
             "fingerprint": self.config.fingerprint(),
+            "checkpoint_sha256": checkpoint_sha256(self.paths.root),  # the weights these results come from
             "epochs_done": self.epochs_done,
             "stopped_early": self.stopped_early,
             "best_epoch": self.best["epoch"] or self.epochs_done,
