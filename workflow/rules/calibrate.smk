@@ -14,6 +14,8 @@ rule calibrate:
         f"results/logs/calibrate/{RUN}.log",
     benchmark:
         f"results/benchmarks/calibrate/{RUN}.tsv"
+    group:
+        RUN_GROUP
     conda:
         "../../envs/analysis.yaml"
     threads: 1

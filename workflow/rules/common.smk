@@ -28,6 +28,10 @@ check_run_directories(PLAN)
 os.environ.setdefault("FOCALCAL_KERNEL_BUILD", "never")
 
 DATA_ROOT = config["data_root"]
+# On a cluster one run's train, export and calibrate (or segmentation evaluation) jobs are one
+# group: one submission, one allocation, one queue wait; each stays its own rule and target.
+# Ignored locally. profiles/slurm sets how many runs' groups share a submission.
+RUN_GROUP = "run"
 RUN = RUN_PATTERN
 
 

@@ -14,6 +14,8 @@ rule export_logits:
         f"results/logs/export_logits/{RUN}.log",
     benchmark:
         f"results/benchmarks/export_logits/{RUN}.tsv"
+    group:
+        RUN_GROUP
     conda:
         "../../envs/torch.yaml"
     threads: run_resource("threads")

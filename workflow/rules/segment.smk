@@ -18,6 +18,8 @@ rule evaluate_segmentation:
         f"results/logs/evaluate_segmentation/{RUN}.log",
     benchmark:
         f"results/benchmarks/evaluate_segmentation/{RUN}.tsv"
+    group:
+        RUN_GROUP
     conda:
         "../../envs/torch.yaml"
     threads: run_resource("threads")

@@ -16,6 +16,8 @@ rule train:
     benchmark:
         f"results/benchmarks/train/{RUN}.tsv"
     retries: config["training"]["retries"]
+    group:
+        RUN_GROUP
     conda:
         "../../envs/torch.yaml"
     threads: run_resource("threads")
