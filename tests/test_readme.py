@@ -14,6 +14,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
 BLOCKS = dict(re.findall(r"<!-- readme-test: (\w+) -->\n```python\n(.*?)```", README, flags=re.S))
+YAML_BLOCKS = dict(re.findall(r"<!-- readme-test: (\w+) -->\n```yaml\n(.*?)```", README, flags=re.S))
 
 
 def run_block(name: str, checks: str, tmp_path: Path) -> str:
@@ -26,6 +27,7 @@ def run_block(name: str, checks: str, tmp_path: Path) -> str:
 
 def test_every_marked_block_is_tested():
     assert set(BLOCKS) == {"library", "loss", "calibrator", "dataset", "model"}
+    assert set(YAML_BLOCKS) == {"study"}
 
 
 def test_library_example_calibrates_and_recovers_the_posterior(tmp_path):
@@ -100,3 +102,30 @@ def test_paths_and_make_targets_named_in_the_readme_exist():
     for target in sorted(set(re.findall(r"\bmake (\w+)", README))):
         assert re.search(rf"^{target}:", makefile, flags=re.M), f"make {target}"
 
+
+def dry_run_jobs(*args: str, cwd: Path) -> dict[str, int]:
+    """rule -> planned jobs of a ``snakemake -n`` in ``cwd`` (an empty folder: nothing is done yet)."""
+    result = subprocess.run([str(Path(sys.executable).with_name("snakemake")), "-s", str(ROOT / "Snakefile"),
+                             "--directory", str(cwd), "-n", *args], cwd=ROOT, capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    text = result.stdout + result.stderr
+    stats = text[text.index("Job stats:"):].splitlines()[3:]
+    return {m.group(1): int(m.group(2)) for m in map(lambda line: re.fullmatch(r"(\w+)\s+(\d+)", line.strip()), stats)
+            if m and m.group(1) != "total"}
+
+
+def test_study_recipe_plans_its_runs_and_shares_the_ones_another_study_has(tmp_path):
+    import yaml
+
+    study = tmp_path / "digits_gamma_sweep.yaml"
+    study.write_text(YAML_BLOCKS["study"])
+    (key,) = yaml.safe_load(study.read_text())["studies"]
+    default = ["--configfile", "config/config.yaml"]
+    alone = dry_run_jobs(f"results/tables/{key}.csv", *default, str(study), cwd=tmp_path / "table")
+    assert alone == {"prepare_data": 1, "train": 12, "export_logits": 12, "calibrate": 12, "study_table": 1}, alone
+    before = dry_run_jobs(*default, cwd=tmp_path / "before")
+    after = dry_run_jobs(*default, str(study), cwd=tmp_path / "after")
+    assert after["train"] - before["train"] == 9  # CE, FL-1, FL-3 on seed 0 are shared with a default study
+    assert after["study_table"] == before["study_table"] + 1 and after["claims"] == 1
+    assert after["study_figure"] > before["study_figure"]  # mukhoti2020's figures of the new study
