@@ -135,6 +135,14 @@ echo "sbatch submissions: $submitted; SLURM job logs: $slurm_logs; jobs complete
 expected=20
 [[ "$submitted" -ge $expected ]] || { echo "slurm_test: expected >= $expected SLURM submissions, saw $submitted" >&2; exit 1; }
 [[ "$slurm_logs" -ge $expected ]] || { echo "slurm_test: expected >= $expected SLURM job logs, found $slurm_logs" >&2; exit 1; }
+# One submission per run: its train, export_logits and calibrate (or evaluate_segmentation)
+# jobs are the group "run" (workflow/rules/common.smk), so no training job goes alone.
+runs=$(find "$WORK/results/runs" -name checkpoint.pt | wc -l)
+groups=$(grep -c "slurm_logs/group_run_" "$WORK/snakemake.log" || true)
+alone=$(grep -cE "slurm_logs/rule_(train|export_logits|calibrate|evaluate_segmentation)/" "$WORK/snakemake.log" || true)
+echo "runs: $runs; group submissions: $groups; run jobs submitted alone: $alone"
+[[ "$groups" -eq "$runs" && "$alone" -eq 0 ]] \
+    || { echo "slurm_test: expected one group submission per run ($runs), saw $groups (and $alone alone)" >&2; exit 1; }
 [[ "$completed" -ge $expected ]] || { echo "slurm_test: slurmctld completed $completed jobs, expected >= $expected" >&2; exit 1; }
 "$PYTHON_BIN/python" - "$WORK" <<'EOF'
 import sys
