@@ -255,3 +255,19 @@ def test_closest_temperature_gamma_zero_and_validation():
         closest_temperature(1.0, 3, logit_step=0.0)
     with pytest.raises(ValueError, match="raise logit_step"):
         closest_temperature(1.0, 10, logit_step=0.01)
+
+
+@pytest.mark.parametrize(("num_classes", "gamma", "logit_step"), [(3, 2.0, 0.05), (3, 8.0, 0.05), (4, 4.0, 0.1)])
+def test_closest_temperature_on_active_rows_is_the_minimax_of_every_row(num_classes, gamma, logit_step):
+    """The search runs Brent on the rows with the largest errors only; the result must be the
+    minimax over the whole grid: no temperature of a dense scan around it has a smaller worst
+    error over all rows, and the worst error it reports is that of every row."""
+    from focalcal import theory
+
+    temperature, max_error = closest_temperature(gamma, num_classes, logit_step=logit_step)
+    logits = theory._sorted_logit_grid(num_classes, 10.0, logit_step)
+    target = theory.psi_from_logits(logits, gamma)
+    full = theory._row_errors(target, logits, 1 / temperature).max()
+    assert full == pytest.approx(max_error, rel=1e-12)
+    scan = [theory._row_errors(target, logits, b).max() for b in np.linspace(0.9, 1.1, 81) / temperature]
+    assert min(scan) >= max_error * (1 - 1e-6)
