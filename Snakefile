@@ -28,7 +28,7 @@ include: "workflow/rules/common.smk"
 
 wildcard_constraints:
     dataset=r"[A-Za-z0-9][A-Za-z0-9_.-]*",
-    arch=r"[A-Za-z0-9][A-Za-z0-9_.-]*",
+    model=r"[A-Za-z0-9][A-Za-z0-9_.-]*",
     loss=r"[A-Za-z0-9][A-Za-z0-9_.-]*",
     recipe=r"[A-Za-z0-9][A-Za-z0-9_.-]*",
     seed=r"\d+",

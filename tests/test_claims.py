@@ -34,9 +34,9 @@ def table(values: dict, seeds=(0, 1, 2, 3), dataset="mnist1d", status=None) -> p
     for (loss, method, metric, bins), value in values.items():
         for seed in seeds:
             v = value(seed) if callable(value) else value
-            rows.append({"study": "s", "paper": "p", "mirrors": "", "dataset": dataset, "arch": "cnn", "loss": loss,
+            rows.append({"study": "s", "paper": "p", "mirrors": "", "dataset": dataset, "model": "cnn", "loss": loss,
                          "recipe": "r", "seed": seed, "status": (status or {}).get((loss, seed), "trained"),
-                         "method": method, "metric": metric, "bins": bins, "value": v})
+                         "calibrator": method, "metric": metric, "bins": bins, "value": v})
     return pd.DataFrame(rows)
 
 
@@ -238,9 +238,9 @@ def seg_table(dfl_iou, ce_iou, gdl_iou, folds=(0, 1, 2)):
     for loss, iou in (("dfl", dfl_iou), ("ce", ce_iou), ("gdl", gdl_iou)):
         for fold in folds:
             for cls, value in (("0", 0.95), ("1", iou(fold)), ("mean", (0.95 + iou(fold)) / 2)):
-                rows.append({"dataset": "seg", "arch": "unet", "loss": loss, "recipe": "r", "seed": fold,
+                rows.append({"dataset": "seg", "model": "unet", "loss": loss, "recipe": "r", "seed": fold,
                              "status": "trained", "metric": "iou", "class": cls, "value": value})
-            rows.append({"dataset": "seg", "arch": "unet", "loss": loss, "recipe": "r", "seed": fold,
+            rows.append({"dataset": "seg", "model": "unet", "loss": loss, "recipe": "r", "seed": fold,
                          "status": "trained", "metric": "hausdorff", "class": "mean", "value": 10 - 5 * iou(fold)})
     return pd.DataFrame(rows)
 

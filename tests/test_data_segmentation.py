@@ -13,7 +13,7 @@ import yaml
 from PIL import Image
 
 import focalcal.data as data
-from focalcal.data import camvid, download, sources
+from focalcal.data import camvid, sources
 from focalcal.data.download import ChecksumError, DatasetNotFoundError
 from focalcal.data.segmentation import IGNORE_INDEX, make_synthetic_segmentation
 from focalcal.data.segmentation_folder import CITYSCAPES_CATEGORY_MAP

@@ -119,8 +119,8 @@ def test_report_pages_load_in_headless_chromium(workdir):
 def test_paper_table_agrees_with_the_study_table(workdir):
     study = pd.read_csv(workdir / "results/tables/test_digits.csv")
     table1 = pd.read_csv(workdir / "results/tables/test_digits/mukhoti2020_table1.csv").set_index("stage")
-    raw = study[(study.loss == "ce") & (study.method == "uncalibrated") & (study.metric == "ece") & (study.bins == 15)]
-    scaled = study[(study.loss == "ce") & (study.method == "ts_nll") & (study.metric == "temperature")]
+    raw = study[(study.loss == "ce") & (study.calibrator == "uncalibrated") & (study.metric == "ece") & (study.bins == 15)]
+    scaled = study[(study.loss == "ce") & (study.calibrator == "ts_nll") & (study.metric == "temperature")]
     assert table1.loc["pre_t", "ours_mean"] == pytest.approx(100 * raw["value"].mean())
     assert table1.loc["post_t", "ours_temperature"] == pytest.approx(scaled["value"].mean())
     assert table1["paper_dataset"].eq("SVHN").all() and table1["stand_in"].all()

@@ -408,7 +408,6 @@ def test_focal_smoothing_finite_for_extreme_logits():
 
 def test_log_one_minus_p_is_exact_in_float32_where_1_minus_p_rounds_to_zero():
     logits64 = torch.tensor([[40.0, -30.0, 0.0, 1.0], [-2.0, 0.5, 0.1, 3.0], [1e4, 0.0, 1e4 - 50, -1e4]], dtype=torch.float64)
-    log_p64 = logits64 - torch.logsumexp(logits64, 1, keepdim=True)
     reference = np.array([[np_logsumexp(np.delete(row, i)) - np_logsumexp(row) for i in range(4)]
                           for row in logits64.numpy()])
     got = log_one_minus_softmax(torch.log_softmax(logits64.float(), 1)).double().numpy()

@@ -56,7 +56,7 @@ def run_calibration(tmp_path, logits_path, methods=METHODS, bins=(10, 15)):
 
 
 def value(metrics, method, metric, bins=None):
-    rows = metrics[(metrics.method == method) & (metrics.metric == metric)]
+    rows = metrics[(metrics.calibrator == method) & (metrics.metric == metric)]
     rows = rows[rows.bins.isna()] if bins is None else rows[rows.bins == bins]
     assert len(rows) == 1, (method, metric, bins)
     return float(rows.value.iloc[0])
@@ -142,15 +142,15 @@ def test_study_table_keeps_the_studys_methods_and_bins(tmp_path, logits_file):
         info.parent.mkdir(parents=True)
         info.write_text(json.dumps({"health": {"status": "trained", "reason": "", "measures": {}}}))
     table = study_table(plan, "test_digits", tmp_path)
-    assert list(table.columns) == ["study", "paper", "mirrors", "dataset", "arch", "loss", "recipe", "seed",
-                                   "status", "method", "metric", "bins", "value"]
-    assert set(table.loss) == {"ce", "focal1"} and set(table.method) == {"uncalibrated", "ts_nll"}
+    assert list(table.columns) == ["study", "paper", "mirrors", "dataset", "model", "loss", "recipe", "seed",
+                                   "status", "calibrator", "metric", "bins", "value"]
+    assert set(table.loss) == {"ce", "focal1"} and set(table.calibrator) == {"uncalibrated", "ts_nll"}
     assert set(table.bins.dropna()) == {15}  # the study reports 15 bins; 10 was computed for another study
     # 3 runs (ce and focal1 on tiny, ce on the collapsing tiny_lr100), each: 8 unbinned metrics (6 classes: top-5
     # error; posterior: KL) + 4 binned x 1 bin, + the fitted temperature
     assert set(zip(table.loss, table.recipe)) == {("ce", "tiny"), ("focal1", "tiny"), ("ce", "tiny_lr100")}
     assert len(table) == 3 * (12 + 13)
-    with pytest.raises(ValueError, match=r"lacks method\(s\) \['psi'\]"):
+    with pytest.raises(ValueError, match=r"lacks calibrator\(s\) \['psi'\]"):
         study_table(plan, "test_posterior", tmp_path)
 
 
@@ -184,4 +184,4 @@ def test_a_calibration_job_imports_torch_only_for_calibrators_fitted_with_it(tmp
     result = subprocess.run([sys.executable, "-c", code, json.dumps(methods)], capture_output=True, text=True,
                             check=True, timeout=120)
     assert result.stdout.strip() == str(imports_torch)
-    assert set(pd.read_csv(tmp_path / "m.csv").method) == set(methods)
+    assert set(pd.read_csv(tmp_path / "m.csv").calibrator) == set(methods)

@@ -188,11 +188,11 @@ def _tidy_ece_table():
         for gamma in (0, 1, 2, 3):
             for seed in range(5):
                 for method in ("raw", "psi", "ts_nll"):
-                    rows.append({"study": "c21", "dataset": dataset, "arch": "cnn_small", "loss": "focal",
-                                 "gamma": gamma, "seed": seed, "method": method, "metric": "ece",
+                    rows.append({"study": "c21", "dataset": dataset, "model": "cnn_small", "loss": "focal",
+                                 "gamma": gamma, "seed": seed, "calibrator": method, "metric": "ece",
                                  "value": rng.uniform(0.01, 0.1) + 0.01 * gamma * (method == "raw")})
-                rows.append({"study": "c21", "dataset": dataset, "arch": "cnn_small", "loss": "focal", "gamma": gamma,
-                             "seed": 0, "method": "raw", "metric": "error", "value": 0.3})
+                rows.append({"study": "c21", "dataset": dataset, "model": "cnn_small", "loss": "focal", "gamma": gamma,
+                             "seed": 0, "calibrator": "raw", "metric": "error", "value": 0.3})
     return pd.DataFrame(rows)
 
 
@@ -206,7 +206,7 @@ def test_ece_box_plots_one_box_per_gamma_and_method_with_the_right_medians():
         assert [t.get_text() for t in ax.get_xticklabels()] == ["0", "1", "2", "3"]
         assert len(ax.containers) == 2 and all(len(c.boxes) == 4 for c in ax.containers)  # one box per (γ, raw/Ψ)
         for container, method in zip(ax.containers, ("raw", "psi")):
-            rows = table[(table["dataset"] == dataset) & (table["method"] == method) & (table["metric"] == "ece")]
+            rows = table[(table["dataset"] == dataset) & (table["calibrator"] == method) & (table["metric"] == "ece")]
             medians = 100 * rows.groupby("gamma")["value"].median().to_numpy()
             np.testing.assert_allclose([line.get_ydata()[0] for line in container.medians], medians)
             assert to_hex(container.boxes[0].get_facecolor()) == style.color_for(method)
@@ -216,7 +216,7 @@ def test_ece_box_plots_one_box_per_gamma_and_method_with_the_right_medians():
 def test_ece_box_plots_reject_missing_columns_and_empty_selection():
     table = _tidy_ece_table()
     with pytest.raises(ValueError, match="lacks column"):
-        ef.ece_box_plots(table.drop(columns="arch"))
+        ef.ece_box_plots(table.drop(columns="model"))
     with pytest.raises(ValueError, match="no rows"):
         ef.ece_box_plots(table, metric="adaece")
 
@@ -342,8 +342,8 @@ def _seeds_table(n_seeds, gammas=(0, 1, 2, 3), datasets=("mnist1d", "digits"), s
         for gamma in gammas:
             for seed in range(n_seeds):
                 for method in ("raw", "psi"):
-                    row = {"dataset": dataset, "arch": "cnn_small", "gamma": f"{gamma:g}", "seed": seed,
-                           "method": method, "metric": "ece",
+                    row = {"dataset": dataset, "model": "cnn_small", "gamma": f"{gamma:g}", "seed": seed,
+                           "calibrator": method, "metric": "ece",
                            "value": rng.uniform(0.01, 0.05) + 0.01 * gamma * (method == "raw")}
                     if status is not None:
                         row["status"] = status(dataset, gamma, seed)
@@ -383,7 +383,7 @@ def test_ece_box_plots_draw_fewer_than_three_seeds_as_points_in_the_methods_colo
         points = _point_sets(ax)
         assert set(points) == {raw, psi}  # raw and Ψ told apart by colour
         for method, colour in (("raw", raw), ("psi", psi)):
-            rows = table[(table["dataset"] == dataset) & (table["method"] == method)]
+            rows = table[(table["dataset"] == dataset) & (table["calibrator"] == method)]
             np.testing.assert_allclose(np.sort(points[colour][1]), np.sort(100 * rows["value"].to_numpy()))
             assert len(points[colour][0]) == 4 * n_seeds
         for position in range(4):  # raw left of Ψ at every γ, both near the γ tick
@@ -448,7 +448,7 @@ def test_segmentation_scores_draw_one_or_two_folds_as_points_and_three_as_boxes(
     colors = {"CE": style.color_for("cross_entropy"), "FL": style.color_for("focal", 2.0),
               "DFL": style.color_for("dual_focal")}
     for n_folds, boxes, points in ((1, 0, 3), (2, 0, 3), (3, 3, 0)):
-        rows = [{"dataset": "shapes", "arch": "unet", "loss": loss, "seed": fold, "metric": metric,
+        rows = [{"dataset": "shapes", "model": "unet", "loss": loss, "seed": fold, "metric": metric,
                  "value": 0.5 + 0.1 * fold + 0.05 * index, "status": "diverged" if (loss, fold) == ("FL", 0) else "trained"}
                 for index, loss in enumerate(colors) for fold in range(n_folds) for metric in ("iou", "hausdorff")]
         figure = segmentation.segmentation_scores_figure(pd.DataFrame(rows), loss_order=list(colors), colors=colors)
@@ -484,7 +484,7 @@ def test_long_titles_are_wrapped_not_cut_and_the_check_sees_a_cut_one():
 
 def test_box_plot_panels_with_long_names_keep_their_titles_inside():
     table = _seeds_table(2, datasets=("a_data_set_with_a_rather_long_name", "digits", "another_long_data_set_name"))
-    figure = ef.ece_box_plots(table, panel_by=("dataset", "arch"))
+    figure = ef.ece_box_plots(table, panel_by=("dataset", "model"))
     assert style.clipped_texts(figure) == []
     assert "\n" in figure.axes[2].get_title()
 
@@ -529,10 +529,10 @@ def test_optimal_temperature_builder_marks_a_loss_whose_runs_did_not_all_train(t
         (tmp_path / "results/runs" / path / "run.json").write_text(json.dumps({"health": {"status": status}}))
         runs.append({"path": path, "dataset": "mnist1d", "loss": loss, "gamma_train": gamma,
                      "color": ["focal", gamma] if gamma else ["cross_entropy", None],
-                     "calibration": f"results/calibration/{path}/calibration.json", "method": "fts"})
+                     "calibration": f"results/calibration/{path}/calibration.json", "calibrator": "fts"})
     fitted = SimpleNamespace(gammas=[-1.0, 0.0, 1.0], best_temperature_per_gamma_=[0.9, 1.0, 1.2])
     monkeypatch.setattr(study_figures, "read_calibration", lambda path: {})
-    monkeypatch.setattr(study_figures, "stored_method", lambda calibration, method, where: (fitted, None))
+    monkeypatch.setattr(study_figures, "stored_calibrator", lambda calibration, key, where: (fitted, None))
     figure = study_figures.optimal_temperature({"runs": runs, "criterion": "ece"}, tmp_path, "study")
     lines = {line.get_label(): line for line in figure.axes[0].get_lines() if not line.get_label().startswith("_")}
     assert set(lines) == {"CE", "FL-3 [collapsed 1/2]"}

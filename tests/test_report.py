@@ -14,9 +14,9 @@ import yaml
 from scipy.special import softmax
 
 from focalcal.calibration import PsiCalibration, TemperatureScaling, psi
+from focalcal.catalog import calibrator_role
 from focalcal.pipeline import build_plan, validate_config
 from focalcal.report import naming, published, tables
-from focalcal.report.figures import THEORY_DRAWERS
 from focalcal.report.index import build_index
 from focalcal.report.inventory import run_inventory, summary
 from focalcal.report.study_figures import apply_stored, inputs_of_test_points, panel_scores
@@ -58,13 +58,13 @@ def test_loss_info_reads_gamma_paradigm_and_paper_names():
 
 def test_every_calibrator_of_the_default_config_has_a_role():
     plan = build_plan(load_config("config/config.yaml"))
-    roles = {key: naming.method_role(spec) for methods in plan.methods.values() for key, spec in methods.items()}
+    roles = {key: calibrator_role(spec) for methods in plan.calibrators.values() for key, spec in methods.items()}
     assert roles == {"raw": "raw", "psi": "psi", "ts_nll": "ts_nll", "ts_ece": "ts_ece", "ts_focal": "ts_focal",
                      "ts_focal_psi": "ts_focal_psi", "ts_grid_ece": "ts_grid_ece", "ts_grid_nll": "ts_grid_nll",
                      "fts_ece": "fts_ece", "fts_nll": "fts_nll"}
-    assert naming.method_role({"build": {"name": "isotonic"}}) == "other"
+    assert calibrator_role({"build": {"name": "isotonic"}}) == "other"
     with pytest.raises(ValueError, match="resolved calibrator"):
-        naming.method_role({"name": "identity"})
+        calibrator_role({"name": "identity"})
 
 
 def test_paper_setting_names_stand_ins():
@@ -79,7 +79,7 @@ def test_paper_setting_names_stand_ins():
 
 def test_default_config_plans_every_paper_figure_its_runs_support():
     report = report_plan(build_plan(load_config("config/config.yaml")))
-    assert [a.name for a in report.theory] == list(THEORY_FIGURES) and set(THEORY_DRAWERS) == set(THEORY_FIGURES)
+    assert [a.name for a in report.theory] == list(THEORY_FIGURES)
     assert names(report, "charoenphakdee2021_posterior") == {"figure:charoenphakdee2021_fig3_synthetic1d",
                                                             "table:charoenphakdee2021_fig3_synthetic1d"}
     assert names(report, "charoenphakdee2021_paradigms") == {
@@ -166,8 +166,8 @@ def test_paper_scale_study_configs_plan_their_tables_and_refuse_a_study_named_th
 
 
 def tidy(study: str, rows: list[tuple]) -> pd.DataFrame:
-    """A study table from (dataset, arch, loss, seed, method, metric, bins, value) tuples."""
-    frame = pd.DataFrame(rows, columns=["dataset", "arch", "loss", "seed", "method", "metric", "bins", "value"])
+    """A study table from (dataset, model, loss, seed, method, metric, bins, value) tuples."""
+    frame = pd.DataFrame(rows, columns=["dataset", "model", "loss", "seed", "calibrator", "metric", "bins", "value"])
     frame = frame.assign(study=study, paper="p", mirrors="m", recipe="r")
     frame["bins"] = frame["bins"].astype("Float64")
     return frame
@@ -255,17 +255,17 @@ def test_stored_calibrators_reproduce_the_fitted_probabilities_without_refitting
     # TS_FL + Ψ^γ: Ψ^2 of the temperature-scaled softmax, computed independently
     np.testing.assert_allclose(apply_stored(stored, "ts_focal_psi", test),
                                psi(softmax(test / scaling.temperature_, axis=1), 2.0), rtol=1e-9, atol=1e-12)
-    with pytest.raises(ValueError, match="no method 'missing'"):
+    with pytest.raises(ValueError, match="no calibrator 'missing'"):
         apply_stored(stored, "missing", test)
 
 
 def test_panel_scores_read_one_row_per_metric():
     table = tidy("s", [("d", "a", "ce", 0, "raw", "error", None, 0.25), ("d", "a", "ce", 0, "raw", "kl_posterior", None, 0.1),
                        ("d", "a", "ce", 0, "raw", "ece", 10, 0.05), ("d", "a", "ce", 0, "raw", "ece", 15, 0.07)])
-    assert panel_scores(table, {"dataset": "d", "arch": "a", "loss": "ce", "seed": 0}, "raw", 10) == {
+    assert panel_scores(table, {"dataset": "d", "model": "a", "loss": "ce", "seed": 0}, "raw", 10) == {
         "ERR": 0.25, "KLD": 0.1, "ECE": 0.05}
     with pytest.raises(ValueError, match="0 rows of error"):
-        panel_scores(table, {"dataset": "d", "arch": "a", "loss": "ce", "seed": 1}, "raw", 10)
+        panel_scores(table, {"dataset": "d", "model": "a", "loss": "ce", "seed": 1}, "raw", 10)
 
 
 def test_synthetic_test_inputs_come_from_logits_or_from_the_reloaded_split(tmp_path):

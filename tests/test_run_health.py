@@ -195,11 +195,11 @@ def test_plan():
 
 def test_study_table_has_each_runs_status_after_the_seed(tmp_path, test_plan):
     study = test_plan.studies["test_digits"]
-    runs = list(study.methods)
+    runs = list(study.runs)
     for run in runs:
         out = tmp_path / run.calibration_dir
         out.mkdir(parents=True)
-        pd.DataFrame({"method": ["uncalibrated", "uncalibrated", "ts_nll"], "metric": ["ece", "error", "ece"],
+        pd.DataFrame({"calibrator": ["uncalibrated", "uncalibrated", "ts_nll"], "metric": ["ece", "error", "ece"],
                       "bins": [15, None, 15], "value": [0.1, 0.2, 0.05]}).to_csv(out / "metrics.csv", index=False)
     assert test_plan.study_inputs("test_digits") == [
         path for run in runs for path in (f"{run.calibration_dir}/metrics.csv", f"{run.run_dir}/run.json")]
@@ -218,7 +218,7 @@ def test_study_table_has_each_runs_status_after_the_seed(tmp_path, test_plan):
 
 
 def test_segmentation_table_reads_the_status_beside_the_scores(tmp_path, test_plan):
-    runs = list(test_plan.studies["test_segmentation"].methods)
+    runs = list(test_plan.studies["test_segmentation"].runs)
     for index, run in enumerate(runs):
         out = tmp_path / run.evaluation_dir
         out.mkdir(parents=True)
@@ -274,7 +274,7 @@ def test_index_lists_unhealthy_runs_and_colours_their_status():
 
 
 def test_health_mark_names_the_unhealthy_share_of_the_runs_behind_a_number():
-    rows = pd.DataFrame({"dataset": "d", "arch": "a", "loss": "ce", "recipe": "r", "seed": [0, 0, 1, 2],
+    rows = pd.DataFrame({"dataset": "d", "model": "a", "loss": "ce", "recipe": "r", "seed": [0, 0, 1, 2],
                          "status": ["collapsed", "collapsed", "trained", "not converged"]})
     assert tables.health_mark(rows) == "⚠ 1/3 collapsed, 1/3 not converged"
     assert tables.health_mark(rows.iloc[:1]) == "⚠ collapsed"
@@ -291,7 +291,7 @@ def test_paper_table_cells_from_an_unhealthy_seed_are_marked():
         rows += [("cifar10", "resnet50", "ce", seed, status, "uncalibrated", "ece", 15, pre),
                  ("cifar10", "resnet50", "ce", seed, status, "ts_ece", "ece", 15, post),
                  ("cifar10", "resnet50", "ce", seed, status, "ts_ece", "temperature", None, temperature)]
-    table = pd.DataFrame(rows, columns=["dataset", "arch", "loss", "seed", "status", "method", "metric", "bins",
+    table = pd.DataFrame(rows, columns=["dataset", "model", "loss", "seed", "status", "calibrator", "metric", "bins",
                                         "value"]).assign(recipe="r")
     built = tables.build(artifact, table)
     assert set(built["health"]) == {"⚠ 1/2 collapsed"} and built["ours_mean"].notna().all()
@@ -307,15 +307,15 @@ def test_segmentation_and_synthetic_tables_mark_their_unhealthy_runs():
     rows = [(fold, metric, cls, value, "collapsed" if fold == 0 else "trained")
             for fold in range(3) for metric, cls, value in (("iou", "mean", 0.5), ("hausdorff", "mean", 4.0))]
     table = pd.DataFrame(rows, columns=["seed", "metric", "class", "value", "status"]).assign(
-        dataset="d", arch="a", loss="ce", recipe="r")
+        dataset="d", model="a", loss="ce", recipe="r")
     built = tables.hossain_tables(table, {"settings": {}, "losses": {}})
     shown = tables.present("h21_tables", built)
     assert shown.loc[0, "ours IoU (%)"] == "50.00 ± 0.00 ⚠ 1/3 collapsed"
-    panel = pd.DataFrame({"dataset": "d", "arch": "a", "loss": "ce", "recipe": "r", "seed": 0, "status": "diverged",
-                          "method": "raw", "metric": ["error", "kl_posterior", "ece"], "bins": [None, None, 10],
+    panel = pd.DataFrame({"dataset": "d", "model": "a", "loss": "ce", "recipe": "r", "seed": 0, "status": "diverged",
+                          "calibrator": "raw", "metric": ["error", "kl_posterior", "ece"], "bins": [None, None, 10],
                           "value": [0.5, 0.1, 0.2]})
-    params = {"runs": [{"path": "p", "columns": {"dataset": "d", "arch": "a", "loss": "ce", "seed": 0}}],
-              "panels": [{"run": "p", "label": "CE", "method": "raw"}], "bins": 10}
+    params = {"runs": [{"path": "p", "columns": {"dataset": "d", "model": "a", "loss": "ce", "seed": 0}}],
+              "panels": [{"run": "p", "label": "CE", "calibrator": "raw"}], "bins": 10}
     scores = tables.present("c21_synthetic_scores", tables.synthetic_scores(panel, params))
     assert scores["panel"].tolist() == ["CE ⚠ diverged"]
 

@@ -62,22 +62,22 @@ def test_tables_hold_one_row_per_run_method_metric(finished):
     # synthetic1d (3 classes, known posterior): error, nll, brier, confidence gap, s99 x2, KL + 4 binned metrics at
     # 10 bins = 11 per method, + the fitted temperature (ts_nll) or gamma (psi); 2 runs x 3 methods
     assert len(posterior) == 2 * (11 + 12 + 12)
-    assert set(posterior.method) == {"uncalibrated", "ts_nll", "psi"}
+    assert set(posterior.calibrator) == {"uncalibrated", "ts_nll", "psi"}
     assert set(posterior.loss) == {"ce", "focal3"} and set(posterior.bins.dropna()) == {10}
     # digits (10 classes): error, nll, brier, confidence gap, top-5 error, s99 x2 + 4 binned at 15 bins, + temperature
     # for ts_nll; 3 runs (ce and focal1 on tiny, ce on the collapsing tiny_lr100)
     assert len(digits) == 3 * (11 + 12)
     assert set(digits.bins.dropna()) == {15}
     assert (digits.study == "test_digits").all() and (digits.paper == "mukhoti2020").all()
-    for column in ("dataset", "arch", "loss", "recipe", "seed", "method", "metric"):
+    for column in ("dataset", "model", "loss", "recipe", "seed", "calibrator", "metric"):
         assert digits[column].notna().all()
     # every value is a number; only S99 accuracy is NaN, when no prediction reaches 0.99 confidence
     assert digits[digits.metric != "s99_accuracy"].value.notna().all()
     # calibration changes nothing about the decisions of temperature scaling
-    errors = digits[digits.metric == "error"].pivot(index=["loss", "recipe"], columns="method", values="value")
+    errors = digits[digits.metric == "error"].pivot(index=["loss", "recipe"], columns="calibrator", values="value")
     np.testing.assert_array_equal(errors["uncalibrated"], errors["ts_nll"])
     # Ψ^γ on the focal-loss run is measured against the known posterior
-    kl = posterior[(posterior.metric == "kl_posterior")].set_index(["loss", "method"]).value
+    kl = posterior[(posterior.metric == "kl_posterior")].set_index(["loss", "calibrator"]).value
     assert np.isfinite(kl).all()
 
 

@@ -1,7 +1,7 @@
 # Stage 4: fit every calibrator a run's studies ask for, on its validation logits, and
 # measure each on the test logits. Reads logits.npz only: calibration never retrains.
-# One job per run (not per method): each job pays a torch import, which would dominate
-# the default config's budget at one job per (run, method).
+# One job per run (not per calibrator): each job pays a torch import, which would dominate
+# the default config's budget at one job per (run, calibrator).
 
 
 rule calibrate:
@@ -23,7 +23,7 @@ rule calibrate:
         mem_mb=2000,
         runtime=30,
     params:
-        methods=lambda wildcards: PLAN.methods[PLAN.run(wildcards).path],
+        calibrators=lambda wildcards: PLAN.calibrators[PLAN.run(wildcards).path],
         ece_bins=config["ece_bins"],
     script:
         "../scripts/calibrate.py"

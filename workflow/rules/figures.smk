@@ -22,7 +22,7 @@ rule theory_figure:
         report(
             "results/figures/theory/{name}.png",
             caption="../report/caption.rst",
-            category=lambda wildcards: THEORY_FIGURES[wildcards.name][0],
+            category=lambda wildcards: THEORY_FIGURES[wildcards.name].paper,
             subcategory="theory",
             labels=lambda wildcards: {"figure": wildcards.name},
         ),
@@ -39,7 +39,7 @@ rule theory_figure:
             None, wildcards.name, "figure"
         ).to_dict(),
         caption=lambda wildcards: rst_text(
-            THEORY_FIGURES[wildcards.name][1] + " (exact, no training)."
+            f"{THEORY_FIGURES[wildcards.name].title} (exact, no training)."
         ),
     script:
         "../scripts/figure_make.py"

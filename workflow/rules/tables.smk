@@ -1,4 +1,4 @@
-# Stage 5: one tidy table per study (a row per run x method x metric), for figures and report.
+# Stage 5: one tidy table per study (a row per run x calibrator x metric), for figures and report.
 
 from focalcal.report.rules import one_of
 

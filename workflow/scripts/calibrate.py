@@ -10,7 +10,7 @@ from focalcal.pipeline.calibrate import calibrate_run
 with logged(snakemake.log[0]):
     calibrate_run(
         snakemake.input.logits,
-        snakemake.params.methods,
+        snakemake.params.calibrators,
         snakemake.params.ece_bins,
         snakemake.output.params,
         snakemake.output.metrics,

@@ -15,6 +15,7 @@ probabilities whose rows sum to 1. Fitted parameters are attributes ending in ``
 calibrator from a config dict by registry name.
 """
 
+from focalcal import catalog as _catalog
 from focalcal.calibration._base import Calibrator
 from focalcal.calibration.binning import HistogramBinning, IsotonicCalibration
 from focalcal.calibration.fixed_maps import IdentityCalibration, PsiCalibration
@@ -49,3 +50,6 @@ __all__ = [
     "psi",
     "psi_from_logits",
 ]
+
+# Modules the catalog names beyond those above (a new calibrator: its module and its catalog entry).
+_catalog.import_modules("calibration")

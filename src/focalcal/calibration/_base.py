@@ -1,7 +1,7 @@
 """What every post-hoc calibrator shares: the fit/transform contract and JSON round trips.
 
 A calibrator is fitted on validation logits and labels and then maps logits to
-probabilities. The workflow stores one JSON of fitted parameters per (run, method), so
+probabilities. The workflow stores one JSON of fitted parameters per (run, calibrator), so
 each calibrator can be written out with :meth:`Calibrator.to_dict` and read back with
 :meth:`Calibrator.from_dict` without refitting.
 """

@@ -1,6 +1,6 @@
 """Calibration maps with nothing to fit: softmax itself and the focal calibration map Ψ^γ.
 
-They exist so that every method of a comparison (raw, Ψ, TS, …) has the same
+They exist so that every calibrator of a comparison (raw, Ψ, TS, …) has the same
 ``fit``/``transform``/``to_dict`` interface in a pipeline; ``fit`` only checks the input
 and records the number of classes.
 """

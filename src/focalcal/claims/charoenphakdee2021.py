@@ -7,7 +7,7 @@ accuracy on the test set: below 0 means underconfident.
 
 from __future__ import annotations
 
-from focalcal.claims.claim import Claim, NotTestable, compare_methods, ladder, trend
+from focalcal.claims.claim import Claim, NotTestable, compare_calibrators, ladder, trend
 from focalcal.claims.evidence import StudyEvidence, unit_label
 from focalcal.claims.verdict import Direction, Pairs
 
@@ -32,12 +32,12 @@ def _posterior_datasets(evidence: StudyEvidence) -> set[str]:
     return set(evidence.table.loc[evidence.table["metric"] == "kl_posterior", "dataset"])
 
 
-def _gap(evidence: StudyEvidence, loss: str, method: str, datasets=None):
-    return evidence.values(loss, "confidence_gap", method, datasets=datasets)
+def _gap(evidence: StudyEvidence, loss: str, calibrator: str, datasets=None):
+    return evidence.values(loss, "confidence_gap", calibrator, datasets=datasets)
 
 
 def _underconfident(evidence: StudyEvidence) -> Pairs | NotTestable:
-    raw = evidence.method("raw")
+    raw = evidence.calibrator("raw")
     datasets = _posterior_datasets(evidence) | evidence.datasets_standing_for(*SVHN_LIKE)
     focal = [key for key in evidence.loss_keys(_standard) if evidence.losses[key].gamma > 0]
     if raw is None or not focal or not datasets:
@@ -51,7 +51,7 @@ def _underconfident(evidence: StudyEvidence) -> Pairs | NotTestable:
 
 
 def _underconfidence_grows(evidence: StudyEvidence) -> Pairs | NotTestable:
-    raw = evidence.method("raw")
+    raw = evidence.calibrator("raw")
     steps = ladder(evidence, _standard)
     if raw is None or len(steps) < 2:
         return NotTestable("needs uncalibrated runs at two or more γ (Standard training)")
@@ -65,28 +65,28 @@ def _underconfidence_grows(evidence: StudyEvidence) -> Pairs | NotTestable:
 
 def _psi_vs_raw(accept, datasets_for=None):
     def test(evidence: StudyEvidence) -> Pairs | NotTestable:
-        raw, psi = evidence.method("raw"), evidence.method("psi")
+        raw, psi = evidence.calibrator("raw"), evidence.calibrator("psi")
         losses = [key for key in evidence.loss_keys(accept) if evidence.losses[key].gamma > 0]
         datasets = evidence.datasets_standing_for(*datasets_for) if datasets_for else None
         if raw is None or psi is None or not losses or datasets == set():
             where = f" on {' or '.join(datasets_for)} (or a stand-in)" if datasets_for else ""
             return NotTestable(f"needs focal-loss runs (γ > 0) with uncalibrated and Ψ^γ calibrators{where}")
-        return compare_methods(evidence, losses, psi, raw, "ece", bins=_bins(evidence), datasets=datasets)
+        return compare_calibrators(evidence, losses, psi, raw, "ece", bins=_bins(evidence), datasets=datasets)
     return test
 
 
 def _ts_focal(second: str, first: str):
     def test(evidence: StudyEvidence) -> Pairs | NotTestable:
-        a, b = evidence.method(second), evidence.method(first)
+        a, b = evidence.calibrator(second), evidence.calibrator(first)
         losses = [key for key in evidence.loss_keys(_standard) if evidence.losses[key].gamma > 0]
         if a is None or b is None or not losses:
             return NotTestable(f"needs focal-loss runs (γ > 0) with both {second} and {first} calibrators")
-        return compare_methods(evidence, losses, a, b, "ece", bins=_bins(evidence))
+        return compare_calibrators(evidence, losses, a, b, "ece", bins=_bins(evidence))
     return test
 
 
 def _ls_raw_grows(evidence: StudyEvidence) -> Pairs | NotTestable:
-    raw = evidence.method("raw")
+    raw = evidence.calibrator("raw")
     steps = ladder(evidence, _smoothed)
     if raw is None or len(steps) < 2:
         return NotTestable("needs label-smoothed focal runs at two or more γ with an uncalibrated calibrator")
@@ -95,13 +95,13 @@ def _ls_raw_grows(evidence: StudyEvidence) -> Pairs | NotTestable:
 
 def _kld(first: str, second: str):
     def test(evidence: StudyEvidence) -> Pairs | NotTestable:
-        a, b = evidence.method(first), evidence.method(second)
+        a, b = evidence.calibrator(first), evidence.calibrator(second)
         datasets = _posterior_datasets(evidence)
         losses = [key for key in evidence.loss_keys(_standard) if evidence.losses[key].gamma > 0]
         if not datasets or a is None or b is None or not losses:
             return NotTestable(f"needs focal-loss runs (γ > 0) on a data set with a known posterior (synthetic1d) "
                                f"and both {first} and {second} calibrators")
-        return compare_methods(evidence, losses, a, b, "kl_posterior", datasets=datasets)
+        return compare_calibrators(evidence, losses, a, b, "kl_posterior", datasets=datasets)
     return test
 
 

@@ -42,35 +42,35 @@ def pair_series(pairs: Pairs, a: pd.Series, b: pd.Series, label: str) -> None:
 
 
 def compare_losses(evidence: StudyEvidence, candidates: Sequence[str], baseline: str | None, metric: str,
-                   method: str | None, *, bins=None, datasets=None, what: str = "") -> Pairs | NotTestable:
+                   calibrator: str | None, *, bins=None, datasets=None, what: str = "") -> Pairs | NotTestable:
     """d = metric(candidate) − metric(baseline) on the same unit and calibrator."""
     if baseline is None:
         return _missing(f"baseline run for {what}" if what else "baseline run")
     if not candidates:
         return _missing(f"candidate run for {what}" if what else "candidate run")
     pairs = Pairs()
-    base = evidence.values(baseline, metric, method, bins, datasets=datasets)
+    base = evidence.values(baseline, metric, calibrator, bins, datasets=datasets)
     for loss in candidates:
-        pair_series(pairs, evidence.values(loss, metric, method, bins, datasets=datasets), base, f"{loss} − {baseline}")
+        pair_series(pairs, evidence.values(loss, metric, calibrator, bins, datasets=datasets), base, f"{loss} − {baseline}")
     return pairs
 
 
-def compare_methods(evidence: StudyEvidence, losses: Sequence[str], method: str | None, comparator: str | None,
+def compare_calibrators(evidence: StudyEvidence, losses: Sequence[str], calibrator: str | None, comparator: str | None,
                     metric: str, *, bins=None, datasets=None) -> Pairs:
-    """d = metric(method) − metric(comparator) on the same run, for each of ``losses``."""
+    """d = metric(calibrator) − metric(comparator) on the same run, for each of ``losses``."""
     pairs = Pairs()
     for loss in losses:
-        pair_series(pairs, evidence.values(loss, metric, method, bins, datasets=datasets),
-                    evidence.values(loss, metric, comparator, bins, datasets=datasets), f"{loss}: {method} − {comparator}")
+        pair_series(pairs, evidence.values(loss, metric, calibrator, bins, datasets=datasets),
+                    evidence.values(loss, metric, comparator, bins, datasets=datasets), f"{loss}: {calibrator} − {comparator}")
     return pairs
 
 
-def compare_with_best(evidence: StudyEvidence, candidate: str, others: Sequence[str], metric: str, method: str | None,
+def compare_with_best(evidence: StudyEvidence, candidate: str, others: Sequence[str], metric: str, calibrator: str | None,
                       *, bins=None, cls=None, best=min) -> Pairs:
     """d = metric(candidate) − best(metric of every other loss) on the same unit."""
     pairs = Pairs()
-    mine = evidence.values(candidate, metric, method, bins, cls=cls)
-    frame = pd.concat({loss: evidence.values(loss, metric, method, bins, cls=cls) for loss in others}, axis=1)
+    mine = evidence.values(candidate, metric, calibrator, bins, cls=cls)
+    frame = pd.concat({loss: evidence.values(loss, metric, calibrator, bins, cls=cls) for loss in others}, axis=1)
     frame = frame.dropna()  # a unit counts only where every other loss ran
     if frame.empty:
         return pairs
@@ -79,7 +79,7 @@ def compare_with_best(evidence: StudyEvidence, candidate: str, others: Sequence[
     return pairs
 
 
-def trend(evidence: StudyEvidence, ladder: Sequence[tuple[float, str]], metric: str, method: str | None, *,
+def trend(evidence: StudyEvidence, ladder: Sequence[tuple[float, str]], metric: str, calibrator: str | None, *,
           bins=None, datasets=None) -> Pairs:
     """d = metric(next level) − metric(level) for neighbouring levels of ``ladder`` within each unit.
 
@@ -87,7 +87,7 @@ def trend(evidence: StudyEvidence, ladder: Sequence[tuple[float, str]], metric: 
     difference per neighbouring pair it has both of.
     """
     pairs = Pairs()
-    series = [(level, loss, evidence.values(loss, metric, method, bins, datasets=datasets)) for level, loss in ladder]
+    series = [(level, loss, evidence.values(loss, metric, calibrator, bins, datasets=datasets)) for level, loss in ladder]
     for (low_level, low_loss, low), (high_level, high_loss, high) in zip(series, series[1:]):
         pair_series(pairs, high, low, f"{metric} at {high_level:g} − at {low_level:g} ({high_loss} − {low_loss})")
     return pairs

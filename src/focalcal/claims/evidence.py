@@ -21,12 +21,12 @@ import pandas as pd
 from focalcal.report.naming import LossInfo
 
 HEALTHY = "trained"
-UNIT_COLUMNS = ("dataset", "arch", "recipe", "seed")  # a paired unit: same data, model, recipe, seed
+UNIT_COLUMNS = ("dataset", "model", "recipe", "seed")  # a paired unit: same data, model, recipe, seed
 
 
 def unit_label(unit: tuple) -> str:
-    dataset, arch, recipe, seed = unit
-    return f"{dataset}/{arch}/{recipe}/seed{seed}"
+    dataset, model, recipe, seed = unit
+    return f"{dataset}/{model}/{recipe}/seed{seed}"
 
 
 @dataclass
@@ -34,7 +34,7 @@ class StudyEvidence:
     """One study's runs as claims see them.
 
     ``losses``: loss key -> :class:`LossInfo`; ``roles``: calibrator key -> role
-    (:data:`focalcal.report.naming.ROLE_LABELS`); ``paper_datasets``: dataset key -> the
+    (:data:`focalcal.catalog.ROLE_LABELS`); ``paper_datasets``: dataset key -> the
     published dataset it is or stands in for ("CIFAR-10", "SVHN", ...; None if none).
     """
 
@@ -52,7 +52,7 @@ class StudyEvidence:
         table = self.table
         if "status" in table.columns:
             unhealthy = table[table["status"].fillna(HEALTHY) != HEALTHY]
-            for row in unhealthy.drop_duplicates(["dataset", "arch", "loss", "recipe", "seed"]).itertuples():
+            for row in unhealthy.drop_duplicates(["dataset", "model", "loss", "recipe", "seed"]).itertuples():
                 self.excluded[run_path(row)] = row.status
             table = table[table["status"].fillna(HEALTHY) == HEALTHY]
         self.table = table
@@ -67,21 +67,21 @@ class StudyEvidence:
         present = dict.fromkeys(self.table["loss"].astype(str))
         return [key for key in present if key in self.losses and accept(self.losses[key])]
 
-    def method(self, *roles: str) -> str | None:
+    def calibrator(self, *roles: str) -> str | None:
         """The first calibrator key playing one of ``roles`` (in the order given), or None."""
         for role in roles:
             for key, found in self.roles.items():
-                if found == role and (self.table.empty or "method" not in self.table or
-                                      (self.table["method"] == key).any()):
+                if found == role and (self.table.empty or "calibrator" not in self.table or
+                                      (self.table["calibrator"] == key).any()):
                     return key
         return None
 
-    def values(self, loss: str, metric: str, method: str | None = None, bins=None, cls: str | None = None,
+    def values(self, loss: str, metric: str, calibrator: str | None = None, bins=None, cls: str | None = None,
                datasets: set[str] | None = None) -> pd.Series:
         """One value per paired unit (index: :data:`UNIT_COLUMNS`) of ``loss`` for ``metric``."""
         rows = self.table[(self.table["loss"] == loss) & (self.table["metric"] == metric)]
-        if method is not None:
-            rows = rows[rows["method"] == method]
+        if calibrator is not None:
+            rows = rows[rows["calibrator"] == calibrator]
         if bins is not None and "bins" in rows:
             rows = rows[rows["bins"] == bins]
         if cls is not None:
@@ -106,4 +106,4 @@ class StudyEvidence:
 
 
 def run_path(row) -> str:
-    return f"{row.dataset}/{row.arch}/{row.loss}/{row.recipe}/seed{row.seed}"
+    return f"{row.dataset}/{row.model}/{row.loss}/{row.recipe}/seed{row.seed}"

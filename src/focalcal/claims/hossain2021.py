@@ -22,7 +22,7 @@ def _loss(evidence: StudyEvidence, name: str) -> str | None:
 def _minority_iou(evidence: StudyEvidence, loss: str):
     rows = evidence.table[(evidence.table["loss"] == loss) & (evidence.table["metric"] == "iou")]
     rows = rows[~rows["class"].astype(str).isin(("0", "mean", "all"))]
-    return rows.groupby(["dataset", "arch", "recipe", "seed"])["value"].mean()
+    return rows.groupby(["dataset", "model", "recipe", "seed"])["value"].mean()
 
 
 def _needs(evidence: StudyEvidence, *names: str) -> NotTestable | None:

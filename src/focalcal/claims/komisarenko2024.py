@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from focalcal.claims.claim import Claim, NotTestable, compare_methods, ladder, trend
+from focalcal.claims.claim import Claim, NotTestable, compare_calibrators, ladder, trend
 from focalcal.claims.evidence import StudyEvidence, unit_label
 from focalcal.claims.verdict import Direction, Pairs
 
@@ -18,11 +18,11 @@ BINS = 15
 
 
 def _ts(evidence):
-    return evidence.method("ts_grid_ece", "ts_ece")
+    return evidence.calibrator("ts_grid_ece", "ts_ece")
 
 
 def _fts(evidence):
-    return evidence.method("fts_ece")
+    return evidence.calibrator("fts_ece")
 
 
 def _all_losses(evidence):
@@ -33,7 +33,7 @@ def _fts_not_worse(evidence: StudyEvidence) -> Pairs | NotTestable:
     ts, fts = _ts(evidence), _fts(evidence)
     if ts is None or fts is None:
         return NotTestable("needs plain TS and focal TS, both chosen by val ECE")
-    return compare_methods(evidence, _all_losses(evidence), fts, ts, "adaece", bins=BINS)
+    return compare_calibrators(evidence, _all_losses(evidence), fts, ts, "adaece", bins=BINS)
 
 
 def _temperature_falls(evidence: StudyEvidence) -> Pairs | NotTestable:

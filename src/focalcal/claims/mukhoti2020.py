@@ -46,23 +46,23 @@ def _fixed_focal(evidence):
 
 
 def _post(evidence):
-    return evidence.method("ts_ece", "ts_nll", "ts_grid_ece", "ts_grid_nll")
+    return evidence.calibrator("ts_ece", "ts_nll", "ts_grid_ece", "ts_grid_nll")
 
 
 def _versus_ce(candidate, metric: str, stage: str):
     def test(evidence: StudyEvidence) -> Pairs | NotTestable:
-        method = evidence.method("raw") if stage == "raw" else _post(evidence)
-        if method is None:
+        calibrator = evidence.calibrator("raw") if stage == "raw" else _post(evidence)
+        if calibrator is None:
             return NotTestable("needs " + ("the uncalibrated model" if stage == "raw" else "temperature scaling"))
         names = [candidate(evidence)] if callable(candidate) else candidate
         losses = [key for key in names if key]
         bins = _bins(evidence) if metric in ("ece", "adaece") else None
-        return compare_losses(evidence, losses, _ce(evidence), metric, method, bins=bins, what="cross-entropy")
+        return compare_losses(evidence, losses, _ce(evidence), metric, calibrator, bins=bins, what="cross-entropy")
     return test
 
 
 def _error_on_par(evidence: StudyEvidence) -> Pairs | NotTestable:
-    raw = evidence.method("raw")
+    raw = evidence.calibrator("raw")
     losses = [key for key in (_fl3(evidence), _flsd53(evidence)) if key]
     if raw is None or not losses:
         return NotTestable("needs FL-3 or FLSD-53 runs with the uncalibrated model")

@@ -26,6 +26,7 @@ its targets once with ``check_target_values(targets, num_classes)`` may set
 ``loss.validate_inputs = False`` — the trainer does.
 """
 
+from focalcal import catalog as _catalog
 from ._base import Loss, check_target_values
 from .adafocal import AdaFocalLoss
 from .brier import BrierLoss
@@ -43,3 +44,6 @@ __all__ = [
     "BrierLoss", "MMCELoss", "AdaFocalLoss", "WeightedCrossEntropyLoss", "DualCrossEntropyLoss",
     "DualFocalLoss", "GeneralizedDiceLoss", "class_counts", "inverse_frequency_weights",
 ]
+
+# Modules the catalog names beyond those above (a new loss: its module and its catalog entry).
+_catalog.import_modules("losses")

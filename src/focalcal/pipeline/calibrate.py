@@ -3,12 +3,12 @@
 Input is the run's ``logits.npz`` only (val/test logits and labels, and the known class
 posterior where the dataset has one), so calibration never touches the model. Output:
 
-* ``calibration.json`` — per method, its build dict and fitted parameters
+* ``calibration.json`` — per calibrator key, its build dict and fitted parameters
   (``Calibrator.to_dict``), enough to rebuild it without refitting;
-* ``metrics.csv`` — tidy rows ``method, metric, bins, value`` on the test split. The
-  uncalibrated model is the method whose calibrator is ``identity``.
+* ``metrics.csv`` — tidy rows ``calibrator, metric, bins, value`` on the test split. The
+  uncalibrated model is the calibrator ``identity``.
 
-A method with ``after`` is applied to the logits divided by that temperature scaling's
+A calibrator with ``after`` is applied to the logits divided by that temperature scaling's
 fitted temperature (charoenphakdee2021's TS_FL + Ψ^γ); the scaling is fitted once per run.
 """
 
@@ -24,17 +24,17 @@ import numpy as np
 from focalcal._io import CorruptArtefactError, atomic_write_text, load_npz
 
 BINNED_METRICS = ("ece", "adaece", "mce", "classwise_ece")
-METRICS_HEADER = ("method", "metric", "bins", "value")
+METRICS_HEADER = ("calibrator", "metric", "bins", "value")
 
 
-def calibrate_run(logits_path, methods: dict[str, dict], ece_bins, params_path, metrics_path) -> list[dict]:
-    """Fit ``methods`` (key -> resolved spec from the plan) and write params JSON and metrics CSV."""
+def calibrate_run(logits_path, calibrators: dict[str, dict], ece_bins, params_path, metrics_path) -> list[dict]:
+    """Fit ``calibrators`` (key -> resolved spec from the plan) and write params JSON and metrics CSV."""
     arrays = _load_logits(logits_path)
     fitted_scalings: dict[str, object] = {}
     params: dict[str, dict] = {}
     rows: list[dict] = []
-    for key, spec in methods.items():
-        calibrator, scaling = fit_method(spec, arrays["val_logits"], arrays["val_labels"], fitted_scalings)
+    for key, spec in calibrators.items():
+        calibrator, scaling = fit_calibrator(spec, arrays["val_logits"], arrays["val_labels"], fitted_scalings)
         test_logits = arrays["test_logits"] if scaling is None else arrays["test_logits"] / scaling.temperature_
         probs = calibrator.transform(test_logits)
         params[key] = {
@@ -43,16 +43,16 @@ def calibrate_run(logits_path, methods: dict[str, dict], ece_bins, params_path, 
             **({"after": scaling.to_dict()} if scaling is not None else {}),
         }
         for metric, bins, value in test_metrics(probs, arrays["test_labels"], ece_bins, arrays.get("test_posterior")):
-            rows.append({"method": key, "metric": metric, "bins": bins, "value": value})
+            rows.append({"calibrator": key, "metric": metric, "bins": bins, "value": value})
         for metric, value in fitted_scalars(calibrator, scaling):
-            rows.append({"method": key, "metric": metric, "bins": "", "value": value})
+            rows.append({"calibrator": key, "metric": metric, "bins": "", "value": value})
     atomic_write_text(json.dumps(params, indent=1, sort_keys=True) + "\n", params_path)
     atomic_write_text(_to_csv(rows), metrics_path)
     return rows
 
 
-def fit_method(spec: dict, val_logits: np.ndarray, val_labels: np.ndarray, fitted_scalings: dict):
-    """The fitted calibrator of ``spec`` and, for a chained method, the fitted temperature scaling."""
+def fit_calibrator(spec: dict, val_logits: np.ndarray, val_labels: np.ndarray, fitted_scalings: dict):
+    """The fitted calibrator of ``spec`` and, for a chained calibrator, the fitted temperature scaling."""
     from focalcal import calibration
 
     scaling = None
@@ -94,7 +94,7 @@ def test_metrics(probs: np.ndarray, labels: np.ndarray, ece_bins, posterior=None
 
 
 def fitted_scalars(calibrator, scaling=None) -> list[tuple[str, float]]:
-    """The fitted temperature and focal gamma of a method, as metric rows (papers print them)."""
+    """The fitted temperature and focal gamma of a calibrator, as metric rows (papers print them)."""
     rows = []
     temperature = getattr(scaling if scaling is not None else calibrator, "temperature_", None)
     if temperature is not None:

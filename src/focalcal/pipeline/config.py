@@ -27,13 +27,11 @@ from typing import Any, Iterable
 
 import yaml
 
+from focalcal.catalog import is_segmentation
+
 TABLES = ("datasets", "models", "losses", "recipes", "calibrators")
-# Registry names of the segmentation datasets (focalcal.data, task "segmentation"), known here
-# without importing torch: their runs are evaluated (IoU, Hausdorff distance), not calibrated.
-SEGMENTATION_DATASETS = frozenset({"synthetic_segmentation", "camvid", "segmentation_folder"})
 # grid field -> the table its keys refer to
 GRID_REFERENCES = {"datasets": "datasets", "models": "models", "losses": "losses", "calibrators": "calibrators"}
-FROM_LOSS = "from_loss"
 
 
 class ConfigError(ValueError):
@@ -98,7 +96,13 @@ class UniqueKeyLoader(yaml.SafeLoader):
 
 
 def load_schema(path) -> dict:
-    return load_config_file(path)
+    """The config schema with its registry-name enums filled from :mod:`focalcal.catalog`."""
+    from focalcal.catalog import schema_enums
+
+    schema = load_config_file(path)
+    for name, values in schema_enums().items():
+        schema["$defs"][name] = {"enum": values}
+    return schema
 
 
 def validate_config(config: dict, schema: dict | str | Path) -> dict:
@@ -204,9 +208,6 @@ def _check_references(config: dict) -> None:
     if problems:
         raise ConfigError("invalid workflow config:\n  " + "\n  ".join(problems))
 
-
-def is_segmentation(dataset_spec: dict) -> bool:
-    return dataset_spec.get("name") in SEGMENTATION_DATASETS
 
 
 def check_config_files(paths: Iterable) -> None:

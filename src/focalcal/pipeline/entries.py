@@ -29,7 +29,8 @@ import typing
 from collections.abc import Mapping, Sequence
 from pathlib import PurePath
 
-from focalcal.pipeline.config import FROM_LOSS, ConfigError
+from focalcal.catalog import FROM_LOSS
+from focalcal.pipeline.config import ConfigError
 
 # What a calibrator parameter given as "from_loss" is checked with: the training loss's gamma
 # it stands for is checked as a loss parameter (>= 0), and build_plan refuses a loss without one.

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from focalcal._io import read_json
-from focalcal.pipeline.config import FROM_LOSS, ConfigError, is_segmentation
+from focalcal.catalog import FROM_LOSS, focal_gamma, is_segmentation
+from focalcal.pipeline.config import ConfigError
 
 RESULTS = "results"
 RUNS = f"{RESULTS}/runs"
@@ -31,7 +32,7 @@ EXECUTION_KEYS = ("device", "compile")
 
 # A run's path under results/runs/ (and results/calibration/); the workflow's rules use it
 # as their wildcard pattern, so a path and its wildcards are one fact.
-RUN_PATTERN = "{dataset}/{arch}/{loss}/{recipe}/seed{seed}"
+RUN_PATTERN = "{dataset}/{model}/{loss}/{recipe}/seed{seed}"
 
 
 @dataclass(frozen=True)
@@ -50,7 +51,7 @@ class Run:
     @property
     def path(self) -> str:
         """``<dataset>/<model>/<loss>/<recipe>/seed<k>``, shared by the run and its calibration."""
-        return RUN_PATTERN.format(dataset=self.dataset, arch=self.model, loss=self.loss, recipe=self.recipe,
+        return RUN_PATTERN.format(dataset=self.dataset, model=self.model, loss=self.loss, recipe=self.recipe,
                                   seed=self.seed)
 
     @property
@@ -71,7 +72,7 @@ class Run:
         return self.seed if self.n_folds else None
 
     def columns(self) -> dict:
-        return {"dataset": self.dataset, "arch": self.model, "loss": self.loss, "recipe": self.recipe, "seed": self.seed}
+        return {"dataset": self.dataset, "model": self.model, "loss": self.loss, "recipe": self.recipe, "seed": self.seed}
 
 
 @dataclass
@@ -82,24 +83,24 @@ class StudyRuns:
     paper: str
     mirrors: str
     ece_bins: list[int]
-    methods: dict[Run, list[str]] = field(default_factory=dict)  # run -> calibrator keys, in config order
+    runs: dict[Run, list[str]] = field(default_factory=dict)  # run -> the calibrator keys it reports, in config order
     grid_of: dict[Run, str] = field(default_factory=dict)  # run -> what its grid mirrors
 
     def has_table(self, plan: Plan) -> bool:
         """Whether some run of the study is calibrated or evaluated, i.e. has metrics to tabulate."""
-        return any(run.segmentation or plan.methods[run.path] for run in self.methods)
+        return any(run.segmentation or plan.calibrators[run.path] for run in self.runs)
 
 
 @dataclass
 class Plan:
     config: dict
     runs: dict[str, Run]  # run path -> run, in first-seen order
-    methods: dict[str, dict[str, dict]]  # run path -> calibrator key -> resolved spec
+    calibrators: dict[str, dict[str, dict]]  # run path -> calibrator key -> resolved spec
     studies: dict[str, StudyRuns]
 
     # ----------------------------------------------------------------- lookups for rules
     def run(self, wildcards) -> Run:
-        path = RUN_PATTERN.format(dataset=wildcards.dataset, arch=wildcards.arch, loss=wildcards.loss,
+        path = RUN_PATTERN.format(dataset=wildcards.dataset, model=wildcards.model, loss=wildcards.loss,
                                   recipe=wildcards.recipe, seed=wildcards.seed)
         try:
             return self.runs[path]
@@ -134,16 +135,16 @@ class Plan:
         return sorted({run.dataset for run in self.runs.values()})
 
     def calibrated_runs(self) -> list[Run]:
-        return [self.runs[path] for path, methods in self.methods.items() if methods]
+        return [self.runs[path] for path, keys in self.calibrators.items() if keys]
 
     def study_inputs(self, study: str) -> list[str]:
         """The files a study's table is built from: each run's metrics (calibration, or segmentation
         evaluation) and its ``run.json`` (the run's health status)."""
         inputs = []
-        for run in self.studies[study].methods:
+        for run in self.studies[study].runs:
             if run.segmentation:
                 inputs += [f"{run.evaluation_dir}/metrics.csv", self.run_info_path(run)]
-            elif self.methods[run.path]:
+            elif self.calibrators[run.path]:
                 inputs += [f"{run.calibration_dir}/metrics.csv", self.run_info_path(run)]
         return inputs
 
@@ -169,13 +170,13 @@ class Plan:
     def training_targets(self) -> list[str]:
         """Runs no study calibrates or evaluates: train them."""
         return [f"{run.run_dir}/history.csv" for path, run in self.runs.items()
-                if not self.methods[path] and not run.segmentation]
+                if not self.calibrators[path] and not run.segmentation]
 
 
 def build_plan(config: dict) -> Plan:
     """The deduplicated runs of every study, each with the calibrators its studies need."""
     runs: dict[str, Run] = {}
-    methods: dict[str, dict[str, dict]] = {}
+    calibrators: dict[str, dict[str, dict]] = {}
     studies: dict[str, StudyRuns] = {}
     for study_key, study in config["studies"].items():
         view = StudyRuns(study_key, study["paper"], study["mirrors"], list(study.get("ece_bins") or config["ece_bins"]))
@@ -194,19 +195,19 @@ def build_plan(config: dict) -> Plan:
                                     f"studies.{study_key}: run {run.path} is planned both with n_folds="
                                     f"{known.n_folds} and n_folds={run.n_folds} (one directory, two data splits); "
                                     "use another recipe or dataset key for one of them")
-                            resolved = methods.setdefault(run.path, {})
+                            resolved = calibrators.setdefault(run.path, {})
                             for calibrator in grid["calibrators"]:
                                 if calibrator not in resolved:
                                     resolved[calibrator] = resolve_calibrator(config, calibrator, run)
-                            chosen = view.methods.setdefault(run, [])
+                            chosen = view.runs.setdefault(run, [])
                             chosen.extend(c for c in grid["calibrators"] if c not in chosen)
                             view.grid_of.setdefault(run, grid.get("mirrors", study["mirrors"]))
-        kinds = {run.segmentation for run in view.methods}
+        kinds = {run.segmentation for run in view.runs}
         if len(kinds) > 1:
             raise ConfigError(f"studies.{study_key} mixes segmentation and classification runs; split it into two "
                               "studies (their metrics and tables differ)")
         studies[study_key] = view
-    return Plan(config=config, runs=runs, methods=methods, studies=studies)
+    return Plan(config=config, runs=runs, calibrators=calibrators, studies=studies)
 
 
 def resolve_calibrator(config: dict, key: str, run: Run) -> dict:
@@ -223,13 +224,12 @@ def resolve_calibrator(config: dict, key: str, run: Run) -> dict:
 
 
 def loss_gamma(loss: dict, loss_key: str, where: str) -> float:
-    """The single focusing parameter of a loss: gamma of focal, 0 for cross-entropy."""
-    if loss["name"] == "cross_entropy":
-        return 0.0
+    """The run's focal γ for a calibrator parameter ``from_loss`` (:func:`focalcal.catalog.focal_gamma`)."""
+    gamma = focal_gamma(loss)
+    if gamma is not None:
+        return gamma
     if loss["name"] == "focal":
-        if "gamma" not in loss:
-            raise ConfigError(f"{where} = {FROM_LOSS!r} needs losses.{loss_key}.gamma written out (the loss default may change)")
-        return float(loss["gamma"])
+        raise ConfigError(f"{where} = {FROM_LOSS!r} needs losses.{loss_key}.gamma written out (the loss default may change)")
     raise ConfigError(
         f"{where} = {FROM_LOSS!r} but losses.{loss_key} ({loss['name']!r}) has no single gamma; "
         "use it only with focal or cross_entropy losses"

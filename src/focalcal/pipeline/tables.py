@@ -1,11 +1,11 @@
-"""One study's tidy table: a row per run x method x metric, from the runs' metrics files.
+"""One study's tidy table: a row per run x calibrator x metric, from the runs' metrics files.
 
-Columns: study, paper, mirrors, dataset, arch, loss, recipe, seed, status, method, metric,
-bins, value. Only the methods the study's grids list and the bin counts it reports are kept
+Columns: study, paper, mirrors, dataset, model, loss, recipe, seed, status, calibrator, metric,
+bins, value. Only the calibrators the study's grids list and the bin counts it reports are kept
 (a shared run may carry more for other studies).
 
 A segmentation study (hossain2021) has a row per run x metric x class instead, from the runs'
-evaluations: study, paper, mirrors, dataset, arch, loss, recipe, seed, status, fold, n_folds,
+evaluations: study, paper, mirrors, dataset, model, loss, recipe, seed, status, fold, n_folds,
 metric, class, value (fold and n_folds empty without cross-validation).
 
 ``status`` is the run's health (:mod:`focalcal.training.health`: trained, diverged, collapsed
@@ -22,9 +22,9 @@ from focalcal._io import atomic_write_text, read_csv, read_json
 from focalcal.pipeline.plan import Plan, Run
 from focalcal.training.health import health_of
 
-COLUMNS = ("study", "paper", "mirrors", "dataset", "arch", "loss", "recipe", "seed", "status", "method", "metric", "bins",
+COLUMNS = ("study", "paper", "mirrors", "dataset", "model", "loss", "recipe", "seed", "status", "calibrator", "metric", "bins",
            "value")
-SEGMENTATION_COLUMNS = ("study", "paper", "mirrors", "dataset", "arch", "loss", "recipe", "seed", "status", "fold",
+SEGMENTATION_COLUMNS = ("study", "paper", "mirrors", "dataset", "model", "loss", "recipe", "seed", "status", "fold",
                         "n_folds", "metric", "class", "value")
 
 
@@ -36,19 +36,19 @@ def run_status(plan: Plan, run: Run, root=".") -> str:
 
 def study_table(plan: Plan, study_key: str, root=".") -> pd.DataFrame:
     study = plan.studies[study_key]
-    if any(run.segmentation for run in study.methods):
+    if any(run.segmentation for run in study.runs):
         return segmentation_table(plan, study_key, root)
     frames = []
-    for run, methods in study.methods.items():
-        if not methods:
+    for run, calibrators in study.runs.items():
+        if not calibrators:
             continue
-        metrics = read_csv(f"{root}/{run.calibration_dir}/metrics.csv", dtype={"method": str, "metric": str})
-        metrics = metrics[metrics["method"].isin(methods)]
+        metrics = read_csv(f"{root}/{run.calibration_dir}/metrics.csv", dtype={"calibrator": str, "metric": str})
+        metrics = metrics[metrics["calibrator"].isin(calibrators)]
         binned = metrics["bins"].notna()
         metrics = metrics[~binned | metrics["bins"].isin(study.ece_bins)]
-        missing = sorted(set(methods) - set(metrics["method"]))
+        missing = sorted(set(calibrators) - set(metrics["calibrator"]))
         if missing:
-            raise ValueError(f"{run.calibration_dir}/metrics.csv lacks method(s) {missing}; rerun its calibration")
+            raise ValueError(f"{run.calibration_dir}/metrics.csv lacks calibrator(s) {missing}; rerun its calibration")
         frames.append(metrics.assign(study=study.key, paper=study.paper, mirrors=study.grid_of[run],
                                      status=run_status(plan, run, root), **run.columns()))
     table = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=COLUMNS)
@@ -59,7 +59,7 @@ def study_table(plan: Plan, study_key: str, root=".") -> pd.DataFrame:
 def segmentation_table(plan: Plan, study_key: str, root=".") -> pd.DataFrame:
     study = plan.studies[study_key]
     frames = []
-    for run in study.methods:
+    for run in study.runs:
         metrics = read_csv(f"{root}/{run.evaluation_dir}/metrics.csv", dtype={"metric": str, "class": str})
         frames.append(metrics.assign(study=study.key, paper=study.paper, mirrors=study.grid_of[run],
                                      status=run_status(plan, run, root), fold=run.fold, n_folds=run.n_folds,

@@ -2,7 +2,7 @@
 
 Nothing here writes files except :func:`save` (PNG at a fixed dpi, or SVG). Figures are built
 on an Agg canvas without pyplot, with one style (:mod:`focalcal.plots.style`): report-width
-fonts and a fixed colour per loss, post-hoc method and γ.
+fonts and a fixed colour per loss, calibrator and γ.
 
 Theory (exact, no training) — :mod:`.theory_figures`, :mod:`.simplex`:
     phi_figure (C21 Fig 1), posterior_vs_minimizer_figure (C21 Fig 2),

@@ -74,7 +74,7 @@ def boxes_or_points(ax, data: pd.DataFrame, *, x: str, y: str, hue: str, order: 
 def mark_status_ticks(ax, data: pd.DataFrame, *, x: str, order: Sequence, per_run: str | None = None) -> None:
     """Append the run health of each ``x`` category to its tick label (:func:`style.status_label`)
     when ``data`` has a ``status`` column; ``per_run`` names a column whose first value's rows
-    hold one row per run (e.g. the method: every run has a raw and a Ψ row)."""
+    hold one row per run (e.g. the calibrator: every run has a raw and a Ψ row)."""
     if "status" not in data.columns:
         return
     labels = []

@@ -58,9 +58,9 @@ def synthetic_posterior_figure(x, eta, predictions: Mapping[str, np.ndarray], *,
                                scores: Mapping[str, Mapping[str, float]] | None = None, n_bins: int = 10,
                                ncols: int = 3):
     """C21 Fig 3: predicted class scores along a 1-D input (solid) against the true posterior
-    p(y|x) (dashed), one panel per method (e.g. CE, FL γ=1, FL γ=5, +TS_NLL, +Ψ^γ).
+    p(y|x) (dashed), one panel per prediction (e.g. CE, FL γ=1, FL γ=5, +TS_NLL, +Ψ^γ).
 
-    ``x`` (N,) sorted grid; ``eta`` (N, K) true posterior on it; ``predictions`` maps a method
+    ``x`` (N,) sorted grid; ``eta`` (N, K) true posterior on it; ``predictions`` maps a panel label
     label to its (N, K) probabilities on the grid. ``density`` (N,), if given, adds the panel of
     p(x) and p(x, y) (C21 Fig 3a). ERR/KLD/ECE printed per panel come from ``scores`` (e.g.
     measured on a test sample) or else from :func:`posterior_scores` on the grid.
@@ -70,7 +70,7 @@ def synthetic_posterior_figure(x, eta, predictions: Mapping[str, np.ndarray], *,
     if x.ndim != 1 or len(x) != len(eta):
         raise ValueError(f"x must be 1-D with one value per row of eta ({len(eta)}), got shape {x.shape}")
     if not isinstance(predictions, Mapping) or not predictions:
-        raise ValueError("predictions must be a non-empty mapping method -> (N, K) probabilities")
+        raise ValueError("predictions must be a non-empty mapping label -> (N, K) probabilities")
     truth_panels = 1 if density is None else 2
     n_panels = truth_panels + len(predictions)
     ncols = min(ncols, n_panels)
@@ -94,19 +94,19 @@ def synthetic_posterior_figure(x, eta, predictions: Mapping[str, np.ndarray], *,
     ax.set(title=f"({'ab'[truth_panels - 1]}) true posterior p(y | x)", ylim=(0, 1), ylabel="probability")
     ax.legend(fontsize=8)
     letters = "cdefghijklmnopqrstuvwxyz"
-    for index, (method, probs) in enumerate(predictions.items()):
-        probs = check_probs(probs, f"predictions[{method!r}]").astype(np.float64)
+    for index, (label, probs) in enumerate(predictions.items()):
+        probs = check_probs(probs, f"predictions[{label!r}]").astype(np.float64)
         if probs.shape != eta.shape:
-            raise ValueError(f"predictions[{method!r}] has shape {probs.shape}, expected {eta.shape}")
+            raise ValueError(f"predictions[{label!r}] has shape {probs.shape}, expected {eta.shape}")
         ax = flat[truth_panels + index]
         for k in classes:
             ax.plot(x, eta[:, k], color=CLASS_COLORS[k], ls="--", lw=1.0)
             ax.plot(x, probs[:, k], color=CLASS_COLORS[k])
-        if scores is not None and method not in scores:
-            raise ValueError(f"scores has no entry for method {method!r}")
-        shown = scores[method] if scores is not None else posterior_scores(eta, probs, n_bins=n_bins)
+        if scores is not None and label not in scores:
+            raise ValueError(f"scores has no entry for label {label!r}")
+        shown = scores[label] if scores is not None else posterior_scores(eta, probs, n_bins=n_bins)
         corner_text(ax, _scores_text(shown))
-        ax.set(title=f"({letters[index]}) {method}", ylim=(0, 1), ylabel="predicted score")
+        ax.set(title=f"({letters[index]}) {label}", ylim=(0, 1), ylabel="predicted score")
     for ax in flat[n_panels:]:
         ax.set_visible(False)
     for ax in axes[-1]:
@@ -118,35 +118,35 @@ def synthetic_posterior_figure(x, eta, predictions: Mapping[str, np.ndarray], *,
 
 # --------------------------------------------------------------------------- C21 Figs 5-6
 
-TIDY_COLUMNS = ("method", "metric", "value")
+TIDY_COLUMNS = ("calibrator", "metric", "value")
 
 
 @styled
-def ece_box_plots(table, *, metric: str = "ece", methods: Mapping[str, str] | None = None,
-                  panel_by: Sequence[str] = ("dataset", "arch"), x: str = "gamma", scale: float = 100.0,
+def ece_box_plots(table, *, metric: str = "ece", calibrators: Mapping[str, str] | None = None,
+                  panel_by: Sequence[str] = ("dataset", "model"), x: str = "gamma", scale: float = 100.0,
                   reproduces: str = "charoenphakdee2021 Figs. 5-6", ncols: int = 3):
     """C21 Figs 5-6: box plots over seeds of a metric against γ, raw vs Ψ^γ, one panel per
-    combination of ``panel_by`` columns (e.g. dataset × arch, or paradigm).
+    combination of ``panel_by`` columns (e.g. dataset × model, or paradigm).
 
-    ``table``: tidy DataFrame (or CSV path) with columns ``x``, ``method``, ``metric``,
-    ``value`` and the ``panel_by`` columns; filter it to one study/paradigm first. ``methods``
-    maps method values to legend labels (default raw -> "ECE-raw", psi -> "ECE-Ψ"); each box
-    is one (γ, method). Values are multiplied by ``scale`` (100: percent, as the paper).
-    A (γ, method) with fewer than 3 seeds is drawn as its points, in the method's colour,
+    ``table``: tidy DataFrame (or CSV path) with columns ``x``, ``calibrator``, ``metric``,
+    ``value`` and the ``panel_by`` columns; filter it to one study/paradigm first. ``calibrators``
+    maps calibrator values to legend labels (default raw -> "ECE-raw", psi -> "ECE-Ψ"); each box
+    is one (γ, calibrator). Values are multiplied by ``scale`` (100: percent, as the paper).
+    A (γ, calibrator) with fewer than 3 seeds is drawn as its points, in the calibrator's colour,
     where its box would stand. An optional ``status`` column (run health, one per row) marks a
     γ whose runs did not all train on its tick label, e.g. "3 [collapsed 1/5]".
     """
-    methods = dict(methods or {"raw": "ECE-raw", "psi": "ECE-Ψ"})
+    calibrators = dict(calibrators or {"raw": "ECE-raw", "psi": "ECE-Ψ"})
     table = as_frame(table, "table")
     panel_by = list(panel_by)
     require_columns(table, [*TIDY_COLUMNS, x, *panel_by], "table")
-    data = table[(table["metric"] == metric) & table["method"].isin(list(methods))].copy()
+    data = table[(table["metric"] == metric) & table["calibrator"].isin(list(calibrators))].copy()
     if data.empty:
-        raise ValueError(f"table has no rows with metric == {metric!r} and method in {list(methods)}")
+        raise ValueError(f"table has no rows with metric == {metric!r} and calibrator in {list(calibrators)}")
     data["shown"] = data["value"].astype(float) * scale
-    data["method label"] = data["method"].map(methods)
-    hue_order = [methods[m] for m in methods if m in set(data["method"])]
-    palette = {methods[m]: color_for(m) for m in methods}
+    data["calibrator label"] = data["calibrator"].map(calibrators)
+    hue_order = [calibrators[m] for m in calibrators if m in set(data["calibrator"])]
+    palette = {calibrators[m]: color_for(m) for m in calibrators}
     order = category_order(data[x])
     groups = list(data.groupby(panel_by, sort=False)) if panel_by else [((), data)]
     ncols = min(ncols, len(groups))
@@ -155,10 +155,10 @@ def ece_box_plots(table, *, metric: str = "ece", methods: Mapping[str, str] | No
     flat = list(axes.flat)
     as_boxes = as_points = 0
     for index, ((key, group), ax) in enumerate(zip(groups, flat)):
-        drawn = boxes_or_points(ax, group, x=x, y="shown", hue="method label", order=order, hue_order=hue_order,
+        drawn = boxes_or_points(ax, group, x=x, y="shown", hue="calibrator label", order=order, hue_order=hue_order,
                                 palette=palette)
         as_boxes, as_points = as_boxes + drawn["boxes"], as_points + drawn["points"]
-        mark_status_ticks(ax, group, x=x, order=order, per_run="method")
+        mark_status_ticks(ax, group, x=x, order=order, per_run="calibrator")
         key = key if isinstance(key, tuple) else (key,)
         ax.set_title(f"({'abcdefghijklmnop'[index]}) " + ", ".join(str(k) for k in key), fontsize=10)
         ax.set(xlabel="focal parameter γ" if x == "gamma" else x,

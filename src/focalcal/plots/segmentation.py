@@ -17,7 +17,7 @@ BACKGROUND = 0  # class 0 is the background in every segmentation set of focalca
 
 @styled
 def segmentation_scores_figure(table, *, loss_order: Sequence[str], colors: Mapping[str, str],
-                               panel_by: Sequence[str] = ("dataset", "arch")):
+                               panel_by: Sequence[str] = ("dataset", "model")):
     """Mean IoU (%) and Hausdorff distance (pixels) of each fold, per loss: one row of two
     panels per (dataset, architecture).
 

@@ -1,5 +1,5 @@
 """One look for every figure: fonts sized for a ~900 px report column, a fixed colour per
-loss / post-hoc method / γ, and a ``save`` helper.
+loss / calibrator / γ, and a ``save`` helper.
 
 Figures are built on ``matplotlib.figure.Figure`` with an Agg canvas, never through pyplot's
 global state: a figure function can run in a worker, a test or a notebook without a display
@@ -110,9 +110,9 @@ _GAMMA_KNOTS = (0.0, 0.5, 1.0, 2.0, 3.0, 4.0, 5.0, 7.0, 10.0)
 
 
 def canonical_name(name: str) -> str:
-    """Registry spelling of a loss/method name: lower case, '-'/' ' -> '_', aliases resolved."""
+    """Registry spelling of a loss/calibrator name: lower case, '-'/' ' -> '_', aliases resolved."""
     if not isinstance(name, str) or not name.strip():
-        raise ValueError(f"a loss/method name must be a non-empty string, got {name!r}")
+        raise ValueError(f"a loss/calibrator name must be a non-empty string, got {name!r}")
     key = re.sub(r"[\s\-]+", "_", name.strip().lower())
     return ALIASES.get(key, key)
 
@@ -133,7 +133,7 @@ def gamma_color(gamma: float) -> str:
 
 
 def color_for(name: str, gamma: float | None = None) -> str:
-    """The fixed colour of a loss or post-hoc method, the same in every figure.
+    """The fixed colour of a loss or calibrator, the same in every figure.
 
     ``focal`` with a ``gamma`` (or a name like ``focal_gamma3``/``FL-3``) takes the γ scale,
     so FL γ=1, 2, 3 are told apart. Unknown names get a stable colour from a hash of the name

@@ -16,7 +16,8 @@ from focalcal._io import atomic_write_text, read_csv, read_json
 from focalcal.claims import claims_table
 from focalcal.claims.verdict import INTERVAL, MIN_PAIRS
 from focalcal.claims.evidence import StudyEvidence
-from focalcal.report.naming import loss_info, method_role, paper_setting
+from focalcal.catalog import calibrator_role
+from focalcal.report.naming import loss_info, paper_setting
 from focalcal.report.targets import CLAIMS_TABLE, TABLES
 
 
@@ -27,9 +28,9 @@ def claims_inputs(plan) -> list[str]:
         if not study.has_table(plan):
             continue
         files.append(f"{TABLES}/{key}.csv")
-        for run in study.methods:
+        for run in study.runs:
             files.append(f"{run.run_dir}/history.csv")
-            if plan.methods[run.path]:
+            if plan.calibrators[run.path]:
                 files.append(f"{run.calibration_dir}/calibration.json")
     return list(dict.fromkeys(files))
 
@@ -39,17 +40,17 @@ def study_evidence(plan, study_key: str, root=".") -> StudyEvidence:
     root = Path(root)
     study = plan.studies[study_key]
     config = plan.config
-    table = read_csv(root / TABLES / f"{study_key}.csv", dtype={"method": str, "class": str})
+    table = read_csv(root / TABLES / f"{study_key}.csv", dtype={"calibrator": str, "class": str})
     roles = {}
-    for run, keys in study.methods.items():
+    for run, keys in study.runs.items():
         for key in keys:
-            roles.setdefault(key, method_role(plan.methods[run.path][key]))
-    runs = {run.path: run for run in study.methods}
-    datasets = {run.dataset for run in study.methods}
-    models = {run.dataset: run.model for run in study.methods}
+            roles.setdefault(key, calibrator_role(plan.calibrators[run.path][key]))
+    runs = {run.path: run for run in study.runs}
+    datasets = {run.dataset for run in study.runs}
+    models = {run.dataset: run.model for run in study.runs}
     return StudyEvidence(
         study=study_key, paper=study.paper, table=table,
-        losses={run.loss: loss_info(config["losses"][run.loss]) for run in study.methods},
+        losses={run.loss: loss_info(config["losses"][run.loss]) for run in study.runs},
         roles=roles,
         paper_datasets={d: paper_setting(config["datasets"][d], config["models"][models[d]]).dataset for d in datasets},
         history=lambda path: read_csv(root / runs[path].run_dir / "history.csv"),

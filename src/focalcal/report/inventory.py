@@ -22,7 +22,7 @@ import pandas as pd
 from focalcal._io import read_csv, read_json
 from focalcal.training.health import NOT_ASSESSED, UNHEALTHY, MissingHealthError, assess_health, health_of
 
-COLUMNS = ["run", "dataset", "arch", "loss", "recipe", "seed", "status", "status_reason", "epochs", "train_time_s",
+COLUMNS = ["run", "dataset", "model", "loss", "recipe", "seed", "status", "status_reason", "epochs", "train_time_s",
            "job_wall_s", "device", "host", "parameters", "finished_at"]
 
 
@@ -47,11 +47,11 @@ def run_health(root, run_path: str) -> dict | None:
 
 
 def run_record(root: Path, run_path: str) -> dict:
-    """One run's inventory row; ``run_path`` is ``<dataset>/<arch>/<loss>/<recipe>/seed<k>``."""
+    """One run's inventory row; ``run_path`` is ``<dataset>/<model>/<loss>/<recipe>/seed<k>``."""
     root = Path(root)
     run_dir = root / "results/runs" / run_path
-    dataset, arch, loss, recipe, seed = run_path.split("/")
-    row = {"run": run_path, "dataset": dataset, "arch": arch, "loss": loss, "recipe": recipe,
+    dataset, model, loss, recipe, seed = run_path.split("/")
+    row = {"run": run_path, "dataset": dataset, "model": model, "loss": loss, "recipe": recipe,
            "seed": int(seed.removeprefix("seed"))}
     info_path = _info_path(root, run_path)
     if info_path.is_file():

@@ -84,14 +84,14 @@ def show_table(artifact: dict, root=".") -> None:
 def _settings_note(built: pd.DataFrame) -> str:
     if "paper_dataset" not in built.columns:
         return ""
-    pairs = built[["dataset", "arch", "paper_dataset", "stand_in"]].drop_duplicates()
+    pairs = built[["dataset", "model", "paper_dataset", "stand_in"]].drop_duplicates()
     lines = []
     for row in pairs.itertuples(index=False):
         if pd.isna(row.paper_dataset):
-            lines.append(f"- {row.dataset} / {row.arch}: no published counterpart")
+            lines.append(f"- {row.dataset} / {row.model}: no published counterpart")
         else:
             kind = "stands in for" if row.stand_in else "is"
-            lines.append(f"- {row.dataset} / {row.arch} {kind} the paper's {row.paper_dataset} setting")
+            lines.append(f"- {row.dataset} / {row.model} {kind} the paper's {row.paper_dataset} setting")
     return "Published setting compared with:\n" + "\n".join(lines)
 
 
@@ -156,7 +156,7 @@ def show_overview(manifest: dict, root=".") -> None:
         total = inventory["train_time_s"].fillna(0).sum()
         _markdown(f"{len(inventory)} training run(s), {total / 60:.1f} min of training in total; devices: "
                   f"{', '.join(sorted(inventory['device'].dropna().astype(str).unique())) or 'unknown'}.")
-        by = inventory.groupby(["dataset", "arch", "recipe"], sort=False).agg(
+        by = inventory.groupby(["dataset", "model", "recipe"], sort=False).agg(
             runs=("run", "count"), epochs=("epochs", "max"), train_time_s=("train_time_s", "sum")).reset_index()
         _html(frame_html(by))
     _markdown("## Studies")
@@ -169,9 +169,9 @@ def show_overview(manifest: dict, root=".") -> None:
             headline = tidy[tidy["metric"].isin(["error", "ece"])]
             if not headline.empty:
                 headline = headline.assign(column=headline["metric"] + headline["bins"].map(
-                    lambda b: "" if pd.isna(b) else f" ({int(b)} bins)") + " — " + headline["method"])
-                summary = headline.pivot_table(index=["dataset", "arch", "loss"], columns="column", values="value",
+                    lambda b: "" if pd.isna(b) else f" ({int(b)} bins)") + " — " + headline["calibrator"])
+                summary = headline.pivot_table(index=["dataset", "model", "loss"], columns="column", values="value",
                                                aggfunc="mean", sort=False) * 100
-                _html(frame_html(summary.reset_index(), caption="test error and ECE (%) per method, mean over seeds"))
+                _html(frame_html(summary.reset_index(), caption="test error and ECE (%) per calibrator, mean over seeds"))
     _markdown("## The config that produced this report")
     _markdown("```yaml\n" + yaml.safe_dump(manifest["config"], sort_keys=False, allow_unicode=True) + "```")

@@ -37,7 +37,7 @@ def inventory_inputs(plan) -> list[str]:
         files += [f"{run.run_dir}/history.csv", f"{run.run_dir}/run_config.json"]
         if run.segmentation:
             files.append(f"{run.evaluation_dir}/run.json")
-        elif plan.methods[path]:
+        elif plan.calibrators[path]:
             files.append(f"{run.run_dir}/run.json")
     return files
 

@@ -36,19 +36,19 @@ def read_calibration(path: Path) -> dict:
     return read_json(path)
 
 
-def stored_method(calibration: dict, method: str, where: str = "calibration.json"):
-    """The fitted calibrator of ``method`` and, for a chained method, the temperature it follows."""
-    if method not in calibration:
-        raise ValueError(f"{where} has no method {method!r}; it has {sorted(calibration)}")
-    entry = calibration[method]
+def stored_calibrator(calibration: dict, key: str, where: str = "calibration.json"):
+    """The fitted calibrator ``key`` and, for a chained one, the temperature it follows."""
+    if key not in calibration:
+        raise ValueError(f"{where} has no calibrator {key!r}; it has {sorted(calibration)}")
+    entry = calibration[key]
     calibrator = Calibrator.from_dict(entry["fitted"])
     before = Calibrator.from_dict(entry["after"]).temperature_ if "after" in entry else None
     return calibrator, before
 
 
-def apply_stored(calibration: dict, method: str, logits: np.ndarray, where: str = "calibration.json") -> np.ndarray:
-    """Probabilities of a stored (already fitted) method on ``logits`` — no refitting."""
-    calibrator, before = stored_method(calibration, method, where)
+def apply_stored(calibration: dict, key: str, logits: np.ndarray, where: str = "calibration.json") -> np.ndarray:
+    """Probabilities of a stored (already fitted) calibrator on ``logits`` — no refitting."""
+    calibrator, before = stored_calibrator(calibration, key, where)
     return calibrator.transform(logits if before is None else logits / before)
 
 
@@ -99,15 +99,15 @@ def _rows_of(table: pd.DataFrame, columns: dict) -> pd.DataFrame:
     return table[mask]
 
 
-def panel_scores(table: pd.DataFrame, columns: dict, method: str, bins: int) -> dict[str, float]:
-    """ERR, KLD and ECE of one run and method, read from the study table."""
+def panel_scores(table: pd.DataFrame, columns: dict, calibrator: str, bins: int) -> dict[str, float]:
+    """ERR, KLD and ECE of one run and calibrator, read from the study table."""
     rows = _rows_of(table, columns)
-    rows = rows[rows["method"] == method]
+    rows = rows[rows["calibrator"] == calibrator]
     values = {}
     for key, metric, binned in (("ERR", "error", False), ("KLD", "kl_posterior", False), ("ECE", "ece", True)):
         hit = rows[(rows["metric"] == metric) & ((rows["bins"] == bins) if binned else rows["bins"].isna())]
         if len(hit) != 1:
-            raise ValueError(f"study table has {len(hit)} rows of {metric} for {columns} / {method} (expected 1)")
+            raise ValueError(f"study table has {len(hit)} rows of {metric} for {columns} / {calibrator} (expected 1)")
         values[key] = float(hit["value"].iloc[0])
     return values
 
@@ -116,7 +116,7 @@ def panel_scores(table: pd.DataFrame, columns: dict, method: str, bins: int) -> 
 
 
 def synthetic_posterior(params: dict, root: Path, study: str):
-    """C21 Fig 3: scores against x of each panel (run x stored method), truth dashed."""
+    """C21 Fig 3: scores against x of each panel (run x stored calibrator), truth dashed."""
     table = study_table(root, study)
     runs = {run["path"]: run for run in params["runs"]}
     arrays = {path: read_logits(root / f"results/runs/{path}/logits.npz") for path in runs}
@@ -135,10 +135,10 @@ def synthetic_posterior(params: dict, root: Path, study: str):
     predictions, scores = {}, {}
     for panel in params["panels"]:
         run = panel["run"]
-        probs = apply_stored(stored[run], panel["method"], arrays[run]["test_logits"], f"calibration.json of {run}")
+        probs = apply_stored(stored[run], panel["calibrator"], arrays[run]["test_logits"], f"calibration.json of {run}")
         label = status_label(panel["label"], [run_status(root / f"results/runs/{run}")])
         predictions[label] = probs[order]
-        scores[label] = panel_scores(table, runs[run]["columns"], panel["method"], params["bins"])
+        scores[label] = panel_scores(table, runs[run]["columns"], panel["calibrator"], params["bins"])
     density = None
     if _is_registered_synthetic(runs[first], root):  # its p(x) is known: draw panel (a) of the paper
         from focalcal.data.synthetic import THREE_CLASS
@@ -164,7 +164,7 @@ def raw_vs_psi_reliability(params: dict, root: Path, study: str):
         logits = data["test_logits"].astype(np.float64)
         if panel["temperature_from"]:
             calibration = read_calibration(root / f"results/calibration/{run}/calibration.json")
-            calibrator, _ = stored_method(calibration, panel["temperature_from"], f"calibration.json of {run}")
+            calibrator, _ = stored_calibrator(calibration, panel["temperature_from"], f"calibration.json of {run}")
             logits = logits / calibrator.temperature_
         panels[(panel["paradigm"], float(panel["gamma"]))] = (logits, data["test_labels"])
     return plots.raw_vs_psi_reliability_figure(panels, n_bins=params["bins"], health=health,
@@ -177,7 +177,7 @@ def ece_boxplots(params: dict, root: Path, study: str):
     paradigms = params["paradigms"]
     frame = ece_frame(study_table(root, study), params["groups"], paradigms, params["bins"])
     frame["gamma"] = frame["gamma"].map(lambda gamma: f"{gamma:g}")  # box positions labelled 0, 1, 2, 3
-    panel_by = ("dataset", "arch") if paradigms == ["Standard"] else ("paradigm", "dataset", "arch")
+    panel_by = ("dataset", "model") if paradigms == ["Standard"] else ("paradigm", "dataset", "model")
     figure_name = "Fig. 5" if paradigms == ["Standard"] else "Fig. 6"
     return plots.ece_box_plots(frame, metric="ece", panel_by=panel_by, reproduces=f"charoenphakdee2021 {figure_name}")
 
@@ -194,7 +194,7 @@ def optimal_temperature(params: dict, root: Path, study: str):
         statuses.setdefault((run["dataset"], run["loss"]), []).append(run_status(root / f"results/runs/{run['path']}"))
     for run in runs:
         calibration = read_calibration(root / run["calibration"])
-        calibrator, _ = stored_method(calibration, run["method"], run["calibration"])
+        calibrator, _ = stored_calibrator(calibration, run["calibrator"], run["calibration"])
         gammas = KOMISARENKO_GAMMAS if calibrator.gammas is None else calibrator.gammas
         temperatures = np.asarray(calibrator.best_temperature_per_gamma_, dtype=np.float64)
         if len(temperatures) != len(gammas):

@@ -1,6 +1,6 @@
 """Paper tables from a study's tidy table, with the published value beside ours.
 
-Each builder turns the study table (one row per run x method x metric) into the paper's
+Each builder turns the study table (one row per run x calibrator x metric) into the paper's
 table as a tidy CSV: one row per (setting, loss, [stage or calibration]), our mean and
 standard deviation over seeds, and the published number of the paper's setting in
 ``published_*`` columns, with ``paper_dataset``/``paper_model`` naming that setting (and
@@ -25,8 +25,8 @@ from focalcal.report import published
 from focalcal.report.naming import komisarenko_dataset
 from focalcal.training.health import UNHEALTHY
 
-RUN_KEYS = ["dataset", "arch", "loss", "recipe", "seed"]
-SETTING_KEYS = ["dataset", "arch", "loss"]
+RUN_KEYS = ["dataset", "model", "loss", "recipe", "seed"]
+SETTING_KEYS = ["dataset", "model", "loss"]
 
 
 def health_mark(rows: pd.DataFrame) -> str:
@@ -49,14 +49,14 @@ def _mean_std(values: pd.Series) -> tuple[float, float, int]:
     return float(values.mean()), float(values.std(ddof=1)) if len(values) > 1 else np.nan, int(len(values))
 
 
-def _metric(table: pd.DataFrame, method: str, metric: str, bins=None) -> pd.DataFrame:
-    """Rows of one method and metric (bins None: an unbinned metric)."""
-    rows = table[(table["method"] == method) & (table["metric"] == metric)]
+def _metric(table: pd.DataFrame, calibrator: str, metric: str, bins=None) -> pd.DataFrame:
+    """Rows of one calibrator and metric (bins None: an unbinned metric)."""
+    rows = table[(table["calibrator"] == calibrator) & (table["metric"] == metric)]
     return rows[rows["bins"].isna()] if bins is None else rows[rows["bins"] == bins]
 
 
-def _setting(params: dict, dataset: str, arch: str) -> dict:
-    return params["settings"].get(f"{dataset}/{arch}", {"dataset": None, "model": None, "stand_in": True,
+def _setting(params: dict, dataset: str, model: str) -> dict:
+    return params["settings"].get(f"{dataset}/{model}", {"dataset": None, "model": None, "stand_in": True,
                                                          "describe": "no published counterpart"})
 
 
@@ -82,42 +82,42 @@ def mukhoti_table(table: pd.DataFrame, params: dict) -> pd.DataFrame:
     number = params["table"]
     reference = published.load(f"mukhoti2020_table{number}")
     rows = []
-    for (dataset, arch, loss), group in table[table["loss"].isin(list(params["losses"]))].groupby(SETTING_KEYS, sort=False):
-        setting = _setting(params, dataset, arch)
-        paper_method = params["losses"][loss]
+    for (dataset, model, loss), group in table[table["loss"].isin(list(params["losses"]))].groupby(SETTING_KEYS, sort=False):
+        setting = _setting(params, dataset, model)
+        paper_loss = params["losses"][loss]
         for stage in params["stages"]:
-            method = params["post"] if stage == "post_t" else params["pre"]
+            calibrator = params["post"] if stage == "post_t" else params["pre"]
             temperature = np.nan
             if stage == "post_t":
-                temperature = _mean_std(_metric(group, method, "temperature")["value"])[0]
+                temperature = _mean_std(_metric(group, calibrator, "temperature")["value"])[0]
             for ours, paper_metric, scale in _MUKHOTI_METRICS[params["metric"]]:
                 bins = params["bins"] if ours in _BINNED else None
-                cell_rows = _metric(group, method, ours, bins)
+                cell_rows = _metric(group, calibrator, ours, bins)
                 mean, std, n = _mean_std(cell_rows["value"] * scale)
                 if n == 0 and ours == "top5_error":
                     continue  # fewer than 5 classes: top-5 error is not defined
                 published_value, published_temperature, note = _mukhoti_published(
-                    reference, number, setting, paper_method, paper_metric, stage)
+                    reference, number, setting, paper_loss, paper_metric, stage)
                 rows.append({
-                    "table": f"mukhoti2020_table{number}", "dataset": dataset, "arch": arch, "loss": loss,
-                    "paper_method": paper_method, "stage": stage, "metric": paper_metric if ours != "top5_error" else ours,
-                    "bins": bins, "method": method, "ours_mean": mean, "ours_std": std, "n_seeds": n,
+                    "table": f"mukhoti2020_table{number}", "dataset": dataset, "model": model, "loss": loss,
+                    "paper_loss": paper_loss, "stage": stage, "metric": paper_metric if ours != "top5_error" else ours,
+                    "bins": bins, "calibrator": calibrator, "ours_mean": mean, "ours_std": std, "n_seeds": n,
                     "ours_temperature": temperature, "paper_dataset": setting["dataset"], "paper_model": setting["model"],
                     "stand_in": setting["stand_in"], "published": published_value,
                     "published_temperature": published_temperature, "published_note": note,
                     "health": health_mark(cell_rows),
                 })
-    columns = ["table", "dataset", "arch", "loss", "paper_method", "stage", "metric", "bins", "method", "ours_mean",
+    columns = ["table", "dataset", "model", "loss", "paper_loss", "stage", "metric", "bins", "calibrator", "ours_mean",
                "ours_std", "n_seeds", "ours_temperature", "paper_dataset", "paper_model", "stand_in", "published",
                "published_temperature", "published_note", "health"]
     return pd.DataFrame(rows, columns=columns)
 
 
-def _mukhoti_published(reference: pd.DataFrame, number: int, setting: dict, paper_method, paper_metric: str, stage: str):
+def _mukhoti_published(reference: pd.DataFrame, number: int, setting: dict, paper_loss, paper_metric: str, stage: str):
     """(value, temperature, note) of the paper's cell for this setting, NaN when it has none."""
-    if paper_method is None or setting["dataset"] is None:
+    if paper_loss is None or setting["dataset"] is None:
         return np.nan, np.nan, ""
-    name = _TABLE13_NAMES.get(paper_method, paper_method) if number == 13 else paper_method
+    name = _TABLE13_NAMES.get(paper_loss, paper_loss) if number == 13 else paper_loss
     hit = reference[(reference["dataset"] == setting["dataset"]) & (reference["model"] == setting["model"])
                     & (reference["method"] == name) & (reference["metric"] == paper_metric) & (reference["stage"] == stage)]
     if hit.empty:
@@ -126,7 +126,7 @@ def _mukhoti_published(reference: pd.DataFrame, number: int, setting: dict, pape
     note = ""
     if paper_metric == "top5_accuracy":
         value, note = 100.0 - value, "100 − the paper's top-5 accuracy"
-    if name != paper_method:
+    if name != paper_loss:
         note = f"the paper's {name!r} row (its T = 1.1 is FLSD-53's in Table 1)"
     return value, temperature, note
 
@@ -148,14 +148,14 @@ def komisarenko_table(table: pd.DataFrame, params: dict) -> pd.DataFrame:
     reference = published.load("komisarenko2024_table1")
     bins = params["bins"]
     rows = []
-    for (dataset, arch, loss), group in table.groupby(SETTING_KEYS, sort=False):
-        setting = _setting(params, dataset, arch)
+    for (dataset, model, loss), group in table.groupby(SETTING_KEYS, sort=False):
+        setting = _setting(params, dataset, model)
         about = params["losses"].get(loss, {})
         for calibration, keys in (("temperature_scaling", params["ts"]), ("focal_temperature_scaling", params["fts"])):
             if not any(keys.values()):
                 continue
             by_ece, by_nll = keys.get("ece"), keys.get("nll")
-            row = {"table": "komisarenko2024_table1", "dataset": dataset, "arch": arch, "loss": loss,
+            row = {"table": "komisarenko2024_table1", "dataset": dataset, "model": model, "loss": loss,
                    "approach": about.get("approach"), "gamma_train": about.get("gamma_train"), "calibration": calibration}
             accuracy = 100.0 * (1.0 - _metric(group, by_ece or by_nll, "error")["value"])
             row["accuracy_mean"], row["accuracy_std"], row["n_seeds"] = _mean_std(accuracy)
@@ -170,7 +170,7 @@ def komisarenko_table(table: pd.DataFrame, params: dict) -> pd.DataFrame:
                 row[f"{column}_gamma_eval"] = _mode(_metric(group, key, "gamma")["value"])
             row.update({"paper_dataset": komisarenko_dataset(setting["dataset"]), "stand_in": setting["stand_in"]})
             row.update(_komisarenko_published(reference, row))
-            row["health"] = health_mark(group[group["method"].isin([k for k in (by_ece, by_nll) if k])])
+            row["health"] = health_mark(group[group["calibrator"].isin([k for k in (by_ece, by_nll) if k])])
             rows.append(row)
     return pd.DataFrame(rows)
 
@@ -207,23 +207,23 @@ def synthetic_scores(table: pd.DataFrame, params: dict) -> pd.DataFrame:
         mark = health_mark(mine)  # the panel's run
         for metric, shown, bins, scale in (("error", "ERR", None, 100.0), ("kl_posterior", "KLD", None, 1.0),
                                            ("ece", "ECE", params["bins"], 100.0)):
-            hit = _metric(mine, panel["method"], metric, bins)
-            rows.append({**columns, "panel": panel["label"], "method": panel["method"], "metric": shown,
+            hit = _metric(mine, panel["calibrator"], metric, bins)
+            rows.append({**columns, "panel": panel["label"], "calibrator": panel["calibrator"], "metric": shown,
                          "bins": bins, "value": float(hit["value"].iloc[0]) * scale if len(hit) else np.nan,
                          "health": mark})
     return pd.DataFrame(rows)
 
 
 def ece_frame(table: pd.DataFrame, groups: list[dict], paradigms, bins: int) -> pd.DataFrame:
-    """ECE rows of the study table relabelled for charoenphakdee2021's comparisons: method
+    """ECE rows of the study table relabelled for charoenphakdee2021's comparisons: calibrator
     "raw" / "psi", with columns paradigm and gamma (TS_FL compares TS_FL with TS_FL + Ψ^γ)."""
     frames = []
     for group in groups:
         if group["paradigm"] not in paradigms:
             continue
         rows = table[(table["metric"] == "ece") & (table["bins"] == bins) & table["loss"].isin(list(group["losses"]))
-                     & table["dataset"].isin(group["datasets"]) & table["method"].isin([group["raw"], group["psi"]])]
-        rows = rows.assign(method=rows["method"].map({group["raw"]: "raw", group["psi"]: "psi"}),
+                     & table["dataset"].isin(group["datasets"]) & table["calibrator"].isin([group["raw"], group["psi"]])]
+        rows = rows.assign(calibrator=rows["calibrator"].map({group["raw"]: "raw", group["psi"]: "psi"}),
                            gamma=rows["loss"].map(group["losses"]).astype(float), paradigm=group["paradigm"])
         frames.append(rows)
     frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
@@ -237,10 +237,10 @@ def ece_summary(table: pd.DataFrame, params: dict) -> pd.DataFrame:
     paradigms = [group["paradigm"] for group in params["groups"]]
     frame = ece_frame(table, params["groups"], paradigms, params["bins"])
     rows = []
-    for (paradigm, dataset, arch, gamma, method), group in frame.groupby(["paradigm", "dataset", "arch", "gamma", "method"], sort=False):
+    for (paradigm, dataset, model, gamma, calibrator), group in frame.groupby(["paradigm", "dataset", "model", "gamma", "calibrator"], sort=False):
         mean, std, n = _mean_std(group["value"] * 100.0)
-        rows.append({"paradigm": paradigm, "dataset": dataset, "arch": arch, "gamma": gamma,
-                     "score": "ECE-raw" if method == "raw" else "ECE-Ψ", "bins": params["bins"], "mean": mean, "std": std,
+        rows.append({"paradigm": paradigm, "dataset": dataset, "model": model, "gamma": gamma,
+                     "score": "ECE-raw" if calibrator == "raw" else "ECE-Ψ", "bins": params["bins"], "mean": mean, "std": std,
                      "n_seeds": n, "health": health_mark(group)})
     return pd.DataFrame(rows)
 
@@ -254,16 +254,16 @@ _HOSSAIN_METRICS = {"iou": ("iou", 100.0), "hausdorff": ("hd", 1.0), "pixel_accu
 
 
 def hossain_tables(table: pd.DataFrame, params: dict) -> pd.DataFrame:
-    """hossain2021 Tables 2-3: per (dataset, arch, loss), mean ± std over folds of each fold's
+    """hossain2021 Tables 2-3: per (dataset, model, loss), mean ± std over folds of each fold's
     mean IoU and mean Hausdorff distance (plus pixel accuracy and ECE), published values beside."""
     summary = table[table["class"].isin(["mean", "all"])]
     references = {number: published.load(f"hossain2021_table{number}") for number in (2, 3)}
     rows = []
-    for (dataset, arch, loss), group in summary.groupby(SETTING_KEYS, sort=False):
-        setting = params["settings"].get(f"{dataset}/{arch}", {"dataset": None, "model": None, "stand_in": True,
+    for (dataset, model, loss), group in summary.groupby(SETTING_KEYS, sort=False):
+        setting = params["settings"].get(f"{dataset}/{model}", {"dataset": None, "model": None, "stand_in": True,
                                                                 "table": None, "describe": "no published counterpart"})
         info = params["losses"].get(loss, {"label": loss, "paper": None})
-        row = {"dataset": dataset, "arch": arch, "loss": info["label"], "loss_key": loss,
+        row = {"dataset": dataset, "model": model, "loss": info["label"], "loss_key": loss,
                "n_folds": int(group["seed"].nunique()), "paper_setting": setting["describe"],
                "paper_table": setting["table"]}
         for metric, (stem, scale) in _HOSSAIN_METRICS.items():
@@ -304,7 +304,7 @@ def build(artifact, study_table: pd.DataFrame) -> pd.DataFrame:
 
 
 def read_study_table(path) -> pd.DataFrame:
-    return read_csv(path, dtype={"method": str, "metric": str, "loss": str, "arch": str, "dataset": str,
+    return read_csv(path, dtype={"calibrator": str, "metric": str, "loss": str, "model": str, "dataset": str,
                                     "class": str})
 
 
@@ -340,20 +340,20 @@ def present(builder: str, table: pd.DataFrame) -> pd.DataFrame:
         return table
     if builder == "m20_table":
         shown = table.assign(
-            setting=table["dataset"] + " / " + table["arch"],
+            setting=table["dataset"] + " / " + table["model"],
             ours=[_cell(m, s, t, mark=h) for m, s, t, h in zip(table["ours_mean"], table["ours_std"],
                                                               table["ours_temperature"], _marks(table))],
             published_cell=[_cell(m, np.nan, t) for m, t in zip(table["published"], table["published_temperature"])],
             paper_setting=(table["paper_dataset"].fillna("—") + ", " + table["paper_model"].fillna("—")),
         )
-        wide = shown.pivot_table(index=["setting", "loss", "paper_method", "paper_setting"],
+        wide = shown.pivot_table(index=["setting", "loss", "paper_loss", "paper_setting"],
                                  columns=["metric", "stage"], values=["ours", "published_cell"], aggfunc="first",
                                  sort=False)
         wide.columns = [f"{'ours' if who == 'ours' else 'published'} {metric} {stage}".replace(" none", "")
                         for who, metric, stage in wide.columns]
         return wide.reset_index()
     if builder == "k24_table1":
-        out = table[["dataset", "arch", "loss", "calibration", "paper_dataset"]].copy()
+        out = table[["dataset", "model", "loss", "calibration", "paper_dataset"]].copy()
         marks = _marks(table)
         out["ours accuracy (%)"] = [_cell(m, s, digits=1, mark=h) for m, s, h in zip(table["accuracy_mean"], table["accuracy_std"], marks)]
         out["published accuracy (%)"] = [_cell(m, s, digits=1) for m, s in zip(table["published_accuracy_mean"], table["published_accuracy_std"])]
@@ -365,7 +365,7 @@ def present(builder: str, table: pd.DataFrame) -> pd.DataFrame:
         out["published γ_ev"] = [_cell(g) for g in table["published_gamma_eval"]]
         return out
     if builder == "h21_tables":
-        out = table[["dataset", "arch", "loss", "n_folds", "paper_setting"]].copy()
+        out = table[["dataset", "model", "loss", "n_folds", "paper_setting"]].copy()
         marks = _marks(table)
         out["ours IoU (%)"] = [_cell(m, s, mark=h) for m, s, h in zip(table["iou_mean"], table["iou_std"], marks)]
         out["published IoU (%)"] = [_cell(m, s) for m, s in zip(table["published_iou_mean"], table["published_iou_std"])]
@@ -382,6 +382,6 @@ def present(builder: str, table: pd.DataFrame) -> pd.DataFrame:
                                                       sort=False).reset_index()
     if builder == "c21_ece_summary":
         shown = table.assign(cell=[_cell(m, s, mark=h) for m, s, h in zip(table["mean"], table["std"], _marks(table))])
-        return shown.pivot_table(index=["paradigm", "dataset", "arch", "gamma"], columns="score", values="cell",
+        return shown.pivot_table(index=["paradigm", "dataset", "model", "gamma"], columns="score", values="cell",
                                  aggfunc="first", sort=False).reset_index()
     raise ValueError(f"no presentation for table builder {builder!r}")

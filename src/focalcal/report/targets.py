@@ -17,27 +17,21 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 
-from focalcal.report.naming import (HOSSAIN_LOSSES, HOSSAIN_TABLES, ROLE_LABELS, LossInfo, hossain_setting,
-                                    loss_color_key, loss_info, method_role, paper_setting)
+from focalcal import catalog
+from focalcal.catalog import ROLE_LABELS, calibrator_role
+from focalcal.report.naming import (HOSSAIN_TABLES, LossInfo, hossain_setting, loss_color_key, loss_info,
+                                    paper_setting)
 
 FIGURES = "results/figures"
 TABLES = "results/tables"
 REPORT = "results/report"
 THEORY = "theory"  # results/figures/theory/<name>.png
 
-PAPERS = {
-    "charoenphakdee2021": "Charoenphakdee et al. 2021 — Focal loss and class posteriors (φ^γ, τ_oc/τ_uc, Ψ^γ)",
-    "komisarenko2024": "Komisarenko et al. 2024 — Focal calibration map and focal temperature scaling",
-    "mukhoti2020": "Mukhoti et al. 2020 — Calibrating deep neural networks using focal loss",
-    "hossain2021": "Hossain et al. 2021 — Dual focal loss for class-imbalanced segmentation",
-}
+PAPERS = catalog.PAPERS  # paper -> its page title
 OVERVIEW = "overview"
 INVENTORY = f"{REPORT}/runs.csv"
 CLAIMS = "claims"
 CLAIMS_TABLE = f"{TABLES}/{CLAIMS}.csv"  # every paper's claims tested on the study tables (focalcal.report.claims)
-
-# Data sets whose logits.npz carries the true class posterior (val_/test_posterior).
-POSTERIOR_DATASETS = frozenset({"synthetic1d"})
 
 
 @dataclass
@@ -69,24 +63,7 @@ class Artifact:
 
 # ------------------------------------------------------------------------ theory figures
 
-# name -> (paper, title). The plotting call of each is in focalcal.report.figures.
-THEORY_FIGURES: dict[str, tuple[str, str]] = {
-    "charoenphakdee2021_fig1_phi": ("charoenphakdee2021", "Fig 1: φ^γ with the η-overconfident (τ_oc) and η-underconfident (τ_uc) regions"),
-    "charoenphakdee2021_fig2_posterior_vs_minimizer": ("charoenphakdee2021", "Fig 2: max η against max q* of the focal risk minimiser, K = 2 and K = 1000"),
-    "komisarenko2024_fig1_focal_calibration_map": ("komisarenko2024", "Fig 1: the proper part of the focal loss and the binary focal calibration map"),
-    "komisarenko2024_fig2_closest_temperature_k2": ("komisarenko2024", "Fig 2: temperature closest to the focal map against γ, K = 2 (linear fit and max error)"),
-    "komisarenko2024_fig6_closest_temperature_k3": ("komisarenko2024", "Fig 6: temperature closest to the focal map against γ, K = 3"),
-    "komisarenko2024_closest_temperature_k4": ("komisarenko2024", "§3.3: temperature closest to the focal map against γ, K = 4"),
-    "komisarenko2024_fig3_temperature_bounds": ("komisarenko2024", "Fig 3: Prop 3's temperature bounds against the numerical ones"),
-    "komisarenko2024_fig4_conditional_risk": ("komisarenko2024", "Fig 4: conditional-risk isolines on the 3-class simplex"),
-    "komisarenko2024_fig5_calibration_arrows": ("komisarenko2024", "Fig 5: arrow maps of the focal map and of its closest temperature scaling"),
-    "komisarenko2024_fig7_calibration_difference": ("komisarenko2024", "Fig 7: heat map of temperature scaling minus focal calibration"),
-    "mukhoti2020_fig4a_gradient_ratio": ("mukhoti2020", "Fig 4a and Prop 2: g(p, γ) and γ*(p0)"),
-    "mukhoti2020_fig6_binary_optimum": ("mukhoti2020", "Fig 6: optimal p̂ against q for a binary problem, cross-entropy and focal loss"),
-    "mukhoti2020_fig7_linear_model_norms": ("mukhoti2020", "Fig 7 (App. B): logit and weight norms of a logistic regression trained with cross-entropy and focal loss γ = 1"),
-    "mukhoti2020_fig8_linear_model_mistakes": ("mukhoti2020", "Fig 8 (App. B): confidence of the linear model's mistakes and its decision boundaries, cross-entropy vs focal loss"),
-    "hossain2021_fig1_loss_derivatives": ("hossain2021", "Fig 1: derivatives of CE, DCE, FL and DFL for y = 1 and y = 0"),
-}
+THEORY_FIGURES = catalog.THEORY_FIGURES  # name -> paper, title and plotting call
 
 
 THEORY_GRIDS = ("paper", "coarse")  # config report.theory_grid: the papers' grids, or quick ones for tests
@@ -96,8 +73,8 @@ def theory_artifacts(grid: str = "paper") -> list[Artifact]:
     if grid not in THEORY_GRIDS:
         raise ValueError(f"report.theory_grid must be one of {THEORY_GRIDS}, got {grid!r}")
     suffix = "" if grid == "paper" else " [coarse grid: config report.theory_grid]"
-    return [Artifact("figure", paper, name, title + suffix, builder=name, params={"grid": grid})
-            for name, (paper, title) in THEORY_FIGURES.items()]
+    return [Artifact("figure", figure.paper, name, figure.title + suffix, builder=name, params={"grid": grid})
+            for name, figure in THEORY_FIGURES.items()]
 
 
 # ---------------------------------------------------------------------- study artifacts
@@ -143,10 +120,10 @@ class _Study:
         self.view = plan.studies[key]
         config = plan.config
         self.runs = []
-        for run, keys in self.view.methods.items():
+        for run, keys in self.view.runs.items():
             roles = {}
             for calibrator in keys:
-                roles.setdefault(method_role(plan.methods[run.path][calibrator]), calibrator)
+                roles.setdefault(calibrator_role(plan.calibrators[run.path][calibrator]), calibrator)
             self.runs.append(_RunView(run, loss_info(config["losses"][run.loss]), roles))
         self.table = f"{TABLES}/{key}.csv" if self.view.has_table(plan) else None
         self.ece_bins = list(self.view.ece_bins)
@@ -190,7 +167,7 @@ class _Study:
             "seeds": sorted({r.seed for r in runs}),
             "folds": sorted({r.n_folds for r in runs if r.n_folds}),
             "epochs": {r.recipe: config["recipes"][r.recipe].get("epochs") for r in runs},
-            "calibrators": list(dict.fromkeys(k for keys in self.view.methods.values() for k in keys)),
+            "calibrators": list(dict.fromkeys(k for keys in self.view.runs.values() for k in keys)),
             "settings": sorted({self.setting(view)["describe"] for view in self.runs}),
         }
 
@@ -215,7 +192,7 @@ def _focal_family(view: _RunView) -> bool:
 def _charoenphakdee2021(study: _Study) -> tuple[list[Artifact], list[str]]:
     artifacts, notes = [], []
     posterior_sets = [d for d in dict.fromkeys(v.run.dataset for v in study.runs)
-                      if study.dataset_name(d) in POSTERIOR_DATASETS]
+                      if catalog.dataset(study.dataset_name(d)).known_posterior]
     # Fig 3: raw scores, TS_NLL and Ψ^γ along x against the known posterior.
     for dataset in posterior_sets:
         views = _first_seed([v for v in study.runs if v.run.dataset == dataset and _focal_family(v)
@@ -224,9 +201,9 @@ def _charoenphakdee2021(study: _Study) -> tuple[list[Artifact], list[str]]:
             notes.append(f"Fig 3 on {dataset}: needs uncalibrated cross-entropy or focal runs")
             continue
         views.sort(key=lambda v: v.loss.gamma)
-        panels = [{"run": v.path, "method": v.roles["raw"], "label": v.loss.label} for v in views]
+        panels = [{"run": v.path, "calibrator": v.roles["raw"], "label": v.loss.label} for v in views]
         for role, suffix in (("ts_nll", "TS_NLL"), ("psi", "Ψ^γ")):
-            panels += [{"run": v.path, "method": v.roles[role], "label": f"{v.loss.label} + {suffix}"}
+            panels += [{"run": v.path, "calibrator": v.roles[role], "label": f"{v.loss.label} + {suffix}"}
                        for v in views if v.loss.gamma > 0 and role in v.roles]
         runs = [{"path": v.path, "columns": v.run.columns(), "run_config": f"{v.run.run_dir}/run_config.json",
                  "info": f"{v.run.run_dir}/run.json"} for v in views]
@@ -244,7 +221,7 @@ def _charoenphakdee2021(study: _Study) -> tuple[list[Artifact], list[str]]:
         notes.append("Fig 3 (scores against x): needs a data set with a known posterior (synthetic1d); this study has none")
 
     # Figs 4-6: the training paradigms on real data.
-    real = [v for v in study.runs if _focal_family(v) and study.dataset_name(v.run.dataset) not in POSTERIOR_DATASETS]
+    real = [v for v in study.runs if _focal_family(v) and not catalog.dataset(study.dataset_name(v.run.dataset)).known_posterior]
     standard = [v for v in real if v.loss.paradigm == "Standard"]
     smoothed = [v for v in real if v.loss.paradigm == "LS"]
     raw_psi = lambda v: {"raw", "psi"} <= set(v.roles)  # noqa: E731
@@ -346,7 +323,7 @@ def _komisarenko2024(study: _Study) -> tuple[list[Artifact], list[str]]:
     if views:
         runs = [{"path": v.path, "dataset": v.run.dataset, "loss": v.loss.label, "gamma_train": v.loss.gamma,
                  "color": list(loss_color_key(v.loss)),
-                 "calibration": study.calibration(v), "method": v.roles[f"fts_{criterion}"]} for v in views]
+                 "calibration": study.calibration(v), "calibrator": v.roles[f"fts_{criterion}"]} for v in views]
         artifacts.append(study.artifact("figure", "komisarenko2024_fig8_optimal_temperature",
                                         f"Fig 8: optimal T of focal TS against γ_ev (chosen by val {criterion.upper()}), one line per γ_tr",
                                         "k24_optimal_temperature", [r["calibration"] for r in runs],
@@ -509,7 +486,7 @@ def _hossain2021(study: _Study) -> tuple[list[Artifact], list[str]]:
             "dataset": setting.dataset, "model": setting.model, "stand_in": setting.stand_in,
             "table": HOSSAIN_TABLES.get(setting.model), "describe": setting.describe()}
     losses = {v.run.loss: {"label": v.loss.label if v.loss.name != "focal" else "FL",
-                           "paper": HOSSAIN_LOSSES.get(v.loss.name), "color": list(loss_color_key(v.loss))}
+                           "paper": catalog.loss(v.loss.name).paper_names.get("hossain2021"), "color": list(loss_color_key(v.loss))}
               for v in views}
     params = {"losses": losses, "settings": settings}
     artifacts = [
