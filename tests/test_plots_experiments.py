@@ -493,6 +493,7 @@ def test_training_figures_mark_runs_that_did_not_train_from_run_json(tmp_path):
     import json
 
     from focalcal.report import study_figures
+    from focalcal.report.papers import mukhoti2020
 
     paths = {}
     for label, health in (("cross_entropy", {"status": "trained"}), ("focal γ=1", {"status": "diverged"}),
@@ -506,12 +507,12 @@ def test_training_figures_mark_runs_that_did_not_train_from_run_json(tmp_path):
     assert study_figures.run_status(tmp_path / "nowhere") is None
     params = {"histories": paths, "colors": {"cross_entropy": ["cross_entropy", None], "focal γ=1": ["focal", 1.0],
                                              "focal γ=3": ["focal", 3.0]}}
-    figure = study_figures.training_comparison(params, tmp_path, "study")
+    figure = mukhoti2020.training_comparison(params, tmp_path, "study")
     labels = [t.get_text() for t in figure.axes[-1].get_legend().get_texts()]
     assert labels == ["cross_entropy", "focal γ=1 [diverged]", "focal γ=3"]
     colours = [to_hex(line.get_color()) for line in figure.axes[0].get_lines() if not line.get_label().startswith("_")]
     assert colours == [style.color_for("cross_entropy"), style.gamma_color(1), style.gamma_color(3)]
-    curves = study_figures.training_curves({"history": paths["focal γ=1"]}, tmp_path, "study")
+    curves = mukhoti2020.training_curves({"history": paths["focal γ=1"]}, tmp_path, "study")
     assert "(cross-entropy [diverged])" in curves.get_suptitle()
     assert style.clipped_texts(curves) == []
 
@@ -520,7 +521,7 @@ def test_optimal_temperature_builder_marks_a_loss_whose_runs_did_not_all_train(t
     import json
     from types import SimpleNamespace
 
-    from focalcal.report import study_figures
+    from focalcal.report.papers import komisarenko2024
 
     runs = []
     for loss, gamma, seed, status in (("CE", 0.0, 0, "trained"), ("FL-3", 3.0, 0, "collapsed"), ("FL-3", 3.0, 1, "trained")):
@@ -531,9 +532,9 @@ def test_optimal_temperature_builder_marks_a_loss_whose_runs_did_not_all_train(t
                      "color": ["focal", gamma] if gamma else ["cross_entropy", None],
                      "calibration": f"results/calibration/{path}/calibration.json", "calibrator": "fts"})
     fitted = SimpleNamespace(gammas=[-1.0, 0.0, 1.0], best_temperature_per_gamma_=[0.9, 1.0, 1.2])
-    monkeypatch.setattr(study_figures, "read_calibration", lambda path: {})
-    monkeypatch.setattr(study_figures, "stored_calibrator", lambda calibration, key, where: (fitted, None))
-    figure = study_figures.optimal_temperature({"runs": runs, "criterion": "ece"}, tmp_path, "study")
+    monkeypatch.setattr(komisarenko2024, "read_calibration", lambda path: {})
+    monkeypatch.setattr(komisarenko2024, "stored_calibrator", lambda calibration, key, where: (fitted, None))
+    figure = komisarenko2024.optimal_temperature({"runs": runs, "criterion": "ece"}, tmp_path, "study")
     lines = {line.get_label(): line for line in figure.axes[0].get_lines() if not line.get_label().startswith("_")}
     assert set(lines) == {"CE", "FL-3 [collapsed 1/2]"}
     assert to_hex(lines["FL-3 [collapsed 1/2]"].get_color()) == style.gamma_color(3)
@@ -610,6 +611,7 @@ def test_fig9_builder_shows_each_models_stored_pre_and_post_ts_confidence(tmp_pa
     from focalcal._io import atomic_savez
     from focalcal.pipeline.calibrate import calibrate_run
     from focalcal.report import study_figures
+    from focalcal.report.papers import mukhoti2020
 
     rng = np.random.default_rng(4)
     n, k = 400, 5
@@ -629,7 +631,7 @@ def test_fig9_builder_shows_each_models_stored_pre_and_post_ts_confidence(tmp_pa
         models.append({"label": label, "color": [label.lower(), None], "logits": f"run{index}/logits.npz",
                        "calibration": f"run{index}/calibration.json", "raw": "raw", "post": "ts_ece", "run_dir": f"run{index}"})
     params = {"models": models, "run": {"path": "run0"}, "data_root": "data"}
-    figure = study_figures.sample_confidences(params, tmp_path, "study")
+    figure = mukhoti2020.sample_confidences(params, tmp_path, "study")
     assert style.clipped_texts(figure) == []
     bar_axes = [ax for ax in figure.axes if ax.patches]
     assert len(bar_axes) == 8  # 4 inputs all models get right, 4 all get wrong

@@ -26,7 +26,7 @@ def run_block(name: str, checks: str, tmp_path: Path) -> str:
 
 
 def test_every_marked_block_is_tested():
-    assert set(BLOCKS) == {"library", "loss", "calibrator", "dataset", "model"}
+    assert set(BLOCKS) == {"library", "loss", "calibrator", "dataset", "model", "paper"}
     assert set(YAML_BLOCKS) == {"study"}
 
 
@@ -129,3 +129,40 @@ def test_study_recipe_plans_its_runs_and_shares_the_ones_another_study_has(tmp_p
     assert after["train"] - before["train"] == 9  # CE, FL-1, FL-3 on seed 0 are shared with a default study
     assert after["study_table"] == before["study_table"] + 1 and after["claims"] == 1
     assert after["study_figure"] > before["study_figure"]  # mukhoti2020's figures of the new study
+
+
+def test_paper_recipe_is_one_module_and_one_catalog_entry_and_builds_its_table(tmp_path):
+    """The README's paper module, written into a copy of the checkout with its catalog entry and
+    nothing else, gives a study of that paper its table through the workflow and a report page."""
+    import os
+    import shutil
+
+    import pandas as pd
+    import yaml
+
+    checkout = tmp_path / "checkout"
+    files = subprocess.run(["git", "ls-files", "src", "workflow", "Snakefile", "profiles", "envs", "notebooks", "config"],
+                           cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    for name in files:
+        (checkout / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / name, checkout / name)
+    (checkout / "src/focalcal/report/papers/guo2017.py").write_text(BLOCKS["paper"])
+    with open(checkout / "src/focalcal/catalog.py", "a") as handle:
+        handle.write('\nPAPERS["guo2017"] = "Guo et al. 2017 — On calibration of modern neural networks"\n')
+    config = yaml.safe_load((ROOT / "config/test.yaml").read_text())
+    study = dict(config["studies"]["test_digits"], paper="guo2017", grids=config["studies"]["test_digits"]["grids"][:1])
+    config["studies"] = {"test_guo": study}
+    (checkout / "guo.yaml").write_text(yaml.safe_dump(config))
+    env = {**os.environ, "PYTHONPATH": str(checkout / "src")}
+    snakemake = str(Path(sys.executable).with_name("snakemake"))
+    target = "results/tables/test_guo/guo2017_table1.csv"
+    dry = subprocess.run([snakemake, "results/report/index.html", "-n", "--configfile", "guo.yaml"], cwd=checkout,
+                         env=env, capture_output=True, text=True, timeout=300)
+    assert dry.returncode == 0, dry.stderr[-3000:]
+    assert "results/report/guo2017.html" in dry.stdout + dry.stderr  # its page, from notebooks/paper.ipynb
+    made = subprocess.run([snakemake, target, "--cores", "2", "--configfile", "guo.yaml"], cwd=checkout, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert made.returncode == 0, made.stderr[-3000:]
+    built = pd.read_csv(checkout / target)
+    assert list(built.loss) == ["ce", "focal1"] and (built.seeds == 1).all()
+    assert ((built.ece_before > 0) & (built.ece_after > 0)).all()

@@ -16,6 +16,7 @@ import yaml
 from focalcal.pipeline import build_plan, validate_config
 from focalcal.pipeline.tables import COLUMNS, SEGMENTATION_COLUMNS, study_table
 from focalcal.report import tables
+from focalcal.report.papers import charoenphakdee2021, hossain2021
 from focalcal.report.index import build_index
 from focalcal.report.inventory import health_warnings, run_inventory, summary
 from focalcal.report.targets import report_plan
@@ -308,7 +309,7 @@ def test_segmentation_and_synthetic_tables_mark_their_unhealthy_runs():
             for fold in range(3) for metric, cls, value in (("iou", "mean", 0.5), ("hausdorff", "mean", 4.0))]
     table = pd.DataFrame(rows, columns=["seed", "metric", "class", "value", "status"]).assign(
         dataset="d", model="a", loss="ce", recipe="r")
-    built = tables.hossain_tables(table, {"settings": {}, "losses": {}})
+    built = hossain2021.hossain_tables(table, {"settings": {}, "losses": {}})
     shown = tables.present("h21_tables", built)
     assert shown.loc[0, "ours IoU (%)"] == "50.00 ± 0.00 ⚠ 1/3 collapsed"
     panel = pd.DataFrame({"dataset": "d", "model": "a", "loss": "ce", "recipe": "r", "seed": 0, "status": "diverged",
@@ -316,7 +317,7 @@ def test_segmentation_and_synthetic_tables_mark_their_unhealthy_runs():
                           "value": [0.5, 0.1, 0.2]})
     params = {"runs": [{"path": "p", "columns": {"dataset": "d", "model": "a", "loss": "ce", "seed": 0}}],
               "panels": [{"run": "p", "label": "CE", "calibrator": "raw"}], "bins": 10}
-    scores = tables.present("c21_synthetic_scores", tables.synthetic_scores(panel, params))
+    scores = tables.present("c21_synthetic_scores", charoenphakdee2021.synthetic_scores(panel, params))
     assert scores["panel"].tolist() == ["CE ⚠ diverged"]
 
 

@@ -1,11 +1,12 @@
-# Stage 7: the HTML report. Each notebook of notebooks/ (one per paper and an overview) is
-# executed with papermill (parameters: the manifest of planned figures/tables) and converted
+# Stage 7: the HTML report. notebooks/overview.ipynb and, once per paper, notebooks/paper.ipynb
+# are executed with papermill (parameters: the manifest of planned figures/tables, the paper;
+# a paper's text, tables and figures come from focalcal.report.papers) and converted
 # to a self-contained HTML page; results/report/index.html links them and shows the config,
 # the run inventory and what each paper reproduced at what scale. Needs figures.smk.
 # `snakemake report_check` then loads every page in headless Chromium (not part of `all`:
 # it needs Debian's chromium package).
 
-from focalcal.report.rules import inventory_inputs, notebook_inputs
+from focalcal.report.rules import inventory_inputs, notebook_inputs, notebook_template
 from focalcal.report.targets import CLAIMS_TABLE
 
 NOTEBOOKS = os.path.normpath(
@@ -55,7 +56,9 @@ rule run_inventory:
 
 rule report_notebook:
     input:
-        notebook=os.path.join(NOTEBOOKS, "{notebook}.ipynb"),
+        notebook=lambda wildcards: os.path.join(
+            NOTEBOOKS, notebook_template(wildcards.notebook)
+        ),
         manifest="results/report/manifest.json",
         shown=lambda wildcards: notebook_inputs(REPORT_PLAN, wildcards.notebook),
     output:

@@ -4,7 +4,7 @@ Theory figures are exact (from :mod:`focalcal.theory`) and need no runs; each en
 :data:`focalcal.catalog.THEORY_FIGURES` names its plotting call and its arguments at the
 paper's settings (or, with the config's ``report.theory_grid: coarse``, on quick grids for
 tests). Experiment figures read run files and study tables
-(:mod:`focalcal.report.study_figures`). Plotting modules are imported inside the functions,
+(each paper's module in :mod:`focalcal.report.papers`). Plotting modules are imported inside the functions,
 so importing this module (at Snakefile parse time) is free.
 """
 
@@ -26,11 +26,9 @@ def draw(artifact: Artifact, root: str | Path = "."):
 
         figure = THEORY_FIGURES[artifact.builder]
         return getattr(plots, figure.draw)(**figure.arguments(artifact.params.get("grid", "paper")))
-    from focalcal.report import study_figures
+    from focalcal.report.papers import figure_builder
 
-    if artifact.builder not in study_figures.BUILDERS:
-        raise ValueError(f"unknown figure builder {artifact.builder!r}; known: {sorted(study_figures.BUILDERS)}")
-    return study_figures.BUILDERS[artifact.builder](artifact.params, Path(root), artifact.study)
+    return figure_builder(artifact.builder)(artifact.params, Path(root), artifact.study)
 
 
 def make(artifact: Artifact, output, root: str | Path = ".") -> Path:

@@ -139,6 +139,21 @@ def show_studies(manifest: dict, paper: str, root=".") -> None:
             _markdown("**Not produced by this config:**\n" + "\n".join(f"- {note}" for note in study["not_planned"]))
 
 
+def show_summary(paper: str) -> None:
+    """The top of a paper's page: the paper, its claims and what the page shows (its module's SUMMARY)."""
+    from focalcal.report.papers import paper_module
+
+    _markdown(paper_module(paper).SUMMARY)
+
+
+def show_published_tables(paper: str) -> None:
+    """The published tables a paper's module shows in full (``PUBLISHED_SHOWN``)."""
+    from focalcal.report.papers import paper_module
+
+    for name, caption in paper_module(paper).PUBLISHED_SHOWN:
+        show_published(name, caption)
+
+
 def show_published(name: str, caption: str) -> None:
     """A published table as transcribed (for papers whose experiments the config cannot run)."""
     _markdown(f"#### Published: {caption}")

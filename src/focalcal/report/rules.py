@@ -42,6 +42,12 @@ def inventory_inputs(plan) -> list[str]:
     return files
 
 
+def notebook_template(page: str) -> str:
+    """The notebook of a report page: the overview's own, or the one notebook every paper's page
+    runs with its ``paper`` parameter."""
+    return "overview.ipynb" if page == OVERVIEW else "paper.ipynb"
+
+
 def notebook_inputs(report: ReportPlan, notebook: str) -> list[str]:
     """What a notebook page shows (the overview also shows the run inventory)."""
     files = report.notebook_inputs(notebook)
