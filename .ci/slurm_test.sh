@@ -155,7 +155,7 @@ posterior = pd.read_csv(work / "results/tables/test_posterior.csv")
 digits = pd.read_csv(work / "results/tables/test_digits.csv")
 assert len(posterior) == 70, len(posterior)  # 2 runs x (11 + 12 + 12) rows, as tests/test_workflow_e2e.py
 assert len(digits) == 69, len(digits)        # 3 runs (one at lr 100, collapsed) x (11 + 12), as tests/test_workflow_e2e.py
-assert set(digits.method) == {"uncalibrated", "ts_nll"}
+assert set(digits.calibrator) == {"uncalibrated", "ts_nll"}
 assert posterior[posterior.metric == "kl_posterior"].value.notna().all()
 segmentation = pd.read_csv(work / "results/tables/test_segmentation.csv")
 assert len(segmentation) == 4 * 14, len(segmentation)  # 4 runs x (5 IoU + 5 HD + missed, accuracy, ECE, NLL)

@@ -1,11 +1,13 @@
 """The report: paper figures and tables from a config's runs, notebooks, and the HTML index.
 
-* :mod:`~focalcal.report.targets` — which figures/tables each study supports (planned at
-  Snakefile parse time, no heavy imports), the theory figure registry, the manifest.
-* :mod:`~focalcal.report.naming` — what a config's loss/calibrator/dataset keys mean for
-  the papers (focal γ, paradigm, calibrator role, the published setting a run stands for).
+* :mod:`~focalcal.report.targets` — the report plan: each study handed to its paper's planner
+  (planned at Snakefile parse time, no heavy imports), the theory figures, the manifest.
+* :mod:`~focalcal.report.papers` — one module per paper: page text, planner, table and figure
+  builders.
+* :mod:`~focalcal.report.naming` — what a config's loss/dataset/model keys mean for the papers
+  (focal γ, paradigm, the published setting a run stands for), from :mod:`focalcal.catalog`.
 * :mod:`~focalcal.report.published` — the papers' published tables (package data).
-* :mod:`~focalcal.report.tables` — paper tables from tidy study tables, published beside ours.
+* :mod:`~focalcal.report.tables` — shared helpers of the paper tables, build and present.
 * :mod:`~focalcal.report.figures`, :mod:`~focalcal.report.study_figures` — draw one planned
   figure (theory: exact; experiments: from run files and stored calibrators, never refitting).
 * :mod:`~focalcal.report.inventory` — what trained, how long, on what device.
