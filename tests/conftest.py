@@ -43,3 +43,21 @@ def loss_kernels(request, monkeypatch):
     if request.param == "fused":
         assert _fused.kernels() is not None, "the fused CPU loss kernels failed to build (see the warning)"
     return request.param
+
+
+@pytest.fixture
+def workflow_checkout(tmp_path):
+    """A copy of the checkout's tracked workflow files (source, rules, configs, notebooks), for
+    tests that add a module to the package and run Snakemake on it without touching the tree."""
+    import shutil
+    import subprocess
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    checkout = tmp_path / "checkout"
+    listed = subprocess.run(["git", "ls-files", "src", "workflow", "Snakefile", "profiles", "envs", "notebooks", "config"],
+                            cwd=root, capture_output=True, text=True, check=True).stdout.split()
+    for name in listed:
+        (checkout / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(root / name, checkout / name)
+    return checkout

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -118,19 +119,12 @@ class PolyLoss(Loss):
 POLY_ENTRY = '\nLOSSES["poly1"] = Loss("poly", "Poly-1", paper_names={"mukhoti2020": "Poly-1"})\n'
 
 
-def test_a_new_loss_is_its_module_plus_one_catalog_entry(tmp_path):
+def test_a_new_loss_is_its_module_plus_one_catalog_entry(workflow_checkout):
     """Nothing else is touched (plan, naming, schema, targets): the loss validates in a config,
     its runs are planned and trained by the workflow, and the report labels it."""
-    import shutil
-
     import yaml
 
-    checkout = tmp_path / "checkout"
-    files = subprocess.run(["git", "ls-files", "src", "workflow", "Snakefile", "profiles", "envs", "notebooks", "config"],
-                           cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
-    for name in files:
-        (checkout / name).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(ROOT / name, checkout / name)
+    checkout = workflow_checkout
     (checkout / "src/focalcal/losses/poly.py").write_text(POLY_MODULE)
     with open(checkout / "src/focalcal/catalog.py", "a") as handle:
         handle.write(POLY_ENTRY)
@@ -139,7 +133,7 @@ def test_a_new_loss_is_its_module_plus_one_catalog_entry(tmp_path):
     config["studies"] = {"test_digits": config["studies"]["test_digits"]}
     config["studies"]["test_digits"]["grids"][0]["losses"].append("poly")
     (checkout / "poly.yaml").write_text(yaml.safe_dump(config))
-    env = {**__import__("os").environ, "PYTHONPATH": str(checkout / "src")}
+    env = {**os.environ, "PYTHONPATH": str(checkout / "src")}
 
     check = """
 import yaml

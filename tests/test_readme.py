@@ -131,21 +131,15 @@ def test_study_recipe_plans_its_runs_and_shares_the_ones_another_study_has(tmp_p
     assert after["study_figure"] > before["study_figure"]  # mukhoti2020's figures of the new study
 
 
-def test_paper_recipe_is_one_module_and_one_catalog_entry_and_builds_its_table(tmp_path):
+def test_paper_recipe_is_one_module_and_one_catalog_entry_and_builds_its_table(workflow_checkout):
     """The README's paper module, written into a copy of the checkout with its catalog entry and
     nothing else, gives a study of that paper its table through the workflow and a report page."""
     import os
-    import shutil
 
     import pandas as pd
     import yaml
 
-    checkout = tmp_path / "checkout"
-    files = subprocess.run(["git", "ls-files", "src", "workflow", "Snakefile", "profiles", "envs", "notebooks", "config"],
-                           cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
-    for name in files:
-        (checkout / name).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(ROOT / name, checkout / name)
+    checkout = workflow_checkout
     (checkout / "src/focalcal/report/papers/guo2017.py").write_text(BLOCKS["paper"])
     with open(checkout / "src/focalcal/catalog.py", "a") as handle:
         handle.write('\nPAPERS["guo2017"] = "Guo et al. 2017 — On calibration of modern neural networks"\n')

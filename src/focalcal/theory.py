@@ -703,8 +703,9 @@ def _closest_temperature_one(gamma: float, logits: np.ndarray, num_classes: int)
     scan = np.array([_max_abs_difference(target[thin], logits[thin], c) for c in candidates])
     best = int(np.argmin(scan))
     left, right = candidates[max(best - 1, 0)], candidates[min(best + 1, len(candidates) - 1)]
-    inverse_temperature, worst = _minimax_on_active_rows(target, logits, left, right, candidates[best])
-    at_best = _max_abs_difference(target, logits, candidates[best])
+    start_errors = _row_errors(target, logits, candidates[best])
+    inverse_temperature, worst = _minimax_on_active_rows(target, logits, left, right, start_errors)
+    at_best = float(start_errors.max())
     if at_best < worst:
         return 1 / float(candidates[best]), at_best
     return 1 / inverse_temperature, worst
@@ -713,22 +714,26 @@ def _closest_temperature_one(gamma: float, logits: np.ndarray, num_classes: int)
 _ACTIVE_ROWS = 4096
 
 
-def _minimax_on_active_rows(target, logits, left: float, right: float, start: float) -> tuple[float, float]:
+def _minimax_on_active_rows(target, logits, left: float, right: float, start_errors: np.ndarray) -> tuple[float, float]:
     """argmin over 1/T in [left, right] of the largest error over all rows, and that error.
 
     Brent runs on the rows that carry the largest errors (the active set), not on all ~1e6.
     Its minimum over a subset is a lower bound of the full objective at every T, so when the
     full grid's error at the subset's minimiser equals the subset's, that minimiser is the
-    full one; otherwise the rows that exceed it join the set and Brent runs again.
+    full one; otherwise the rows that exceed it join the set and Brent runs again. The set
+    starts from the rows with the largest errors at both ends and at the scan's best point
+    (``start_errors``).
     """
     def top_rows(errors: np.ndarray) -> np.ndarray:
         count = min(_ACTIVE_ROWS, len(errors))
         return np.argpartition(errors, len(errors) - count)[len(errors) - count:]
 
-    active = np.unique(np.concatenate([top_rows(_row_errors(target, logits, x)) for x in (left, start, right)]))
+    ends = [_row_errors(target, logits, x) for x in (left, right)]
+    active = np.unique(np.concatenate([top_rows(errors) for errors in (ends[0], start_errors, ends[1])]))
     for _ in range(20):
+        active_target, active_logits = target[active], logits[active]
         result = optimize.minimize_scalar(
-            lambda x: _max_abs_difference(target[active], logits[active], x),
+            lambda x: _max_abs_difference(active_target, active_logits, x),
             bounds=(left, right), method="bounded", options={"xatol": 1e-7},
         )
         errors = _row_errors(target, logits, float(result.x))

@@ -127,16 +127,9 @@ def paper_setting(dataset_spec: dict, model_spec: dict) -> PaperSetting:
     A stand-in dataset, or a model the papers do not use, is compared with the paper's
     reference model on the dataset it stands in for.
     """
-    dataset_entry = catalog.DATASETS.get(dataset_spec.get("name"))
-    model_entry = catalog.MODELS.get(model_spec.get("name"))
-    classification = dataset_entry is not None and dataset_entry.task == "classification"
-    dataset, stand_in = (dataset_entry.paper_name, dataset_entry.stand_in) if classification else (None, True)
-    model = model_entry.paper_name if model_entry is not None and model_entry.task == "classification" else None
-    if dataset is None:
-        return PaperSetting(None, None, True)
-    if model is None:
-        return PaperSetting(dataset, REFERENCE_MODEL, True)
-    return PaperSetting(dataset, model, stand_in)
+    dataset, stand_in = _published(catalog.DATASETS, dataset_spec.get("name"), "classification")
+    model, _ = _published(catalog.MODELS, model_spec.get("name"), "classification")
+    return _setting(dataset, stand_in, model, REFERENCE_MODEL)
 
 
 # hossain2021 (segmentation): its dataset and model names (Tables 2-3) are the catalog's; an
@@ -153,15 +146,26 @@ def hossain_setting(dataset_spec: dict, model_spec: dict) -> PaperSetting:
         folder = str(dataset_spec.get("folder", "")).lower()
         dataset, stand_in = next((paper for key, paper in _HOSSAIN_FOLDERS if key in folder), None), False
     else:
-        entry = catalog.DATASETS.get(name)
-        segmentation = entry is not None and entry.task == "segmentation"
-        dataset, stand_in = (entry.paper_name, entry.stand_in) if segmentation else (None, True)
-    model_entry = catalog.MODELS.get(model_spec.get("name"))
-    model = model_entry.paper_name if model_entry is not None and model_entry.task == "segmentation" else None
+        dataset, stand_in = _published(catalog.DATASETS, name, "segmentation")
+    model, _ = _published(catalog.MODELS, model_spec.get("name"), "segmentation")
+    return _setting(dataset, stand_in, model, "DeepLabV3+")
+
+
+def _published(entries: dict, name, task: str) -> tuple[str | None, bool]:
+    """(the published name, whether ours stands in for it) of a catalog data set or model of
+    ``task``; (None, True) for a name of another task or none the papers use."""
+    entry = entries.get(name)
+    if entry is None or entry.task != task:
+        return None, True
+    return entry.paper_name, getattr(entry, "stand_in", False)
+
+
+def _setting(dataset: str | None, stand_in: bool, model: str | None, reference_model: str) -> PaperSetting:
+    """No published data set: no counterpart; a model the paper lacks: its reference model, as a stand-in."""
     if dataset is None:
         return PaperSetting(None, None, True)
     if model is None:
-        return PaperSetting(dataset, "DeepLabV3+", True)
+        return PaperSetting(dataset, reference_model, True)
     return PaperSetting(dataset, model, stand_in)
 
 

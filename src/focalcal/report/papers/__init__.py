@@ -1,8 +1,10 @@
 """One module per paper of :data:`focalcal.catalog.PAPERS`: what a study of it shows.
 
-Each module holds, for its paper, ``plan(study)`` (the figures and tables a study supports,
-and notes on what it cannot show), ``TABLE_BUILDERS`` (builder name -> :class:`PaperTable`: build from
-the study table, present for reading) and ``FIGURE_BUILDERS`` (builder name -> draw(params, root,
+Each module holds, for its paper, ``SUMMARY`` (the top of its page: the paper, its claims,
+what the page shows), ``PUBLISHED_SHOWN`` (published tables shown in full), ``plan(study)``
+(the figures and tables a study supports, and notes on what it cannot show),
+``TABLE_BUILDERS`` (builder name -> :class:`~focalcal.report.tables.PaperTable`: build from the
+study table, present for reading) and ``FIGURE_BUILDERS`` (builder name -> draw(params, root,
 study)). Planned artifacts name their builder; the report's general machinery
 (:mod:`focalcal.report.targets`, ``.tables``, ``.figures``) finds it here. Modules load on
 first use, so that planning a workflow imports no plotting code.

@@ -2,8 +2,7 @@
 with a known posterior (scores against x: raw, TS_NLL, Ψ^γ), Figs 4-6 (ECE-raw vs ECE-Ψ per
 training paradigm: Standard, TS_FL, LS) — its tables and its figures.
 
-plan() lists a study's figures and tables (focalcal.report.targets), TABLE_BUILDERS builds and
-presents its paper tables (focalcal.report.tables), FIGURE_BUILDERS draws its figures.
+The parts every paper module has are described in :mod:`focalcal.report.papers`.
 """
 
 from __future__ import annotations
@@ -36,8 +35,6 @@ from focalcal.report.tables import (
     with_mark,
 )
 from focalcal.report.targets import Artifact, StudyView, first_seed, focal_family
-
-PAPER = "charoenphakdee2021"
 
 # The top of its report page (notebooks/paper.ipynb): the paper, its claims, what the page shows.
 SUMMARY = """\

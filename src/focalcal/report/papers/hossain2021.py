@@ -1,8 +1,7 @@
 """hossain2021 (dual focal loss for segmentation): Tables 2-3 (IoU, Hausdorff distance over folds,
 beside the published values) and the test-image overlays of Figs 3-6.
 
-plan() lists a study's figures and tables (focalcal.report.targets), TABLE_BUILDERS builds and
-presents its paper tables (focalcal.report.tables), FIGURE_BUILDERS draws its figures.
+The parts every paper module has are described in :mod:`focalcal.report.papers`.
 """
 
 from __future__ import annotations
@@ -20,8 +19,6 @@ from focalcal.report.naming import HOSSAIN_TABLES, hossain_setting, loss_color_k
 from focalcal.report.study_figures import study_table
 from focalcal.report.tables import SETTING_KEYS, PaperTable, format_cell, health_mark, mean_std, row_marks
 from focalcal.report.targets import Artifact, StudyView
-
-PAPER = "hossain2021"
 
 # The top of its report page (notebooks/paper.ipynb): the paper, its claims, what the page shows.
 SUMMARY = """\

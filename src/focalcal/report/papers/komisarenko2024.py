@@ -1,8 +1,7 @@
 """komisarenko2024 (focal calibration map, focal temperature scaling): Table 1 (TS vs focal TS, with
 the published rows) and Fig 8 (optimal T against γ_ev).
 
-plan() lists a study's figures and tables (focalcal.report.targets), TABLE_BUILDERS builds and
-presents its paper tables (focalcal.report.tables), FIGURE_BUILDERS draws its figures.
+The parts every paper module has are described in :mod:`focalcal.report.papers`.
 """
 
 from __future__ import annotations
@@ -30,8 +29,6 @@ from focalcal.report.tables import (
     with_mark,
 )
 from focalcal.report.targets import Artifact, StudyView
-
-PAPER = "komisarenko2024"
 
 # The top of its report page (notebooks/paper.ipynb): the paper, its claims, what the page shows.
 SUMMARY = """\

@@ -1,8 +1,7 @@
 """mukhoti2020 (calibrating with focal loss): Tables 1-13 beside the published numbers, the training
 diagnostics of Figs 1-4 and 10, and Fig 9's test confidences.
 
-plan() lists a study's figures and tables (focalcal.report.targets), TABLE_BUILDERS builds and
-presents its paper tables (focalcal.report.tables), FIGURE_BUILDERS draws its figures.
+The parts every paper module has are described in :mod:`focalcal.report.papers`.
 """
 
 from __future__ import annotations
@@ -30,8 +29,6 @@ from focalcal.report.tables import (
     setting_of,
 )
 from focalcal.report.targets import Artifact, RunView, StudyView
-
-PAPER = "mukhoti2020"
 
 # The top of its report page (notebooks/paper.ipynb): the paper, its claims, what the page shows.
 SUMMARY = """\
