@@ -194,9 +194,13 @@ def _rho(log_q, log_1mq, ops: _Ops):
     return xp.where(log_1mq > floor, -log_q * xp.exp(log_q - log_1mq_safe), 1.0)
 
 
-def _log_h(log_q, log_1mq, gamma: float, ops: _Ops):
-    """log h^γ(q) = log q - log φ^γ(q) (C21 Eq 13) with log φ = γ log(1-q) + log1p(γρ)."""
-    return log_q - gamma * log_1mq - ops.xp.log1p(gamma * _rho(log_q, log_1mq, ops))
+def _log_h(log_q, log_1mq, gamma: float, ops: _Ops, rho=None):
+    """log h^γ(q) = log q - log φ^γ(q) (C21 Eq 13) with log φ = γ log(1-q) + log1p(γρ).
+
+    ``rho`` (ρ of the same q) may be given when many γ share one q.
+    """
+    rho = _rho(log_q, log_1mq, ops) if rho is None else rho
+    return log_q - gamma * log_1mq - ops.xp.log1p(gamma * rho)
 
 
 def _normalise_log_h(log_h, is_one, ops: _Ops, *, log: bool):
@@ -614,7 +618,9 @@ def _sorted_logit_grid(num_classes: int, max_logit_gap: float, logit_step: float
         repeated = np.repeat(index, counts, axis=0)
         offsets = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
         index = np.column_stack([repeated, np.repeat(last, counts) + offsets])
-    logits = np.column_stack([np.zeros(len(index)), levels[index]])
+    # Column-major: the maps reduce over the K classes of each row, and numpy reduces a
+    # narrow (N, K) array along axis 1 about 10x faster when each class is one contiguous column.
+    logits = np.asfortranarray(np.column_stack([np.zeros(len(index)), levels[index]]))
     logits.setflags(write=False)
     return logits
 
@@ -679,18 +685,27 @@ def closest_temperature(gamma, num_classes: int, *, max_logit_gap=None, logit_st
             f"the logit grid would hold {n_points:.3g} vectors for num_classes={num_classes}; raise logit_step"
         )
     logits = _sorted_logit_grid(num_classes, gap, step)
+    ops = _Ops()
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        log_q, log_1mq = _log_q_pair_from_logits(logits, ops)  # shared by every γ
+        rho = _rho(log_q, log_1mq, ops)
+
+    def focal_map(g: float) -> np.ndarray:  # psi_from_logits(logits, g), its γ-free parts computed once
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            return np.asfortranarray(_normalise_log_h(_log_h(log_q, log_1mq, g, ops, rho), None, ops, log=False))
+
     temperatures, errors = np.empty(gammas.shape), np.empty(gammas.shape)
     for position, g in np.ndenumerate(gammas):
-        temperatures[position], errors[position] = _closest_temperature_one(float(g), logits, num_classes)
+        temperatures[position], errors[position] = _closest_temperature_one(float(g), logits, focal_map, num_classes)
     if gammas.ndim == 0:
         return float(temperatures), float(errors)
     return temperatures, errors
 
 
-def _closest_temperature_one(gamma: float, logits: np.ndarray, num_classes: int) -> tuple[float, float]:
+def _closest_temperature_one(gamma: float, logits: np.ndarray, focal_map, num_classes: int) -> tuple[float, float]:
     if gamma == 0:
         return 1.0, 0.0
-    target = psi_from_logits(logits, gamma)
+    target = focal_map(gamma)
     if num_classes == 2:
         t_low, t_high = temperature_bounds(gamma)  # Prop 3: the minimax T lies between them
         low, high = 1 / t_high, 1 / t_low
