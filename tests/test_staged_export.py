@@ -1,5 +1,6 @@
-"""The training job stages a classifier's logits; export_logits publishes them (torch-free) or,
-when they are missing, damaged or from another checkpoint, re-dumps them from the checkpoint."""
+"""The training job stages a classifier's logits (a segmentation run's test-fold evaluation);
+export_logits (evaluate_segmentation) publishes them torch-free or, when they are missing,
+damaged, made with other settings or from another checkpoint, redoes them from the checkpoint."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import torch
 from focalcal._io import atomic_torch_save, load_npz
 from focalcal.pipeline import jobs
 from focalcal.training.checkpoint import load_checkpoint
-from focalcal.training.run_files import RunPaths, checkpoint_sha256, publish_staged_export
+from focalcal.training.run_files import RunPaths, checkpoint_sha256, publish_staged_export, publish_staged_segmentation
 
 IDENTITY = {
     "dataset": {"name": "synthetic1d", "n_samples": 900},
@@ -109,3 +110,76 @@ def test_damaged_or_missing_staged_logits_are_re_dumped(trained_run):
     assert imported_torch and (run_dir / "logits.npz").exists()
     np.testing.assert_array_equal(load_npz(run_dir / "logits.npz")["val_logits"],
                                   redumped(run_dir, data_root)["val_logits"])
+
+
+def test_staging_records_its_cpu_and_the_published_record_keeps_it(trained_run):
+    run_dir, data_root = trained_run
+    staged = json.loads(RunPaths(run_dir).staged_export.info.read_text())["staged"]
+    assert set(staged) == {"cpu_s"} and 0 < staged["cpu_s"] < 60
+    export_in_subprocess(run_dir, data_root)
+    assert json.loads((run_dir / "run.json").read_text())["staged"] == staged
+
+
+SEGMENTATION = {
+    "dataset": {"name": "synthetic_segmentation", "n_samples": 48, "size": 16, "n_folds": 3, "fold": 2},
+    "model": {"name": "unet_small", "base_channels": 4, "depth": 2},
+    "loss": {"name": "dual_focal"},
+    "recipe": {"epochs": 2, "batch_size": 8, "eval_batch_size": 5, "augmentation": "none",
+               "optimizer": {"name": "adam", "lr": 0.003}},
+    "seed": 2,
+}
+
+
+@pytest.fixture
+def trained_segmentation_run(tmp_path_factory):
+    run_dir, data_root = tmp_path_factory.mktemp("segrun"), tmp_path_factory.mktemp("segdata")
+    threads = torch.get_num_threads()
+    try:
+        jobs.train(SEGMENTATION, EXECUTION, run_dir, data_root, threads=1, segmentation_bins=10)
+    finally:
+        torch.set_num_threads(threads)
+    return run_dir, data_root
+
+
+def evaluate_in_subprocess(run_dir, data_root, out, n_bins: int) -> tuple[str, bool]:
+    """(the job's message, whether it imported torch), as the evaluate_segmentation rule runs it."""
+    paths = [str(out / name) for name in ("metrics.csv", "samples.npz", "run.json")]
+    code = ("import sys; from focalcal.pipeline import jobs; "
+            f"jobs.evaluate_segmentation({str(run_dir)!r}, {str(data_root)!r}, 1, {paths[0]!r}, {paths[1]!r}, "
+            f"{n_bins}, {paths[2]!r}); print('torch' in sys.modules)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=300)
+    *message, imported = result.stdout.strip().splitlines()
+    return " ".join(message), imported == "True"
+
+
+def test_segmentation_evaluation_is_staged_and_published_without_torch(trained_segmentation_run, tmp_path):
+    run_dir, data_root = trained_segmentation_run
+    staged_info = json.loads(RunPaths(run_dir).staged_export.info.read_text())
+    assert staged_info["staged"]["n_bins"] == 10 and staged_info["staged"]["cpu_s"] > 0
+    message, imported_torch = evaluate_in_subprocess(run_dir, data_root, tmp_path / "published", n_bins=10)
+    assert "published the evaluation the training job staged" in message and not imported_torch
+    # the same files as an evaluation from the checkpoint with the same bins
+    jobs.evaluate_segmentation(run_dir, data_root, 1, tmp_path / "fresh.csv", tmp_path / "fresh.npz", 10)
+    assert (tmp_path / "published" / "metrics.csv").read_text() == (tmp_path / "fresh.csv").read_text()
+    published, fresh = load_npz(tmp_path / "published" / "samples.npz"), load_npz(tmp_path / "fresh.npz")
+    assert set(published) == set(fresh) == {"class_names", "images", "true_masks", "predicted_masks"}
+    for key in fresh:
+        np.testing.assert_array_equal(published[key], fresh[key], err_msg=key)
+    info = json.loads((tmp_path / "published" / "run.json").read_text())
+    assert info["checkpoint_sha256"] == checkpoint_sha256(run_dir) and info["health"]["status"]
+
+
+def test_segmentation_evaluation_with_other_bins_or_weights_is_redone(trained_segmentation_run, tmp_path):
+    run_dir, data_root = trained_segmentation_run
+    out = tmp_path / "out"
+    why_not = publish_staged_segmentation(run_dir, out / "m.csv", out / "s.npz", out / "run.json", n_bins=15)
+    assert why_not == "the staged export was made with {'n_bins': 10}, not {'n_bins': 15}"
+    message, imported_torch = evaluate_in_subprocess(run_dir, data_root, out, n_bins=15)
+    assert "evaluating from the checkpoint" in message and imported_torch
+    assert "staged" not in json.loads((out / "run.json").read_text())  # this job's CPU is its own benchmark's
+    checkpoint = RunPaths(run_dir).checkpoint
+    state = load_checkpoint(checkpoint, torch.device("cpu"))
+    state["model"] = {name: value + 0.5 for name, value in state["model"].items()}
+    atomic_torch_save(state, checkpoint)
+    assert publish_staged_segmentation(run_dir, out / "m.csv", out / "s.npz", out / "run.json", n_bins=10) == (
+        "the staged export comes from another checkpoint")

@@ -1,8 +1,11 @@
-# Stage 3-4 for segmentation runs (hossain2021): score a trained run on its test fold from its
-# checkpoint (IoU, Hausdorff distance, pixel accuracy, pixel ECE) and keep a few test images
-# with their masks for the qualitative figure, and the run's record (run.json: device, time,
-# versions) for the run inventory. Segmentation runs are evaluated, not calibrated;
+# Stage 3-4 for segmentation runs (hossain2021): a trained run's test-fold scores (IoU,
+# Hausdorff distance, pixel accuracy, pixel ECE), a few test images with their masks for the
+# qualitative figure, and the run's record (run.json: device, time, versions) for the run
+# inventory. The training job stages them; this job publishes them, or evaluates from the
+# checkpoint when they are missing or stale. Segmentation runs are evaluated, not calibrated;
 # deleting a run's evaluation re-makes it without retraining.
+
+from focalcal.pipeline.plan import segmentation_bins
 
 
 rule evaluate_segmentation:
@@ -30,6 +33,6 @@ rule evaluate_segmentation:
     params:
         run_dir=lambda wildcards: PLAN.run(wildcards).run_dir,
         data_root=lambda wildcards, input: data_root_from_marker(input.data),
-        n_bins=max(config["ece_bins"]),
+        n_bins=segmentation_bins(config),
     script:
         "../scripts/evaluate_segmentation.py"

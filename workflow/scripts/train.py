@@ -6,7 +6,7 @@ sys.path.insert(0, snakemake.scriptdir)
 from _common import logged
 
 from focalcal.pipeline.jobs import train
-from focalcal.pipeline.plan import execution_settings
+from focalcal.pipeline.plan import execution_settings, segmentation_bins
 
 with logged(snakemake.log[0]):
     train(
@@ -15,4 +15,5 @@ with logged(snakemake.log[0]):
         snakemake.params.run_dir,
         snakemake.params.data_root,
         snakemake.threads,
+        segmentation_bins(snakemake.config),
     )

@@ -8,11 +8,15 @@ lands in.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import pandas as pd
 
 from focalcal._validation import check_labels, check_probs
 from focalcal.metrics.binning import BinStatistics, bin_statistics, check_binning, check_n_bins, top_label
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def _top_label_bins(probs, labels, n_bins: int, binning: str) -> BinStatistics:
@@ -74,6 +78,8 @@ def reliability_bins(probs, labels, n_bins: int = 15, binning: str = "width") ->
     confidence/accuracy; with ``binning="mass"`` empty bins are how tied confidences show
     (see :mod:`focalcal.metrics.binning`). ``ece``/``mce`` are computed from the same bins.
     """
+    import pandas as pd  # here, not at import: jobs that only compute scalar metrics skip its start-up
+
     bins = _top_label_bins(probs, labels, n_bins, binning)
     with np.errstate(invalid="ignore", divide="ignore"):
         confidence = bins.score_sum / bins.count

@@ -13,6 +13,8 @@ from pathlib import Path
 
 from focalcal._io import atomic_write_json, atomic_write_text, read_json
 from focalcal.pipeline.plan import RUN_CONFIG
+from focalcal.training.run_files import (SEGMENTATION_METRICS, SEGMENTATION_SAMPLES, publish_staged_segmentation,
+                                         record_staging)
 
 
 def prepare_dataset(spec: dict, data_root, download: bool, marker) -> dict:
@@ -26,15 +28,19 @@ def prepare_dataset(spec: dict, data_root, download: bool, marker) -> dict:
     return summary
 
 
-def train(run_identity: dict, execution: dict, run_dir, data_root, threads: int) -> None:
-    """Write ``run_config.json``, then train (or resume) the run; a classifier's logits are
-    staged for the export job (:mod:`focalcal.training.run_files`), not published.
+def train(run_identity: dict, execution: dict, run_dir, data_root, threads: int, segmentation_bins: int = 15) -> None:
+    """Write ``run_config.json``, then train (or resume) the run; a classifier's logits, or a
+    segmentation run's test-fold evaluation with ``segmentation_bins`` ECE bins, are staged for
+    the run's next job (:mod:`focalcal.training.run_files`), not published.
 
-    ``run_identity`` (the rule's params) fixes the numbers; ``execution`` (device, compile) is
-    read from the config by the job itself, so changing it never re-plans a finished run. On a
-    finished run this re-writes the declared outputs from the checkpoint and trains nothing.
-    The job stops itself if its Snakemake dies (``exit_when_workflow_dies``).
+    ``run_identity`` (the rule's params) fixes the numbers; ``execution`` (device, compile) and
+    ``segmentation_bins`` are read from the config by the job itself, so changing them never
+    re-plans a finished run. On a finished run this re-writes the declared outputs from the
+    checkpoint and trains nothing. The job stops itself if its Snakemake dies
+    (``exit_when_workflow_dies``).
     """
+    import time
+
     import torch
 
     from focalcal.training import RunConfig, train_run
@@ -46,8 +52,15 @@ def train(run_identity: dict, execution: dict, run_dir, data_root, threads: int)
     atomic_write_text(json.dumps(run_config, indent=1, sort_keys=True) + "\n", Path(run_dir) / RUN_CONFIG)
     torch.set_num_threads(max(1, int(threads)))
     trainer = train_run(config, run_dir, data_root=str(data_root), progress=False, export=False)
+    started = time.process_time()
+    staged = trainer.paths.staged_export
     if trainer.is_classifier:
-        trainer.export_logits(to=trainer.paths.staged_export)
+        trainer.export_logits(to=staged)
+        record_staging(run_dir, time.process_time() - started)
+    else:
+        _write_segmentation_evaluation(trainer, segmentation_bins, staged.root / SEGMENTATION_METRICS,
+                                       staged.root / SEGMENTATION_SAMPLES, staged.info)
+        record_staging(run_dir, time.process_time() - started, n_bins=int(segmentation_bins))
 
 
 def export_logits(run_dir, data_root, threads: int) -> None:
@@ -72,17 +85,32 @@ def export_logits(run_dir, data_root, threads: int) -> None:
 def evaluate_segmentation(run_dir, data_root, threads: int, metrics_path, samples_path, n_bins: int = 15,
                           info_path=None) -> None:
     """Score a finished segmentation run on its test split (IoU, Hausdorff, pixel accuracy and
-    ECE) from its checkpoint, and keep a few test images with true and predicted masks; with
-    ``info_path``, also write the run's record (what ``run.json`` holds for exported runs)."""
-    import numpy as np
+    ECE), and keep a few test images with true and predicted masks; with ``info_path``, also
+    write the run's record (what ``run.json`` holds for exported runs). Publishes what the
+    training job staged when it matches the checkpoint and ``n_bins``; else evaluates from the
+    checkpoint."""
+    if info_path is not None:
+        why_not = publish_staged_segmentation(run_dir, metrics_path, samples_path, info_path, n_bins)
+        if not why_not:
+            print(f"{run_dir}: published the evaluation the training job staged")
+            return
+        print(f"{run_dir}: {why_not}; evaluating from the checkpoint")
     import torch
 
-    from focalcal._io import atomic_savez
-    from focalcal.training import RunConfig, evaluate_segmentation as evaluate, load_finished_run
+    from focalcal.training import RunConfig, load_finished_run
 
     config = RunConfig.from_dict(read_json(Path(run_dir) / RUN_CONFIG))
     torch.set_num_threads(max(1, int(threads)))
     trainer = load_finished_run(config, run_dir, data_root=str(data_root))
+    _write_segmentation_evaluation(trainer, n_bins, metrics_path, samples_path, info_path)
+
+
+def _write_segmentation_evaluation(trainer, n_bins: int, metrics_path, samples_path, info_path=None) -> None:
+    import numpy as np
+
+    from focalcal._io import atomic_savez
+    from focalcal.training import evaluate_segmentation as evaluate
+
     table, samples = evaluate(trainer, n_bins=n_bins)
     names = trainer.dataset.meta.get("class_names") or [f"class {k}" for k in range(trainer.dataset.num_classes)]
     atomic_write_text(table.to_csv(index=False), metrics_path)

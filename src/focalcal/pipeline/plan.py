@@ -249,6 +249,11 @@ def execution_settings(config: dict) -> dict:
     return {key: config[key] for key in EXECUTION_KEYS}
 
 
+def segmentation_bins(config: dict) -> int:
+    """ECE bins of a segmentation run's pixel ECE: the finest of the config's ``ece_bins``."""
+    return max(config["ece_bins"])
+
+
 def check_run_directories(plan: Plan, root=".") -> None:
     """Refuse to reuse a run directory whose ``run_config.json`` holds other settings.
 
