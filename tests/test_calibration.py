@@ -37,6 +37,8 @@ SMALL_CONFIGS = {
     "matrix_scaling": {"off_diagonal_l2": 1e-2, "bias_l2": 1e-2},
     "histogram_binning": {"n_bins": 10},
     "isotonic": {},
+    "dirichlet": {"off_diagonal_l2": 1e-2, "bias_l2": 1e-2},
+    "ensemble_temperature_scaling": {},
 }
 
 

@@ -186,6 +186,8 @@ CALIBRATORS: dict[str, str] = {  # name -> module of focalcal.calibration that d
     "matrix_scaling": "scaling",
     "histogram_binning": "binning",
     "isotonic": "binning",
+    "dirichlet": "dirichlet",
+    "ensemble_temperature_scaling": "ensemble",
 }
 
 # What a calibrator does in the papers' figures and tables, whatever a config calls it.

@@ -7,7 +7,9 @@
 * :class:`FocalTemperatureScaling` — Ψ^{γ_ev}(softmax(z/T)) on a (γ_ev, T) grid (komisarenko2024).
 * :class:`PsiCalibration`, :class:`IdentityCalibration` — fixed maps, for uniform pipelines.
 * :class:`VectorScaling`, :class:`MatrixScaling`, :class:`HistogramBinning`,
-  :class:`IsotonicCalibration` — the usual baselines.
+  :class:`IsotonicCalibration` — the usual baselines; :class:`DirichletCalibration` (ODIR,
+  Kull et al. 2019) and :class:`EnsembleTemperatureScaling` (Zhang et al. 2020), which
+  practitioners reach for beyond the four papers.
 
 Logits are (N, K) numpy arrays or torch tensors; ``transform`` returns float64 numpy
 probabilities whose rows sum to 1. Fitted parameters are attributes ending in ``_``;
@@ -18,6 +20,8 @@ calibrator from a config dict by registry name.
 from focalcal import catalog as _catalog
 from focalcal.calibration._base import Calibrator
 from focalcal.calibration.binning import HistogramBinning, IsotonicCalibration
+from focalcal.calibration.dirichlet import DirichletCalibration
+from focalcal.calibration.ensemble import EnsembleTemperatureScaling
 from focalcal.calibration.fixed_maps import IdentityCalibration, PsiCalibration
 from focalcal.calibration.focal_temperature import (
     KOMISARENKO_GAMMAS,
@@ -36,6 +40,8 @@ __all__ = [
     "KOMISARENKO_TEMPERATURES",
     "MUKHOTI_TEMPERATURES",
     "Calibrator",
+    "DirichletCalibration",
+    "EnsembleTemperatureScaling",
     "FocalTemperatureScaling",
     "HistogramBinning",
     "IdentityCalibration",

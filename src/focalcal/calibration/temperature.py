@@ -235,17 +235,19 @@ def _mean_focal_loss(logits, labels, beta, gamma) -> float:
 
 
 def _minimise_focal_temperature(logits, labels, gamma, low, high) -> float:
-    """Global-looking minimum of the mean focal loss over T ∈ [low, high]: grid, then Brent."""
-    log_grid = np.linspace(np.log(low), np.log(high), _FOCAL_SEARCH_POINTS)
-    values = np.array([_mean_focal_loss(logits, labels, np.exp(-u), gamma) for u in log_grid])
+    """Global-looking minimum of the mean focal loss over T ∈ [low, high]."""
+    return minimise_temperature(lambda t: _mean_focal_loss(logits, labels, 1.0 / t, gamma), low, high)
+
+
+def minimise_temperature(objective, low: float, high: float, points: int = _FOCAL_SEARCH_POINTS) -> float:
+    """T ∈ [low, high] minimising ``objective(T)``, which need not be convex: a log-spaced grid
+    locates the basin, a bounded Brent search in log T refines it."""
+    log_grid = np.linspace(np.log(low), np.log(high), points)
+    values = np.array([objective(np.exp(u)) for u in log_grid])
     best = int(np.argmin(values))
     left, right = log_grid[max(best - 1, 0)], log_grid[min(best + 1, len(log_grid) - 1)]
-    result = minimize_scalar(
-        lambda u: _mean_focal_loss(logits, labels, np.exp(-u), gamma),
-        bounds=(left, right),
-        method="bounded",
-        options={"xatol": 1e-10},
-    )
+    result = minimize_scalar(lambda u: objective(np.exp(u)), bounds=(left, right), method="bounded",
+                             options={"xatol": 1e-10})
     if result.fun <= values[best]:
         return float(np.exp(result.x))
     return float(np.exp(log_grid[best]))

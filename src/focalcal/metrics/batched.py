@@ -25,6 +25,15 @@ def ece_grid(confidences, correct, n_bins: int = 15, binning: str = "width") -> 
     Confidences keep their dtype (float32 edges for float32 input, as in ``ece``).
     Returns a float64 array of shape (G,).
     """
+    score_sum, hit_sum, _ = binned_grid(confidences, correct, n_bins, binning)
+    n_samples = np.shape(confidences)[1]
+    return np.abs(score_sum - hit_sum).sum(axis=1) / n_samples
+
+
+def binned_grid(confidences, correct, n_bins: int = 15, binning: str = "width", *, counts: bool = False):
+    """(score_sum, hit_sum, count or None), each (G, n_bins): the top-label bins of every row
+    of ``confidences`` as :func:`~focalcal.metrics.binning.bin_statistics` makes them (see
+    :func:`ece_grid` for the arguments); ``count`` only with ``counts=True`` (one more pass)."""
     n_bins, binning = check_n_bins(n_bins), check_binning(binning)
     confidences = as_numpy(confidences, "confidences")
     correct = as_numpy(correct, "correct")
@@ -50,6 +59,7 @@ def ece_grid(confidences, correct, n_bins: int = 15, binning: str = "width") -> 
 
     flat_bins = (index + n_bins * np.arange(n_candidates)[:, None]).ravel()
     size = n_candidates * n_bins
+    count = np.bincount(flat_bins, minlength=size).reshape(n_candidates, n_bins) if counts else None
     score_sum = np.bincount(flat_bins, weights=confidences.ravel(), minlength=size).reshape(n_candidates, n_bins)
     hit_sum = np.bincount(flat_bins, weights=hits.ravel(), minlength=size).reshape(n_candidates, n_bins)
-    return np.abs(score_sum - hit_sum).sum(axis=1) / n_samples
+    return score_sum, hit_sum, count

@@ -60,9 +60,14 @@ def brier(probs, labels) -> float:
     Summed over classes, averaged over samples, so it lies in [0, 2].
     """
     probs, labels = _probs_and_labels(probs, labels)
+    return float(np.mean(brier_terms(probs, labels)))
+
+
+def brier_terms(probs: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """Each sample's ``sum_k (p_k - 1[y = k])^2`` of checked ``probs`` and ``labels`` (float64)."""
     residual = probs.astype(np.float64)  # a copy: subtracting the one-hot in place is exact
     residual[np.arange(probs.shape[0]), labels] -= 1.0
-    return float(np.mean(np.sum(residual * residual, axis=1)))
+    return np.sum(residual * residual, axis=1)
 
 
 def error(probs, labels) -> float:
@@ -92,10 +97,15 @@ def top_k_error(probs, labels, k: int = 5) -> float:
     n_classes = probs.shape[1]
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= n_classes:
         raise ValueError(f"k must be an integer in 1..{n_classes} (the number of classes), got {k!r}")
+    return float(np.mean(label_rank(probs, labels) >= k))
+
+
+def label_rank(probs: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """Each label's 0-based rank among its sample's classes, ties broken as ``argmax`` does
+    (checked ``probs`` and ``labels``): ``top_k_error`` counts ranks >= k."""
     true_prob = _true_class(probs, labels)[:, None]
-    before_label = np.arange(n_classes)[None, :] < labels[:, None]
-    rank = np.count_nonzero((probs > true_prob) | ((probs == true_prob) & before_label), axis=1)
-    return float(np.mean(rank >= k))
+    before_label = np.arange(probs.shape[1])[None, :] < labels[:, None]
+    return np.count_nonzero((probs > true_prob) | ((probs == true_prob) & before_label), axis=1)
 
 
 def kl_divergence(eta, q) -> float:

@@ -1,0 +1,102 @@
+"""Ensemble temperature scaling (ETS) of Zhang, Kailkhura & Han 2020 ("Mix-n-Match", §3.1).
+
+p = w_0 softmax(z / T) + w_1 softmax(z) + w_2 / K with w on the probability simplex: the
+temperature-scaled, the uncalibrated and the uniform prediction mixed. As in the authors'
+released code (``util_calibration.py``, ``ets_calibrate``), T is fitted first by the mean
+squared error (p − one-hot)² over samples and classes, within T ∈ [0.05, 5], and then the
+weights by the same squared error. The paper leaves the fitting loss open; the released
+code's default is this one. In w the squared error is a convex quadratic on the simplex,
+so the weights are found exactly: the minimiser of the quadratic on each face of the
+simplex (vertices, edges, interior) in closed form, keeping the best feasible one — where
+the released code runs SLSQP from (1, 0, 0).
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+from scipy.special import softmax
+
+from focalcal.calibration._base import Calibrator
+from focalcal.calibration.registry import register
+from focalcal.calibration.temperature import _check_bounds, minimise_temperature
+
+#: The released code's temperature bounds (``temperature_scaling``: bnds = (0.05, 5.0)).
+TEMPERATURE_BOUNDS = (0.05, 5.0)
+_TEMPERATURE_GRID_POINTS = 41
+
+
+def squared_error(probs: np.ndarray, labels: np.ndarray) -> float:
+    """Mean over samples and classes of (p_k − 1[y = k])²: the released code's ``mse``."""
+    residual = probs.copy()
+    residual[np.arange(len(labels)), labels] -= 1.0
+    return float(np.mean(residual * residual))
+
+
+def simplex_least_squares(components: np.ndarray, target: np.ndarray) -> np.ndarray:
+    """w on the simplex minimising ||Σ_j w_j components[j] − target||², exactly.
+
+    ``components`` is (J, M), ``target`` (M,). The objective is a convex quadratic, so its
+    minimum over the simplex is the minimum over its faces of the equality-constrained
+    minimisers that lie inside the face (KKT on the active set): one small linear solve per
+    face, 2^J − 1 faces.
+    """
+    n_components = components.shape[0]
+    gram = components @ components.T
+    linear = components @ target
+    best, best_value = None, np.inf
+    for size in range(1, n_components + 1):
+        for face in itertools.combinations(range(n_components), size):
+            face = list(face)
+            # minimise w'Gw − 2 w'c subject to Σ w = 1 on the face: [[2G, 1], [1', 0]] [w; μ] = [2c; 1]
+            system = np.zeros((size + 1, size + 1))
+            system[:size, :size] = 2 * gram[np.ix_(face, face)]
+            system[:size, size] = system[size, :size] = 1.0
+            solution = np.linalg.lstsq(system, np.append(2 * linear[face], 1.0), rcond=None)[0][:size]
+            if np.any(solution < -1e-12):
+                continue
+            weights = np.zeros(n_components)
+            weights[face] = np.clip(solution, 0.0, None)
+            weights /= weights.sum()
+            value = weights @ gram @ weights - 2 * weights @ linear
+            if value < best_value - 1e-15:
+                best, best_value = weights, value
+    return best
+
+
+@register
+class EnsembleTemperatureScaling(Calibrator):
+    """ETS: a simplex mixture of softmax(z / T), softmax(z) and the uniform prediction.
+
+    Fitted attributes: ``temperature_`` and ``weights_`` (w_0, w_1, w_2 as in the module docstring).
+    """
+
+    name = "ensemble_temperature_scaling"
+    _fitted_attributes = ("temperature_", "weights_")
+
+    def __init__(self, temperature_bounds=TEMPERATURE_BOUNDS):
+        self.temperature_bounds = temperature_bounds
+
+    def _check_params(self):
+        _check_bounds(self.temperature_bounds)
+
+    def _restore(self, attr, value):
+        return float(value) if attr == "temperature_" else super()._restore(attr, value)
+
+    def _fit(self, logits, labels):
+        low, high = _check_bounds(self.temperature_bounds)
+        self.temperature_ = minimise_temperature(
+            lambda t: squared_error(softmax(logits / t, axis=1), labels), low, high, points=_TEMPERATURE_GRID_POINTS)
+        components = self._components(logits, self.temperature_)
+        one_hot = np.zeros_like(components[0])
+        one_hot[np.arange(len(labels)), labels] = 1.0
+        self.weights_ = simplex_least_squares(components.reshape(3, -1), one_hot.ravel())
+
+    @staticmethod
+    def _components(logits: np.ndarray, temperature: float) -> np.ndarray:
+        uniform = np.full(logits.shape, 1.0 / logits.shape[1])
+        return np.stack([softmax(logits / temperature, axis=1), softmax(logits, axis=1), uniform])
+
+    def _transform(self, logits):
+        return np.tensordot(self.weights_, self._components(logits, self.temperature_), axes=1)

@@ -1,0 +1,145 @@
+"""The logits format: what every calibration input is, whoever trained the model.
+
+A workflow run's ``logits.npz`` and a user's own model share it: the keys ``val_logits``
+(N_val, K) and ``val_labels`` (N_val,), ``test_logits`` (N_test, K) and ``test_labels``
+(N_test,); optionally ``class_names`` (K strings). Calibrators are fitted on the val split
+and measured on the test split. The same arrays may come as a folder of ``<key>.npy`` files
+(``class_names.npy`` or ``class_names.txt``, one name per line). :func:`read_logits` checks
+everything before anything downstream is written, and every failure is a ``ValueError``
+naming the file, the key and the problem. Torch-free.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+SPLITS = ("val", "test")
+REQUIRED_KEYS = ("val_logits", "val_labels", "test_logits", "test_labels")
+CLASS_NAMES = "class_names"
+
+
+@dataclass(frozen=True)
+class LogitsSet:
+    """Checked val/test logits (float64) and labels (int64), the class names, and where they came from."""
+
+    val_logits: np.ndarray
+    val_labels: np.ndarray
+    test_logits: np.ndarray
+    test_labels: np.ndarray
+    class_names: tuple[str, ...]
+    source: str
+
+    @property
+    def num_classes(self) -> int:
+        return self.val_logits.shape[1]
+
+
+def read_logits(path) -> LogitsSet:
+    """The checked :class:`LogitsSet` of an ``.npz`` file or a folder of ``.npy`` files."""
+    path = Path(path)
+    if path.is_dir():
+        arrays, where = _read_folder(path)
+    elif path.is_file():
+        arrays, where = _read_npz(path), (lambda key: f"{path} [{key}]")
+    else:
+        raise ValueError(f"{path}: no such file or folder (expected an .npz file or a folder of .npy files)")
+    return check_logits(arrays, where, source=str(path))
+
+
+def check_logits(arrays: dict, where=lambda key: key, source: str = "<arrays>") -> LogitsSet:
+    """A :class:`LogitsSet` from ``arrays`` (key -> array) after every check; ``where(key)``
+    names the culprit in error messages (a file and key)."""
+    missing = [key for key in REQUIRED_KEYS if key not in arrays]
+    if missing:
+        raise ValueError(f"{where(missing[0])}: missing; a logits file needs {', '.join(REQUIRED_KEYS)}")
+    checked = {}
+    for split in SPLITS:
+        logits_key, labels_key = f"{split}_logits", f"{split}_labels"
+        logits = _check_logits_array(np.asarray(arrays[logits_key]), where(logits_key))
+        labels = _check_labels_array(np.asarray(arrays[labels_key]), where(labels_key), logits, where(logits_key))
+        checked[logits_key], checked[labels_key] = logits, labels
+    if checked["val_logits"].shape[1] != checked["test_logits"].shape[1]:
+        raise ValueError(f"{where('test_logits')}: {checked['test_logits'].shape[1]} classes, but "
+                         f"{where('val_logits')} has {checked['val_logits'].shape[1]}; val and test need the same K")
+    num_classes = checked["val_logits"].shape[1]
+    for split in SPLITS:
+        labels = checked[f"{split}_labels"]
+        outside = labels[(labels < 0) | (labels >= num_classes)]
+        if outside.size:
+            raise ValueError(f"{where(f'{split}_labels')}: label {int(outside[0])} is outside 0..{num_classes - 1} "
+                             f"({outside.size} such labels)")
+    names = _check_class_names(arrays.get(CLASS_NAMES), num_classes, where(CLASS_NAMES))
+    return LogitsSet(**checked, class_names=names, source=source)
+
+
+def _read_npz(path: Path) -> dict:
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            return {key: archive[key] for key in archive.files}
+    except ValueError as error:  # object arrays need pickle, which is refused
+        raise ValueError(f"{path}: cannot read it without pickle ({error}); store plain numeric and string arrays") from None
+    except (OSError, EOFError) as error:
+        raise ValueError(f"{path}: not a readable .npz file ({error})") from None
+
+
+def _read_folder(folder: Path) -> tuple[dict, object]:
+    arrays = {}
+    for key in (*REQUIRED_KEYS, CLASS_NAMES):
+        file = folder / f"{key}.npy"
+        if file.exists():
+            try:
+                arrays[key] = np.load(file, allow_pickle=False)
+            except (ValueError, OSError, EOFError) as error:
+                raise ValueError(f"{file}: not a readable .npy file without pickle ({error})") from None
+    text_names = folder / f"{CLASS_NAMES}.txt"
+    if CLASS_NAMES not in arrays and text_names.exists():
+        arrays[CLASS_NAMES] = np.array([line.strip() for line in text_names.read_text().splitlines() if line.strip()])
+
+    def where(key: str) -> str:
+        if key == CLASS_NAMES and (folder / f"{CLASS_NAMES}.txt").exists() and not (folder / f"{key}.npy").exists():
+            return str(text_names)
+        return str(folder / f"{key}.npy")
+
+    return arrays, where
+
+
+def _check_logits_array(logits: np.ndarray, name: str) -> np.ndarray:
+    if logits.ndim != 2:
+        raise ValueError(f"{name}: logits must be 2-D (samples, classes), got shape {logits.shape}")
+    if logits.shape[0] == 0:
+        raise ValueError(f"{name}: no samples (shape {logits.shape})")
+    if logits.shape[1] < 2:
+        raise ValueError(f"{name}: at least 2 classes are needed, got shape {logits.shape}")
+    if not np.issubdtype(logits.dtype, np.floating):
+        raise ValueError(f"{name}: logits must be floating point, got dtype {logits.dtype}")
+    bad = ~np.isfinite(logits)
+    if bad.any():
+        row, column = np.argwhere(bad)[0]
+        kind = "NaN" if np.isnan(logits[row, column]) else "Inf"
+        raise ValueError(f"{name}: {int(bad.sum())} non-finite value(s); the first is {kind} at row {row}, "
+                         f"column {column}")
+    return logits.astype(np.float64)
+
+
+def _check_labels_array(labels: np.ndarray, name: str, logits: np.ndarray, logits_name: str) -> np.ndarray:
+    if labels.ndim != 1:
+        raise ValueError(f"{name}: labels must be 1-D (one class index per sample), got shape {labels.shape}")
+    if not np.issubdtype(labels.dtype, np.integer):
+        raise ValueError(f"{name}: labels must be integers, got dtype {labels.dtype}")
+    if labels.shape[0] != logits.shape[0]:
+        raise ValueError(f"{name}: {labels.shape[0]} labels for {logits.shape[0]} rows of {logits_name}")
+    return labels.astype(np.int64)
+
+
+def _check_class_names(names, num_classes: int, name: str) -> tuple[str, ...]:
+    if names is None:
+        return tuple(f"class {k}" for k in range(num_classes))
+    names = np.asarray(names)
+    if names.ndim != 1 or names.shape[0] != num_classes:
+        raise ValueError(f"{name}: {names.shape} names for {num_classes} classes; need one name per class")
+    if names.dtype.kind not in "US":
+        raise ValueError(f"{name}: class names must be strings, got dtype {names.dtype}")
+    return tuple(str(value) for value in names)

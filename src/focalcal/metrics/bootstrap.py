@@ -1,0 +1,141 @@
+"""Bootstrap confidence intervals of the test metrics, over test samples.
+
+A metric measured on N test samples is one draw; its spread over resamples of those N (with
+replacement) gives a percentile interval (Efron & Tibshirani 1993, ch. 13). Each resample's
+value is exactly the library's metric on ``probs[index], labels[index]`` — same bins, same
+ties — but computed for all resamples at once:
+
+* ECE, AdaECE, MCE: the top-label bins of every resample with
+  :func:`focalcal.metrics.batched.binned_grid` (equal-mass edges are re-cut per resample);
+* classwise ECE (equal-width bins, which do not depend on the resample): a resample is a
+  multiplicity per sample, so its per-(class, bin) sums are one sparse product;
+* NLL, Brier, error, top-5 error: means of per-sample losses, weighted by multiplicity.
+
+Pass the same ``indices`` to every calibrator of one model, so their intervals are paired.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from focalcal._validation import check_labels, check_probs
+from focalcal.metrics.batched import binned_grid
+from focalcal.metrics.binning import bin_edges, check_n_bins, top_label
+
+METRICS = ("ece", "adaece", "mce", "classwise_ece", "nll", "brier", "error", "top5_error")
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A metric on the whole test set (``estimate``) and its percentile bootstrap interval."""
+
+    estimate: float
+    low: float
+    high: float
+
+
+def bootstrap_indices(n_samples: int, n_resamples: int = 200, seed: int = 0) -> np.ndarray:
+    """(n_resamples, n_samples) sample indices drawn with replacement, reproducibly from ``seed``."""
+    if isinstance(n_resamples, bool) or not isinstance(n_resamples, (int, np.integer)) or n_resamples < 2:
+        raise ValueError(f"n_resamples must be an integer >= 2, got {n_resamples!r}")
+    return np.random.default_rng(seed).integers(0, n_samples, size=(n_resamples, n_samples))
+
+
+def resampled_metrics(probs, labels, indices: np.ndarray, n_bins: int = 15) -> dict[str, np.ndarray]:
+    """Each metric of :data:`METRICS` on every resample ``probs[indices[b]], labels[indices[b]]``
+    (``top5_error`` only with 5 or more classes)."""
+    probs = check_probs(probs).astype(np.float64, copy=False)
+    labels = check_labels(labels, probs.shape[0], probs.shape[1])
+    n_bins = check_n_bins(n_bins)
+    indices = np.asarray(indices)
+    n_samples = probs.shape[0]
+    if indices.ndim != 2 or indices.shape[1] != n_samples or indices.min() < 0 or indices.max() >= n_samples:
+        raise ValueError(f"indices must be (n_resamples, {n_samples}) sample indices, got shape {indices.shape}")
+    confidence, predicted = top_label(probs)
+    correct = predicted == labels
+    values = {}
+    for name, binning in (("ece", "width"), ("adaece", "mass")):
+        score_sum, hit_sum, count = binned_grid(confidence[indices], correct[indices], n_bins, binning,
+                                                counts=name == "ece")
+        gap = np.abs(score_sum - hit_sum)
+        values[name] = gap.sum(axis=1) / n_samples
+        if name == "ece":
+            with np.errstate(invalid="ignore", divide="ignore"):
+                values["mce"] = np.where(count > 0, gap / count, -np.inf).max(axis=1)
+    weights = _multiplicities(indices, n_samples)  # (n_resamples, n_samples)
+    values["classwise_ece"] = _classwise_ece(probs, labels, weights, n_bins)
+    for name, losses in _per_sample_losses(probs, labels).items():
+        values[name] = _weighted_means(weights, losses)
+    return values
+
+
+def metrics_with_intervals(probs, labels, indices: np.ndarray, n_bins: int = 15,
+                           level: float = 0.95) -> dict[str, Interval]:
+    """Each metric on the whole test set with its ``level`` percentile interval over ``indices``."""
+    from focalcal import metrics
+
+    if not 0 < level < 1:
+        raise ValueError(f"level must lie in (0, 1), got {level!r}")
+    replicates = resampled_metrics(probs, labels, indices, n_bins)
+    estimates = {
+        "ece": metrics.ece(probs, labels, n_bins, "width"),
+        "adaece": metrics.ece(probs, labels, n_bins, "mass"),
+        "mce": metrics.mce(probs, labels, n_bins, "width"),
+        "classwise_ece": metrics.classwise_ece(probs, labels, n_bins, "width"),
+        "nll": metrics.nll(probs, labels),
+        "brier": metrics.brier(probs, labels),
+        "error": metrics.error(probs, labels),
+    }
+    if "top5_error" in replicates:
+        estimates["top5_error"] = metrics.top_k_error(probs, labels, k=5)
+    tail = (1 - level) / 2
+    intervals = {}
+    for name, estimate in estimates.items():
+        low, high = np.quantile(replicates[name], [tail, 1 - tail])
+        intervals[name] = Interval(float(estimate), float(low), float(high))
+    return intervals
+
+
+def _multiplicities(indices: np.ndarray, n_samples: int) -> np.ndarray:
+    rows = np.arange(indices.shape[0])[:, None] * n_samples
+    counts = np.bincount((indices + rows).ravel(), minlength=indices.shape[0] * n_samples)
+    return counts.reshape(indices.shape[0], n_samples).astype(np.float64)
+
+
+def _classwise_ece(probs: np.ndarray, labels: np.ndarray, weights: np.ndarray, n_bins: int) -> np.ndarray:
+    """Classwise ECE (equal-width bins) of every resample given by its multiplicities."""
+    from scipy import sparse
+
+    n_samples, n_classes = probs.shape
+    inner_edges = bin_edges(probs[:, 0], n_bins, "width")[1:-1]
+    bins = np.searchsorted(inner_edges, probs, side="left")  # right-closed, as bin_statistics
+    residual = probs.copy()
+    residual[np.arange(n_samples), labels] -= 1.0
+    columns = (np.arange(n_classes)[None, :] * n_bins + bins).ravel()
+    rows = np.repeat(np.arange(n_samples), n_classes)
+    per_bin = sparse.csr_matrix((residual.ravel(), (rows, columns)), shape=(n_samples, n_classes * n_bins))
+    sums = np.asarray((per_bin.T @ weights.T).T)  # (n_resamples, K * n_bins)
+    return np.abs(sums).sum(axis=1) / (n_samples * n_classes)
+
+
+def _per_sample_losses(probs: np.ndarray, labels: np.ndarray) -> dict[str, np.ndarray]:
+    from focalcal.metrics.classification import brier_terms, label_rank
+
+    with np.errstate(divide="ignore"):
+        losses = {"nll": -np.log(probs[np.arange(probs.shape[0]), labels]), "brier": brier_terms(probs, labels),
+                  "error": (probs.argmax(axis=1) != labels).astype(np.float64)}
+    if probs.shape[1] >= 5:
+        losses["top5_error"] = (label_rank(probs, labels) >= 5).astype(np.float64)
+    return losses
+
+
+def _weighted_means(weights: np.ndarray, losses: np.ndarray) -> np.ndarray:
+    """Per resample, the mean of ``losses`` (N,) under multiplicities ``weights`` (B, N); a
+    resample holding a sample with an infinite loss (a true-class probability of 0) has mean inf."""
+    finite = np.isfinite(losses)
+    means = weights[:, finite] @ losses[finite] / weights.shape[1]
+    if not finite.all():
+        means[(weights[:, ~finite] > 0).any(axis=1)] = np.inf
+    return means

@@ -1,0 +1,127 @@
+"""Dirichlet calibration (ODIR) and ensemble temperature scaling against independent solutions.
+
+The `dirichletcal` package cannot be installed (its PyPI sdist, 0.3.dev4, has a malformed
+install_requires and fails to build), so Dirichlet calibration is checked against two other
+solvers of the same convex problem: scikit-learn's unpenalised multinomial logistic regression
+on log q, and scipy's L-BFGS-B on the penalised objective written out in numpy here.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.optimize import minimize
+from scipy.special import log_softmax, logsumexp, softmax
+from sklearn.linear_model import LogisticRegression
+
+from focalcal.calibration import Calibrator, DirichletCalibration, EnsembleTemperatureScaling
+from focalcal.calibration.ensemble import simplex_least_squares, squared_error
+
+
+def draw(rng, n, k, temperature=2.0, scale=3.0):
+    logits = rng.normal(size=(n, k)) * scale
+    probs = softmax(logits / temperature, axis=1)
+    labels = (rng.uniform(size=(n, 1)) > probs.cumsum(axis=1)).sum(axis=1)
+    return logits, labels
+
+
+def test_dirichlet_without_penalty_is_multinomial_logistic_regression_on_log_probabilities():
+    rng = np.random.default_rng(0)
+    logits, labels = draw(rng, 3000, 4)
+    ours = DirichletCalibration(off_diagonal_l2=0.0, bias_l2=0.0).fit(logits, labels)
+    features = log_softmax(logits, axis=1)
+    reference = LogisticRegression(C=np.inf, tol=1e-10, max_iter=5000).fit(features, labels)
+    np.testing.assert_allclose(ours.transform(logits), reference.predict_proba(features), atol=2e-5)
+
+
+def _odir_objective(parameters, features, labels, off_l2, bias_l2):
+    k = features.shape[1]
+    weight, bias = parameters[: k * k].reshape(k, k), parameters[k * k:]
+    scores = features @ weight.T + bias
+    log_q = scores - logsumexp(scores, axis=1, keepdims=True)
+    n = len(labels)
+    off = ~np.eye(k, dtype=bool)
+    value = -log_q[np.arange(n), labels].mean() + off_l2 * (weight[off] ** 2).sum() / (k * (k - 1)) \
+        + bias_l2 * (bias**2).sum() / k
+    residual = np.exp(log_q)
+    residual[np.arange(n), labels] -= 1.0
+    grad_weight = residual.T @ features / n + 2 * off_l2 * np.where(off, weight, 0.0) / (k * (k - 1))
+    grad_bias = residual.mean(axis=0) + 2 * bias_l2 * bias / k
+    return value, np.concatenate([grad_weight.ravel(), grad_bias])
+
+
+@pytest.mark.parametrize("off_l2, bias_l2", [(0.1, 0.1), (1.0, 0.01)])
+def test_dirichlet_odir_matches_an_independent_lbfgsb_solution(off_l2, bias_l2):
+    rng = np.random.default_rng(1)
+    logits, labels = draw(rng, 1500, 5)
+    ours = DirichletCalibration(off_diagonal_l2=off_l2, bias_l2=bias_l2).fit(logits, labels)
+    features = log_softmax(logits, axis=1)
+    start = np.concatenate([np.eye(5).ravel(), np.zeros(5)])
+    result = minimize(_odir_objective, start, args=(features, labels, off_l2, bias_l2), jac=True,
+                      method="L-BFGS-B", options={"ftol": 1e-15, "gtol": 1e-10, "maxiter": 10000})
+    np.testing.assert_allclose(ours.weight_, result.x[:25].reshape(5, 5), atol=1e-4)
+    np.testing.assert_allclose(ours.bias_, result.x[25:], atol=1e-4)
+    penalised = DirichletCalibration(off_diagonal_l2=100.0, bias_l2=100.0).fit(logits, labels)
+    off = ~np.eye(5, dtype=bool)
+    assert np.abs(penalised.weight_[off]).max() < np.abs(ours.weight_[off]).max()  # ODIR shrinks off-diagonals
+
+
+def test_dirichlet_round_trips_through_json_and_refuses_bad_penalties():
+    rng = np.random.default_rng(2)
+    logits, labels = draw(rng, 400, 3)
+    fitted = DirichletCalibration().fit(logits, labels)
+    again = Calibrator.from_dict(fitted.to_dict())
+    assert isinstance(again, DirichletCalibration)
+    np.testing.assert_array_equal(again.transform(logits), fitted.transform(logits))
+    with pytest.raises(ValueError, match="off_diagonal_l2 must be a finite number >= 0"):
+        DirichletCalibration(off_diagonal_l2=-1.0).fit(logits, labels)
+
+
+def test_simplex_least_squares_recovers_closed_form_weights():
+    rng = np.random.default_rng(3)
+    components = rng.normal(size=(3, 50))
+    # a target inside the simplex's span: the weights that made it
+    inside = np.array([0.2, 0.5, 0.3])
+    np.testing.assert_allclose(simplex_least_squares(components, inside @ components), inside, atol=1e-10)
+    # a target at a vertex's far side: all weight on that vertex
+    assert simplex_least_squares(components, 3 * components[1] - components[0] - components[2]).tolist() == [0, 1, 0]
+    # an arbitrary target: the same minimum as SLSQP on the simplex (the released code's solver)
+    target = rng.normal(size=50)
+
+    def loss(w):
+        return float(np.sum((w @ components - target) ** 2))
+
+    ours = simplex_least_squares(components, target)
+    reference = minimize(loss, np.full(3, 1 / 3), method="SLSQP", bounds=[(0, 1)] * 3, tol=1e-14,
+                         constraints={"type": "eq", "fun": lambda w: w.sum() - 1})
+    assert abs(ours.sum() - 1) < 1e-12 and ours.min() >= 0
+    assert loss(ours) <= reference.fun + 1e-9
+    np.testing.assert_allclose(ours, reference.x, atol=1e-5)
+
+
+def test_ets_recovers_the_temperature_and_weights_of_a_tempered_model():
+    """Labels drawn from softmax(z / 2): the temperature-scaled component alone is the true
+    posterior, so ETS puts (almost) all weight on it, at T near 2."""
+    rng = np.random.default_rng(4)
+    logits, labels = draw(rng, 20000, 4, temperature=2.0)
+    ets = EnsembleTemperatureScaling().fit(logits, labels)
+    assert ets.temperature_ == pytest.approx(2.0, rel=0.05)
+    assert ets.weights_[0] > 0.95 and ets.weights_.sum() == pytest.approx(1.0, abs=1e-12)
+    probs = ets.transform(logits)
+    np.testing.assert_allclose(probs.sum(axis=1), 1.0, atol=1e-12)
+    # the weights minimise the released code's squared error among simplex mixtures at this T
+    components = ets._components(logits, ets.temperature_)
+    for other in ([1.0, 0.0, 0.0], [0.8, 0.1, 0.1], [0.9, 0.0, 0.1]):
+        mixed = np.tensordot(np.array(other), components, axes=1)
+        assert squared_error(probs, labels) <= squared_error(mixed, labels) + 1e-15
+    again = Calibrator.from_dict(ets.to_dict())
+    np.testing.assert_array_equal(again.transform(logits[:50]), ets.transform(logits[:50]))
+
+
+def test_ets_mixes_in_the_uniform_prediction_for_an_overconfident_uninformative_model():
+    """Labels independent of the logits: the best mixture leans on the uniform prediction."""
+    rng = np.random.default_rng(5)
+    logits = rng.normal(size=(5000, 3)) * 5
+    labels = rng.integers(0, 3, size=5000)
+    ets = EnsembleTemperatureScaling().fit(logits, labels)
+    assert ets.weights_[2] > 0.5
