@@ -1,5 +1,5 @@
-"""Command line: ``focalcal train``, ``focalcal export-logits``, ``focalcal build-kernels``
-(also ``python -m focalcal``)."""
+"""Command line: ``focalcal calibrate``, ``focalcal train``, ``focalcal export-logits``,
+``focalcal build-kernels`` (also ``python -m focalcal``)."""
 
 from __future__ import annotations
 
@@ -31,9 +31,12 @@ def main(argv: list[str] | None = None) -> int:
             sub.add_argument("--no-export", action="store_true", help="train only; do not write logits.npz")
             sub.add_argument("--progress", choices=("auto", "bar", "lines"), default="auto")
     commands.add_parser("build-kernels", help="compile the fused CPU loss kernels once (shared by every checkout)")
+    _add_calibrate_parser(commands)
     args = parser.parse_args(argv)
     if args.command == "build-kernels":
         return _build_kernels()
+    if args.command == "calibrate":
+        return _calibrate(args)
 
     from focalcal.training import RunConfig, export_run_logits, train_run
 
@@ -49,6 +52,44 @@ def main(argv: list[str] | None = None) -> int:
         export_run_logits(config, args.run_dir, data_root=args.data_root)
     return 0
 
+
+
+def _add_calibrate_parser(commands) -> None:
+    from focalcal.compare import CALIBRATORS, DEFAULT_CALIBRATORS
+
+    sub = commands.add_parser(
+        "calibrate", help="fit and compare calibrators on a model's own val/test logits; write a report",
+        description="Fit calibrators on the validation logits, measure them on the test logits with 95 %% "
+                    "bootstrap intervals, and write calibration.json, metrics.csv, reliability diagrams and "
+                    "index.html. LOGITS: an .npz with val_logits, val_labels, test_logits, test_labels "
+                    "(optional class_names), or a folder of <key>.npy files.")
+    sub.add_argument("logits", metavar="LOGITS", help=".npz file or folder of .npy files")
+    sub.add_argument("--calibrators", type=lambda text: [name.strip() for name in text.split(",") if name.strip()],
+                     help=f"comma-separated, from: {', '.join(CALIBRATORS)} (default: {', '.join(DEFAULT_CALIBRATORS)};"
+                          " psi only with --gamma)")
+    sub.add_argument("--gamma", type=float, help="the model's training focal-loss γ (enables psi)")
+    sub.add_argument("--out", default="calibration_report", help="output folder (default: calibration_report)")
+    sub.add_argument("--bins", type=int, default=15, help="bins of the binned metrics (default: 15)")
+    sub.add_argument("--resamples", type=int, default=200, help="bootstrap resamples (default: 200)")
+    sub.add_argument("--seed", type=int, default=0, help="seed of the bootstrap resamples (default: 0)")
+    sub.add_argument("--no-smooth", action="store_true", help="skip smECE and the smooth reliability curves")
+
+
+def _calibrate(args) -> int:
+    from focalcal.compare import compare_calibrators, resolve_calibrators
+    from focalcal.logits_file import read_logits
+
+    try:
+        resolve_calibrators(args.calibrators, args.gamma)  # bad names fail before the logits are read
+        logits = read_logits(args.logits)
+    except ValueError as error:
+        print(f"focalcal calibrate: {error}", file=sys.stderr)
+        return 2
+    print(f"focalcal calibrate: {logits.source}: {len(logits.val_labels)} val and {len(logits.test_labels)} test "
+          f"samples, {logits.num_classes} classes", flush=True)
+    compare_calibrators(logits, args.out, args.calibrators, args.gamma, n_bins=args.bins, n_resamples=args.resamples,
+                        seed=args.seed, smooth=not args.no_smooth, progress=lambda line: print(line, flush=True))
+    return 0
 
 
 def _build_kernels() -> int:

@@ -76,6 +76,10 @@ def check_logits(arrays: dict, where=lambda key: key, source: str = "<arrays>") 
 
 
 def _read_npz(path: Path) -> dict:
+    import zipfile
+
+    if not zipfile.is_zipfile(path):
+        raise ValueError(f"{path}: not a readable .npz file (not a zip archive; a folder of .npy files is read too)")
     try:
         with np.load(path, allow_pickle=False) as archive:
             return {key: archive[key] for key in archive.files}

@@ -10,11 +10,13 @@ Conventions shared by every function here:
 * Binned metrics use right-closed bins ``((i-1)/M, i/M]`` with 0 in the first bin;
   ``binning="mass"`` gives equal-mass bins (AdaECE) that never split tied confidences.
   Details: :mod:`focalcal.metrics.binning`.
+* ``smooth_ece`` (Błasiok & Nakkiran 2023) needs no bins; it comes from the ``relplot`` package.
 * Segmentation (:mod:`focalcal.metrics.segmentation`): IoU, pixel accuracy and Hausdorff
   distance take integer label maps; ``pixel_ece`` is ``ece`` over the flattened pixels.
 """
 
-from focalcal.metrics.calibration import classwise_ece, ece, ece_of_confidence, mce, reliability_bins
+from focalcal.metrics.calibration import (classwise_ece, ece, ece_of_confidence, mce, reliability_bins, smooth_ece,
+                                          smooth_reliability_curve)
 from focalcal.metrics.classification import (
     S99,
     brier,
@@ -50,5 +52,7 @@ __all__ = [
     "pixel_ece",
     "reliability_bins",
     "s99",
+    "smooth_ece",
+    "smooth_reliability_curve",
     "top_k_error",
 ]

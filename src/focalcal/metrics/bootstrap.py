@@ -93,7 +93,7 @@ def metrics_with_intervals(probs, labels, indices: np.ndarray, n_bins: int = 15,
     tail = (1 - level) / 2
     intervals = {}
     for name, estimate in estimates.items():
-        low, high = np.quantile(replicates[name], [tail, 1 - tail])
+        low, high = np.quantile(replicates[name], [tail, 1 - tail], method="inverted_cdf")  # no interpolation: inf stays inf
         intervals[name] = Interval(float(estimate), float(low), float(high))
     return intervals
 

@@ -115,3 +115,33 @@ def classwise_ece(probs, labels, n_bins: int = 15, binning: str = "width") -> fl
         bins = bin_statistics(np.ascontiguousarray(probs[:, k]), labels == k, n_bins, binning)
         total += np.abs(bins.score_sum - bins.hit_sum).sum()
     return float(total / (n_samples * n_classes))
+
+
+def smooth_ece(probs, labels) -> float:
+    """Top-label smooth calibration error (smECE) of Błasiok & Nakkiran 2023: the calibration
+    gap smoothed by a kernel whose bandwidth σ is chosen so that smECE = σ (their §4), which
+    needs no bins. Computed by their ``relplot`` package on (confidence, correct).
+    """
+    import relplot
+
+    confidence, correct = _confidence_and_correct(probs, labels)
+    return float(relplot.smECE(confidence, correct))
+
+
+def smooth_reliability_curve(probs, labels) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(confidence mesh, smoothed accuracy, density of confidences) of the smooth reliability
+    diagram of Błasiok & Nakkiran 2023, at smECE's own bandwidth (``relplot``)."""
+    import relplot
+
+    confidence, correct = _confidence_and_correct(probs, labels)
+    diagram = relplot.prepare_rel_diagram(confidence, correct, plot_confidence_band=False, report_CE=False,
+                                          report_CE_std=False)
+    return (np.asarray(diagram["mesh"], dtype=np.float64), np.asarray(diagram["mu"], dtype=np.float64),
+            np.asarray(diagram["density"], dtype=np.float64))
+
+
+def _confidence_and_correct(probs, labels) -> tuple[np.ndarray, np.ndarray]:
+    probs = check_probs(probs)
+    labels = check_labels(labels, probs.shape[0], probs.shape[1])
+    confidence, predicted = top_label(probs)
+    return confidence.astype(np.float64), (predicted == labels).astype(np.float64)

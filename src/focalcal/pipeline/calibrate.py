@@ -43,11 +43,11 @@ def calibrate_run(logits_path, calibrators: dict[str, dict], ece_bins, params_pa
             **({"after": scaling.to_dict()} if scaling is not None else {}),
         }
         for metric, bins, value in test_metrics(probs, arrays["test_labels"], ece_bins, arrays.get("test_posterior")):
-            rows.append({"calibrator": key, "metric": metric, "bins": bins, "value": value})
+            rows.append({"calibrator": key, "metric": metric, "bins": bins, "value": float(value)})
         for metric, value in fitted_scalars(calibrator, scaling):
-            rows.append({"calibrator": key, "metric": metric, "bins": "", "value": value})
+            rows.append({"calibrator": key, "metric": metric, "bins": "", "value": float(value)})
     atomic_write_text(json.dumps(params, indent=1, sort_keys=True) + "\n", params_path)
-    atomic_write_text(_to_csv(rows), metrics_path)
+    atomic_write_text(rows_to_csv(rows), metrics_path)
     return rows
 
 
@@ -115,11 +115,17 @@ def _load_logits(path) -> dict[str, np.ndarray]:
     return arrays
 
 
-def _to_csv(rows: list[dict]) -> str:
+def rows_to_csv(rows: list[dict], header=METRICS_HEADER) -> str:
+    """Tidy CSV of metric rows: floats as their shortest exact repr ("nan" for NaN), the rest as given."""
     buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=METRICS_HEADER, lineterminator="\n")
+    writer = csv.DictWriter(buffer, fieldnames=header, lineterminator="\n")
     writer.writeheader()
     for row in rows:
-        value = row["value"]
-        writer.writerow({**row, "value": "nan" if isinstance(value, float) and math.isnan(value) else repr(float(value))})
+        writer.writerow({key: _format(value) for key, value in row.items()})
     return buffer.getvalue()
+
+
+def _format(value):
+    if isinstance(value, (float, np.floating)):
+        return "nan" if math.isnan(value) else repr(float(value))
+    return value

@@ -47,19 +47,27 @@ def draw_reliability(ax, bins: pd.DataFrame, *, color: str, label: str | None = 
 
 @styled
 def reliability_diagram(probs, labels, *, n_bins: int = 15, binning: str = "width", title: str = "Reliability diagram",
-                        color: str = RAW_COLOR):
+                        color: str = RAW_COLOR, smooth: bool = False):
     """One model's reliability diagram (top) and the share of samples per confidence bin (bottom).
 
-    ``probs`` (N, K) probabilities, ``labels`` (N,). ECE (same bins) printed in the corner.
+    ``probs`` (N, K) probabilities, ``labels`` (N,). ECE (same bins) printed in the corner;
+    with ``smooth``, also the smooth reliability curve and smECE of Błasiok & Nakkiran 2023
+    (:func:`focalcal.metrics.smooth_reliability_curve`).
     """
     bins = metrics.reliability_bins(probs, labels, n_bins=n_bins, binning=binning)
     ece = metrics.ece(probs, labels, n_bins=n_bins, binning=binning)
     figure, axes = new_figure(2, 1, width=4.8, height=5.6, sharex=True)
     top, bottom = axes[0, 0], axes[1, 0]
     figure.get_layout_engine().set(h_pad=0.05)
-    draw_reliability(top, bins, color=color, label="accuracy")
+    draw_reliability(top, bins, color=color, label="accuracy (bins)")
     top.set_xlabel("")
-    corner_text(top, f"ECE = {100 * ece:.2f} %  ({n_bins} {binning} bins)", loc="upper left")
+    text = f"ECE = {100 * ece:.2f} %  ({n_bins} {binning} bins)"
+    if smooth:
+        mesh, accuracy, _ = metrics.smooth_reliability_curve(probs, labels)
+        top.plot(mesh, accuracy, color="0.1", lw=1.6, label="smoothed accuracy")
+        text += f"\nsmECE = {100 * metrics.smooth_ece(probs, labels):.2f} %"
+        top.legend(loc="lower right")
+    corner_text(top, text, loc="upper left")
     counts = bins["count"].to_numpy(dtype=np.float64)
     width = (bins["upper"] - bins["lower"]).to_numpy()
     bottom.bar(bins["lower"], 100 * counts / counts.sum(), width=width, align="edge", color=color, alpha=0.75,

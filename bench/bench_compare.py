@@ -1,0 +1,64 @@
+"""`focalcal calibrate` on a model's own logits: 10,000 validation and 10,000 test samples of
+100 classes (issue 16's goal: the whole command in <= 10 s on the 2-core development machine).
+
+Baseline in the same run: the command with only the uncalibrated model (``--calibrators
+raw``): interpreter and imports, reading and checking the logits, the bootstrap metrics, one
+diagram and the page. Printed: wall time of each, the ratio to the baseline and to the goal,
+and each calibrator's fit and measure times from the command's progress lines.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+GOAL_S = 10.0
+PROGRESS = re.compile(r"^\[\d+/\d+\] (\w+): fitted in ([\d.]+) s, measured and drawn in ([\d.]+) s", re.MULTILINE)
+
+
+def write_logits(path: Path, n_samples: int, n_classes: int, seed: int = 0) -> None:
+    """An overconfident model: labels drawn from softmax(z / 2.5)."""
+    rng = np.random.default_rng(seed)
+    arrays = {}
+    for split in ("val", "test"):
+        logits = rng.normal(size=(n_samples, n_classes)) * 4
+        scaled = logits / 2.5
+        probs = np.exp(scaled - scaled.max(axis=1, keepdims=True))
+        probs /= probs.sum(axis=1, keepdims=True)
+        labels = (rng.uniform(size=(n_samples, 1)) > probs.cumsum(axis=1)).sum(axis=1).clip(max=n_classes - 1)
+        arrays[f"{split}_logits"], arrays[f"{split}_labels"] = logits.astype(np.float32), labels
+    np.savez(path, **arrays)
+
+
+def run(logits: Path, out: Path, *extra: str) -> tuple[float, str]:
+    start = time.perf_counter()
+    result = subprocess.run([sys.executable, "-m", "focalcal", "calibrate", str(logits), "--out", str(out), *extra],
+                            capture_output=True, text=True, check=True)
+    return time.perf_counter() - start, result.stdout
+
+
+def main(quick: bool = False) -> None:
+    n_samples = 2000 if quick else 10_000
+    with tempfile.TemporaryDirectory(prefix="bench_compare_") as tmp:
+        logits = Path(tmp) / "model.npz"
+        write_logits(logits, n_samples, 100)
+        baseline, _ = run(logits, Path(tmp) / "baseline", "--calibrators", "raw")
+        wall, stdout = run(logits, Path(tmp) / "all", "--gamma", "2")
+    print(f"{n_samples:,} val + {n_samples:,} test samples, 100 classes")
+    print(f"{'command':44s} {'wall s':>8s} {'vs baseline':>12s} {'vs goal':>8s}")
+    print(f"{'--calibrators raw (baseline)':44s} {baseline:8.2f} {1.0:11.1f}x {baseline / GOAL_S:7.2f}x")
+    print(f"{'default calibrators + psi (--gamma 2)':44s} {wall:8.2f} {wall / baseline:11.1f}x {wall / GOAL_S:7.2f}x")
+    print(f"(goal: <= {GOAL_S:.0f} s for the default calibrators)")
+    print(f"{'calibrator':20s} {'fit s':>7s} {'measure+draw s':>15s}")
+    for name, fit, measure in PROGRESS.findall(stdout):
+        print(f"{name:20s} {float(fit):7.2f} {float(measure):15.2f}")
+
+
+if __name__ == "__main__":
+    main()

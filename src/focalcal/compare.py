@@ -1,0 +1,174 @@
+"""Calibrate any model's logits: fit calibrators on its val split, measure them on its test
+split with bootstrap intervals, draw reliability diagrams, write one self-contained page.
+
+``focalcal calibrate LOGITS`` (:mod:`focalcal.cli`) runs :func:`compare_calibrators` on a
+logits file (:mod:`focalcal.logits_file`). Everything after the logits is what the workflow
+does for trained runs: calibrators are fitted as the calibrate job fits them
+(:func:`focalcal.pipeline.calibrate.fit_calibrator`) and stored in its JSON format.
+Written into ``out_dir``:
+
+* ``calibration.json`` — per calibrator its spec and fitted parameters (``Calibrator.to_dict``);
+* ``metrics.csv`` — tidy rows ``calibrator, metric, bins, value, ci_low, ci_high``: the test
+  metrics with 95 % percentile bootstrap intervals over test samples (paired: every
+  calibrator is measured on the same resamples), and smECE (no interval: relplot's estimate
+  takes ~20 ms per call, too slow to resample);
+* ``reliability/<calibrator>.png`` — binned and smooth reliability diagrams;
+* ``index.html`` — the table and the diagrams in one file (images inlined).
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from focalcal import catalog
+from focalcal._io import atomic_write_json, atomic_write_text
+from focalcal.logits_file import LogitsSet
+
+# The command's calibrators. The keys and specs of the papers' calibrators are those of the
+# default workflow config (config/config.yaml, `calibrators:`), so a table of either reads the same.
+PSI_KEY = "psi"
+CALIBRATORS: dict[str, dict] = {
+    "raw": {"name": "identity"},
+    "ts_nll": {"name": "temperature_scaling", "objective": "nll"},
+    "ts_ece": {"name": "temperature_scaling", "objective": "ece", "temperatures": "mukhoti", "n_bins": 15},
+    "fts_ece": {"name": "focal_temperature_scaling", "objective": "ece", "n_bins": 15, "binning": "mass"},
+    "fts_nll": {"name": "focal_temperature_scaling", "objective": "nll"},
+    PSI_KEY: {"name": "psi"},  # γ: the training focal γ (--gamma)
+    "vector_scaling": {"name": "vector_scaling"},
+    "histogram_binning": {"name": "histogram_binning", "n_bins": 15},
+    "isotonic": {"name": "isotonic"},
+    "dirichlet": {"name": "dirichlet"},
+    "ets": {"name": "ensemble_temperature_scaling"},
+}
+DEFAULT_CALIBRATORS = ("raw", "ts_nll", "ts_ece", "fts_ece", "fts_nll", PSI_KEY, "vector_scaling",
+                       "histogram_binning", "isotonic")
+LABELS = {**{key: catalog.ROLE_LABELS[key] for key in CALIBRATORS if key in catalog.ROLE_LABELS},
+          "vector_scaling": "vector scaling", "histogram_binning": "histogram binning",
+          "isotonic": "isotonic regression", "dirichlet": "Dirichlet (ODIR)", "ets": "ensemble TS"}
+METRIC_LABELS = {"ece": "ECE", "adaece": "AdaECE", "mce": "MCE", "classwise_ece": "classwise ECE",
+                 "smooth_ece": "smECE", "nll": "NLL", "brier": "Brier", "error": "error", "top5_error": "top-5 error"}
+PERCENT_METRICS = {"ece", "adaece", "mce", "classwise_ece", "smooth_ece", "error", "top5_error"}
+METRICS_HEADER = ("calibrator", "metric", "bins", "value", "ci_low", "ci_high")
+
+
+def resolve_calibrators(names=None, gamma: float | None = None) -> dict[str, dict]:
+    """key -> workflow spec (``{"build": {...}}``) of the named calibrators (default: the
+    :data:`DEFAULT_CALIBRATORS`, Ψ^γ only when ``gamma`` is given)."""
+    chosen = list(DEFAULT_CALIBRATORS if names is None else names)
+    unknown = [name for name in chosen if name not in CALIBRATORS]
+    if unknown:
+        raise ValueError(f"unknown calibrator(s) {unknown}; available: {', '.join(CALIBRATORS)}")
+    if len(set(chosen)) != len(chosen):
+        raise ValueError(f"calibrators named twice: {sorted({n for n in chosen if chosen.count(n) > 1})}")
+    if gamma is not None and (isinstance(gamma, bool) or not np.isfinite(gamma) or gamma < 0):
+        raise ValueError(f"gamma must be a finite number >= 0, got {gamma!r}")
+    specs = {}
+    for name in chosen:
+        build = dict(CALIBRATORS[name])
+        if name == PSI_KEY:
+            if gamma is None:
+                if names is None:
+                    continue  # the default list: Ψ^γ needs the training γ
+                raise ValueError("calibrator psi needs the model's training focal γ: pass --gamma")
+            build["gamma"] = float(gamma)
+        specs[name] = {"build": build}
+    return specs
+
+
+def compare_calibrators(logits: LogitsSet, out_dir, names=None, gamma: float | None = None, *, n_bins: int = 15,
+                        n_resamples: int = 200, seed: int = 0, smooth: bool = True,
+                        progress: Callable[[str], None] = print) -> list[dict]:
+    """Fit, measure and draw every calibrator; write the files of the module docstring. Returns the metric rows."""
+    from focalcal.metrics.bootstrap import bootstrap_indices, metrics_with_intervals
+    from focalcal.pipeline.calibrate import fit_calibrator, rows_to_csv
+
+    specs = resolve_calibrators(names, gamma)
+    out_dir = Path(out_dir)
+    indices = bootstrap_indices(len(logits.test_labels), n_resamples, seed)
+    fitted_params, rows, diagrams = {}, [], {}
+    for position, (key, spec) in enumerate(specs.items(), start=1):
+        started = time.perf_counter()
+        calibrator, _ = fit_calibrator(spec, logits.val_logits, logits.val_labels, {})
+        fit_s = time.perf_counter() - started
+        probs = calibrator.transform(logits.test_logits)
+        fitted_params[key] = {"spec": spec, "fitted": calibrator.to_dict()}
+        for metric, interval in metrics_with_intervals(probs, logits.test_labels, indices, n_bins).items():
+            bins = n_bins if metric in ("ece", "adaece", "mce", "classwise_ece") else ""
+            rows.append({"calibrator": key, "metric": metric, "bins": bins, "value": interval.estimate,
+                         "ci_low": interval.low, "ci_high": interval.high})
+        if smooth:
+            from focalcal import metrics
+
+            rows.append({"calibrator": key, "metric": "smooth_ece", "bins": "",
+                         "value": metrics.smooth_ece(probs, logits.test_labels), "ci_low": "", "ci_high": ""})
+        diagrams[key] = _draw(probs, logits.test_labels, key, n_bins, smooth, out_dir / "reliability" / f"{key}.png")
+        ece = next(row["value"] for row in rows if row["calibrator"] == key and row["metric"] == "ece")
+        progress(f"[{position}/{len(specs)}] {key}: fitted in {fit_s:.2f} s, measured and drawn in "
+                 f"{time.perf_counter() - started - fit_s:.2f} s; test ECE {100 * ece:.2f} %")
+    atomic_write_json(fitted_params, out_dir / "calibration.json")
+    atomic_write_text(rows_to_csv(rows, METRICS_HEADER), out_dir / "metrics.csv")
+    atomic_write_text(render_page(logits, rows, diagrams, n_resamples), out_dir / "index.html")
+    progress(f"wrote {out_dir / 'index.html'}, metrics.csv, calibration.json and {len(diagrams)} diagrams")
+    return rows
+
+
+def _draw(probs, labels, key: str, n_bins: int, smooth: bool, path: Path) -> Path:
+    from focalcal.plots import reliability_diagram, save
+
+    return save(reliability_diagram(probs, labels, n_bins=n_bins, title=LABELS[key], smooth=smooth), path)
+
+
+def _cell(row: dict) -> str:
+    scale = 100 if row["metric"] in PERCENT_METRICS else 1
+    value = f"{scale * row['value']:.2f}"
+    if row["ci_low"] == "":
+        return value
+    return f"{value}<br><small>[{scale * row['ci_low']:.2f}, {scale * row['ci_high']:.2f}]</small>"
+
+
+def render_page(logits: LogitsSet, rows: list[dict], diagrams: dict[str, Path], n_resamples: int) -> str:
+    """One self-contained HTML page: the metrics table with intervals and the inlined diagrams."""
+    metrics = [m for m in METRIC_LABELS if any(row["metric"] == m for row in rows)]
+    by_key = {(row["calibrator"], row["metric"]): row for row in rows}
+    header = "".join(f"<th>{html.escape(METRIC_LABELS[m])}{' (%)' if m in PERCENT_METRICS else ''}</th>"
+                     for m in metrics)
+    body = "".join(
+        f"<tr><th>{html.escape(LABELS[key])}</th>"
+        + "".join(f"<td>{_cell(by_key[key, m]) if (key, m) in by_key else ''}</td>" for m in metrics) + "</tr>"
+        for key in diagrams)
+    images = "".join(
+        f'<figure><img alt="reliability diagram of {html.escape(LABELS[key])}" '
+        f'src="data:image/png;base64,{base64.b64encode(path.read_bytes()).decode()}"></figure>'
+        for key, path in diagrams.items())
+    source = html.escape(logits.source)
+    sizes = f"{len(logits.val_labels):,} validation and {len(logits.test_labels):,} test samples, {logits.num_classes} classes"
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>Calibration of {source}</title>
+<style>
+body {{ font-family: system-ui, sans-serif; margin: 2em auto; max-width: 75em; padding: 0 1em; color: #222; }}
+table {{ border-collapse: collapse; margin: 1em 0; }}
+th, td {{ border: 1px solid #ccc; padding: 0.3em 0.6em; text-align: right; vertical-align: top; }}
+thead th {{ background: #f2f2f2; }} tbody th {{ text-align: left; }}
+small {{ color: #666; }}
+.diagrams {{ display: flex; flex-wrap: wrap; gap: 1em; }}
+figure {{ margin: 0; }} img {{ width: 22em; height: auto; }}
+</style></head><body>
+<h1>Calibration of <code>{source}</code></h1>
+<p>{sizes}. Calibrators are fitted on the validation split and measured on the test split.
+Each cell: the value on the whole test set and its 95 % percentile bootstrap interval over
+{n_resamples} resamples of the test samples (the same resamples for every calibrator).
+Binned metrics use {next((r['bins'] for r in rows if r['bins'] != ''), 15)} bins (AdaECE: equal-mass; the rest equal-width);
+smECE is the smooth calibration error of Błasiok &amp; Nakkiran (2023), computed by <code>relplot</code>.</p>
+<table><thead><tr><th>calibrator</th>{header}</tr></thead><tbody>{body}</tbody></table>
+<h2>Reliability diagrams (test split)</h2>
+<div class="diagrams">{images}</div>
+<p><small>Fitted parameters: <code>calibration.json</code>; every number: <code>metrics.csv</code>.</small></p>
+</body></html>
+"""
+

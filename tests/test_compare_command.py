@@ -1,0 +1,119 @@
+"""`focalcal calibrate LOGITS`: a model's own logits in, the comparison table with bootstrap
+intervals, fitted calibrators, reliability diagrams and one self-contained page out."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from scipy.special import softmax
+
+from focalcal import metrics
+from focalcal.calibration import Calibrator
+from focalcal.compare import DEFAULT_CALIBRATORS, resolve_calibrators
+from focalcal.report.browser import inspect_page
+
+from test_report_browser import ensure_chromium
+
+CHOSEN = ["raw", "ts_nll", "psi", "histogram_binning", "dirichlet", "ets"]
+
+
+def model_logits(n, k=6, seed=0):
+    """An overconfident model: labels drawn from softmax(z / 2), logits z."""
+    rng = np.random.default_rng(seed)
+    logits = rng.normal(size=(n, k)) * 3
+    labels = (rng.uniform(size=(n, 1)) > softmax(logits / 2, axis=1).cumsum(axis=1)).sum(axis=1)
+    return logits.astype(np.float32), labels
+
+
+def run_command(*args, cwd):
+    return subprocess.run([sys.executable, "-m", "focalcal", "calibrate", *map(str, args)], capture_output=True,
+                          text=True, cwd=cwd, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("own")
+    (val_logits, val_labels), (test_logits, test_labels) = model_logits(600), model_logits(800, seed=1)
+    np.savez(folder / "model.npz", val_logits=val_logits, val_labels=val_labels, test_logits=test_logits,
+             test_labels=test_labels, class_names=np.array([f"c{k}" for k in range(6)]))
+    result = run_command(folder / "model.npz", "--calibrators", ",".join(CHOSEN), "--gamma", 1, "--out",
+                         folder / "out", "--resamples", 100, cwd=folder)
+    assert result.returncode == 0, result.stderr
+    return folder, result.stdout, (test_logits, test_labels)
+
+
+def test_every_file_is_written_with_a_progress_line_per_calibrator(report):
+    folder, stdout, _ = report
+    out = folder / "out"
+    written = sorted(p.name for p in out.iterdir() if p.suffix != ".sha256")  # each file has its checksum sidecar
+    assert written == ["calibration.json", "index.html", "metrics.csv", "reliability"]
+    diagrams = sorted(p.name for p in (out / "reliability").iterdir() if p.suffix != ".sha256")
+    assert diagrams == sorted(f"{key}.png" for key in CHOSEN)
+    for position, key in enumerate(CHOSEN, start=1):
+        assert f"[{position}/{len(CHOSEN)}] {key}: fitted in" in stdout
+
+
+def test_metrics_are_the_library_metrics_with_intervals_around_them(report):
+    folder, _, (test_logits, test_labels) = report
+    rows = list(csv.DictReader(open(folder / "out" / "metrics.csv")))
+    value = {(r["calibrator"], r["metric"]): r for r in rows}
+    raw_probs = softmax(test_logits.astype(np.float64), axis=1)
+    assert float(value["raw", "ece"]["value"]) == pytest.approx(metrics.ece(raw_probs, test_labels, 15), rel=1e-12)
+    assert float(value["raw", "nll"]["value"]) == pytest.approx(metrics.nll(raw_probs, test_labels), rel=1e-12)
+    assert float(value["raw", "smooth_ece"]["value"]) == pytest.approx(metrics.smooth_ece(raw_probs, test_labels))
+    for key in CHOSEN:
+        for metric in ("ece", "adaece", "mce", "classwise_ece", "nll", "brier", "error", "top5_error"):
+            row = value[key, metric]
+            assert float(row["ci_low"]) <= float(row["ci_high"]), (key, metric)
+    # temperature scaling fixes this overconfident model: its whole interval lies below raw's
+    assert float(value["ts_nll", "ece"]["ci_high"]) < float(value["raw", "ece"]["ci_low"])
+
+
+def test_stored_calibrators_rebuild_the_measured_probabilities(report):
+    folder, _, (test_logits, test_labels) = report
+    stored = json.loads((folder / "out" / "calibration.json").read_text())
+    assert set(stored) == set(CHOSEN) and stored["psi"]["spec"]["build"] == {"name": "psi", "gamma": 1.0}
+    rows = {(r["calibrator"], r["metric"]): float(r["value"]) for r in csv.DictReader(open(folder / "out" /
+                                                                                          "metrics.csv"))}
+    for key in CHOSEN:
+        probs = Calibrator.from_dict(stored[key]["fitted"]).transform(test_logits)
+        assert rows[key, "brier"] == pytest.approx(metrics.brier(probs, test_labels), rel=1e-12), key
+
+
+def test_the_page_opens_in_chromium_with_every_diagram_loaded(report):
+    folder, _, _ = report
+    chromium = ensure_chromium()
+    page = inspect_page(folder / "out" / "index.html", chromium)
+    assert page["errors"] == []
+    assert len(page["images"]) == len(CHOSEN)
+    assert all(image["complete"] and image["width"] > 100 for image in page["images"])
+    text = (folder / "out" / "index.html").read_text()
+    assert "src=\"reliability/" not in text  # inlined: the page stands alone
+    assert "Dirichlet (ODIR)" in text and "95 % percentile bootstrap interval" in text
+
+
+def test_bad_input_fails_before_anything_is_written(tmp_path):
+    (val_logits, val_labels), (test_logits, test_labels) = model_logits(50), model_logits(50, seed=1)
+    val_logits[3, 2] = np.nan
+    np.savez(tmp_path / "bad.npz", val_logits=val_logits, val_labels=val_labels, test_logits=test_logits,
+             test_labels=test_labels)
+    result = run_command(tmp_path / "bad.npz", "--out", tmp_path / "out", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "bad.npz [val_logits]: 1 non-finite value(s); the first is NaN at row 3, column 2" in result.stderr
+    assert not (tmp_path / "out").exists()
+    result = run_command(tmp_path / "bad.npz", "--calibrators", "raw,platt", cwd=tmp_path)
+    assert result.returncode == 2 and "unknown calibrator(s) ['platt']; available: raw, ts_nll" in result.stderr
+
+
+def test_calibrator_choice():
+    assert list(resolve_calibrators()) == [key for key in DEFAULT_CALIBRATORS if key != "psi"]
+    assert list(resolve_calibrators(gamma=2.0)) == list(DEFAULT_CALIBRATORS)
+    with pytest.raises(ValueError, match="psi needs the model's training focal γ"):
+        resolve_calibrators(["raw", "psi"])
+    with pytest.raises(ValueError, match="gamma must be a finite number >= 0"):
+        resolve_calibrators(gamma=-1.0)

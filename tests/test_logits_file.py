@@ -1,0 +1,96 @@
+"""The logits format read from a user's .npz or folder of .npy files: every bad input is a
+ValueError naming the file, the key and the problem, raised before anything is written."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from focalcal.logits_file import REQUIRED_KEYS, read_logits
+
+
+def arrays(n_val=30, n_test=40, k=4, seed=0) -> dict:
+    rng = np.random.default_rng(seed)
+    return {"val_logits": rng.normal(size=(n_val, k)).astype(np.float32), "val_labels": rng.integers(0, k, n_val),
+            "test_logits": rng.normal(size=(n_test, k)), "test_labels": rng.integers(0, k, n_test)}
+
+
+def write_npz(tmp_path, content, name="model.npz"):
+    path = tmp_path / name
+    np.savez(path, **content)
+    return path
+
+
+def test_reads_npz_and_a_folder_of_npy_files_alike(tmp_path):
+    content = arrays()
+    from_npz = read_logits(write_npz(tmp_path, {**content, "class_names": np.array(["a", "b", "c", "d"])}))
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    for key, value in content.items():
+        np.save(folder / f"{key}.npy", value)
+    (folder / "class_names.txt").write_text("a\nb\nc\nd\n")
+    from_folder = read_logits(folder)
+    for key in REQUIRED_KEYS:
+        np.testing.assert_array_equal(getattr(from_npz, key), getattr(from_folder, key))
+    assert from_npz.val_logits.dtype == np.float64 and from_npz.val_labels.dtype == np.int64
+    assert from_npz.class_names == from_folder.class_names == ("a", "b", "c", "d")
+    assert read_logits(write_npz(tmp_path, content, "plain.npz")).class_names == ("class 0", "class 1", "class 2",
+                                                                                   "class 3")
+
+
+def broken(key, value):
+    content = arrays()
+    content[key] = value
+    return content
+
+
+BAD = {
+    "missing key": ({k: v for k, v in arrays().items() if k != "test_labels"}, r"\[test_labels\]: missing"),
+    "1-D logits": (broken("val_logits", np.zeros(30)), r"\[val_logits\]: logits must be 2-D"),
+    "one class": (broken("test_logits", np.zeros((40, 1))), r"\[test_logits\]: at least 2 classes"),
+    "no samples": (broken("val_logits", np.zeros((0, 4))), r"\[val_logits\]: no samples"),
+    "integer logits": (broken("val_logits", np.zeros((30, 4), dtype=np.int64)), r"\[val_logits\]: logits must be "
+                                                                               "floating point, got dtype int64"),
+    "NaN": (broken("test_logits", np.where(np.eye(40, 4) > 0, np.nan, 0.0)), r"\[test_logits\]: 4 non-finite "
+                                                                           r"value\(s\); the first is NaN at row 0"),
+    "Inf": (broken("val_logits", np.full((30, 4), np.inf)), r"\[val_logits\]: 120 non-finite value\(s\); the first "
+                                                                 "is Inf"),
+    "float labels": (broken("val_labels", np.zeros(30)), r"\[val_labels\]: labels must be integers, got dtype "
+                                                          "float64"),
+    "2-D labels": (broken("test_labels", np.zeros((40, 1), dtype=int)), r"\[test_labels\]: labels must be 1-D"),
+    "length": (broken("test_labels", np.zeros(39, dtype=int)), r"\[test_labels\]: 39 labels for 40 rows of"),
+    "label range": (broken("val_labels", np.full(30, 4)), r"\[val_labels\]: label 4 is outside 0..3 \(30 such"),
+    "negative label": (broken("test_labels", np.full(40, -1)), r"\[test_labels\]: label -1 is outside 0..3"),
+    "other K": (broken("test_logits", np.zeros((40, 5))), r"\[test_logits\]: 5 classes, but .*\[val_logits\] has 4"),
+    "names count": ({**arrays(), "class_names": np.array(["a", "b"])}, r"\[class_names\]: \(2,\) names for 4"),
+    "names dtype": ({**arrays(), "class_names": np.arange(4)}, r"\[class_names\]: class names must be strings"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD))
+def test_each_bad_input_names_the_file_the_key_and_the_problem(tmp_path, case):
+    content, message = BAD[case]
+    path = write_npz(tmp_path, content)
+    with pytest.raises(ValueError, match=message) as raised:
+        read_logits(path)
+    assert str(path) in str(raised.value)
+
+
+def test_unreadable_inputs_are_named(tmp_path):
+    with pytest.raises(ValueError, match="no such file or folder"):
+        read_logits(tmp_path / "absent.npz")
+    text = tmp_path / "notes.npz"
+    text.write_text("not an archive")
+    with pytest.raises(ValueError, match=r"notes\.npz: not a readable \.npz file"):
+        read_logits(text)
+    objects = tmp_path / "objects.npz"
+    np.savez(objects, **arrays(), class_names=np.array([{"a": 1}] * 4, dtype=object))
+    with pytest.raises(ValueError, match=r"objects\.npz: cannot read it without pickle"):
+        read_logits(objects)
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    for key, value in arrays().items():
+        np.save(folder / f"{key}.npy", value)
+    np.save(folder / "val_labels.npy", np.full(30, 9))
+    with pytest.raises(ValueError, match=r"folder/val_labels\.npy: label 9 is outside"):
+        read_logits(folder)
