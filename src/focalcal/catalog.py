@@ -119,7 +119,17 @@ MODELS: dict[str, Model] = {
     "unet_small": Model(task="segmentation"),
     "deeplabv3plus": Model(task="segmentation", paper_name="DeepLabV3+"),
     "vgg19_fcn": Model(task="segmentation", paper_name="VGG19 FCN"),
+    # Not a network: a model trained elsewhere, whose val/test logits come from a file
+    # (focalcal.logits_file): {name: logits_file, path: ...}. Its runs are imported, not trained.
+    "logits_file": Model(),
 }
+LOGITS_FILE = "logits_file"
+LOGITS_FILE_FIELDS = ("dataset", "loss", "seed")  # what a logits_file path may name: {dataset}, {loss}, {seed}
+
+
+def is_logits_file(model_spec: dict) -> bool:
+    """Whether a config model spec stands for a logits file rather than a network to train."""
+    return model_spec.get("name") == LOGITS_FILE
 
 
 # -------------------------------------------------------------------------------- losses

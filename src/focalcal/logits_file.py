@@ -147,3 +147,39 @@ def _check_class_names(names, num_classes: int, name: str) -> tuple[str, ...]:
     if names.dtype.kind not in "US":
         raise ValueError(f"{name}: class names must be strings, got dtype {names.dtype}")
     return tuple(str(value) for value in names)
+
+
+def stand_in_logits(n_val: int, n_test: int, num_classes: int, temperature: float = 2.0, scale: float = 3.0,
+                    seed: int = 0) -> dict[str, np.ndarray]:
+    """Val/test logits (float32) and labels of a stand-in model whose labels are drawn from
+    softmax(z / temperature): overconfident for temperature > 1 (as cross-entropy models), under-
+    confident below 1 (as focal-loss models). For examples, tests and benchmarks."""
+    rng = np.random.default_rng(seed)
+    arrays = {}
+    for split, n in (("val", n_val), ("test", n_test)):
+        logits = rng.normal(size=(n, num_classes)) * scale
+        scaled = logits / temperature
+        probs = np.exp(scaled - scaled.max(axis=1, keepdims=True))
+        probs /= probs.sum(axis=1, keepdims=True)
+        labels = (rng.uniform(size=(n, 1)) > probs.cumsum(axis=1)).sum(axis=1).clip(max=num_classes - 1)
+        arrays[f"{split}_logits"], arrays[f"{split}_labels"] = logits.astype(np.float32), labels.astype(np.int64)
+    return arrays
+
+
+#: The files config/examples/own_logits.yaml reads: (loss key, temperature of the stand-in model).
+EXAMPLE_MODELS = {"ce": 2.0, "focal3": 0.7}
+
+
+def write_example_logits(folder="own_logits", seeds=(0, 1, 2), n_val: int = 1000, n_test: int = 2000) -> list[Path]:
+    """Write the stand-in logits files of config/examples/own_logits.yaml into ``folder``:
+    ``<loss>_seed<k>.npz`` for a cross-entropy-like (overconfident) and a focal-like
+    (underconfident) 10-class model."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for index, (loss, temperature) in enumerate(EXAMPLE_MODELS.items()):
+        for seed in seeds:
+            path = folder / f"{loss}_seed{seed}.npz"
+            np.savez(path, **stand_in_logits(n_val, n_test, 10, temperature, seed=100 * index + seed))
+            written.append(path)
+    return written

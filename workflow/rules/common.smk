@@ -10,6 +10,7 @@ from focalcal.pipeline import (
     validate_config,
 )
 from focalcal.pipeline.plan import RUN_PATTERN
+from focalcal.report.rules import one_of
 
 check_config_files(workflow.overwrite_configfiles or workflow.configfiles)
 validate_config(
@@ -33,6 +34,10 @@ DATA_ROOT = config["data_root"]
 # Ignored locally. profiles/slurm sets how many runs' groups share a submission.
 RUN_GROUP = "run"
 RUN = RUN_PATTERN
+# The model wildcard of the rules that train (or use a checkpoint) and of import_logits: a
+# run's model key says which of the two makes its files.
+TRAINED_MODELS = one_of(PLAN.model_keys(imported=False))
+IMPORTED_MODELS = one_of(PLAN.model_keys(imported=True))
 
 
 def data_root_from_marker(marker):

@@ -1,5 +1,11 @@
 # Stage 3: dump a trained run's val/test logits from its checkpoint. Deleting logits.npz
-# re-runs only this rule; the model is not retrained.
+# re-runs only this rule; the model is not retrained. An imported run (model
+# `{name: logits_file, path: ...}`) is not trained: import_logits checks the file and copies
+# its logits into the run directory, and everything downstream treats it as any run.
+
+
+localrules:
+    import_logits,
 
 
 rule export_logits:
@@ -16,6 +22,8 @@ rule export_logits:
         f"results/benchmarks/export_logits/{RUN}.tsv"
     group:
         RUN_GROUP
+    wildcard_constraints:
+        model=TRAINED_MODELS,
     conda:
         "../../envs/torch.yaml"
     threads: run_resource("threads")
@@ -28,3 +36,22 @@ rule export_logits:
         data_root=lambda wildcards, input: data_root_from_marker(input.data),
     script:
         "../scripts/export_logits.py"
+
+
+rule import_logits:
+    input:
+        lambda wildcards: PLAN.logits_source(PLAN.run(wildcards)),
+    output:
+        logits=f"results/runs/{RUN}/logits.npz",
+        info=f"results/runs/{RUN}/run.json",
+        run_config=f"results/runs/{RUN}/run_config.json",
+    log:
+        f"results/logs/import_logits/{RUN}.log",
+    wildcard_constraints:
+        model=IMPORTED_MODELS,
+    conda:
+        "../../envs/analysis.yaml"
+    params:
+        run_identity=lambda wildcards: PLAN.run_identity(PLAN.run(wildcards)),
+    script:
+        "../scripts/import_logits.py"

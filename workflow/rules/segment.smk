@@ -23,6 +23,8 @@ rule evaluate_segmentation:
         f"results/benchmarks/evaluate_segmentation/{RUN}.tsv"
     group:
         RUN_GROUP
+    wildcard_constraints:
+        model=TRAINED_MODELS,
     conda:
         "../../envs/torch.yaml"
     threads: run_resource("threads")

@@ -18,6 +18,8 @@ rule train:
     retries: config["training"]["retries"]
     group:
         RUN_GROUP
+    wildcard_constraints:
+        model=TRAINED_MODELS,
     conda:
         "../../envs/torch.yaml"
     threads: run_resource("threads")

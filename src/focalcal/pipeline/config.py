@@ -27,7 +27,7 @@ from typing import Any, Iterable
 
 import yaml
 
-from focalcal.catalog import is_segmentation
+from focalcal.catalog import is_logits_file, is_segmentation
 
 TABLES = ("datasets", "models", "losses", "recipes", "calibrators")
 # grid field -> the table its keys refer to
@@ -165,6 +165,10 @@ def key_path(parts: Iterable) -> str:
     return text
 
 
+def segmentation_keys(config: dict, grid: dict) -> list[str]:
+    return [key for key in grid["datasets"] if key in config["datasets"] and is_segmentation(config["datasets"][key])]
+
+
 def _check_references(config: dict) -> None:
     problems = []
     for study_key, study in config["studies"].items():
@@ -174,10 +178,18 @@ def _check_references(config: dict) -> None:
                 for key in grid.get(field, []):
                     if key not in config[table]:
                         problems.append(f"{where}.{field}: unknown {table} key {key!r}; defined: {', '.join(config[table])}")
-            if grid["recipe"] not in config["recipes"]:
+            trained = [key for key in grid["models"] if key in config["models"] and not is_logits_file(config["models"][key])]
+            if "recipe" not in grid:
+                if trained:
+                    problems.append(f"{where}.recipe: missing; models {trained} are trained (only a grid of logits_file "
+                                    "models needs none)")
+            elif grid["recipe"] not in config["recipes"]:
                 problems.append(f"{where}.recipe: unknown recipes key {grid['recipe']!r}; defined: {', '.join(config['recipes'])}")
-            segmentation = [key for key in grid["datasets"]
-                            if key in config["datasets"] and is_segmentation(config["datasets"][key])]
+            imported = [key for key in grid["models"] if key in config["models"] and key not in trained]
+            if imported and segmentation_keys(config, grid):
+                problems.append(f"{where}.models: logits_file models {imported} give classification logits; a "
+                                f"segmentation dataset ({segmentation_keys(config, grid)}) needs trained models")
+            segmentation = segmentation_keys(config, grid)
             if segmentation and grid.get("calibrators"):
                 problems.append(f"{where}.calibrators: segmentation datasets {segmentation} are evaluated (IoU, Hausdorff "
                                 "distance, pixel ECE), not calibrated; list no calibrators in their grids")

@@ -29,7 +29,7 @@ import typing
 from collections.abc import Mapping, Sequence
 from pathlib import PurePath
 
-from focalcal.catalog import FROM_LOSS
+from focalcal.catalog import FROM_LOSS, LOGITS_FILE, LOGITS_FILE_FIELDS, is_logits_file
 from focalcal.pipeline.config import ConfigError
 
 # What a calibrator parameter given as "from_loss" is checked with: the training loss's gamma
@@ -125,6 +125,8 @@ def _dataset_problems(where: str, entry: dict, library) -> list[str]:
 
 def _model_problems(where: str, entry: dict, library) -> list[str]:
     options = _options(entry)
+    if is_logits_file(entry):
+        return _logits_file_problems(where, options)
     try:
         spec = library.models.spec(entry["name"])
     except ValueError as error:
@@ -132,6 +134,25 @@ def _model_problems(where: str, entry: dict, library) -> list[str]:
     accepted = _keyword_parameters(spec.factory)
     return (_unknown(where, options, accepted, f"model {entry['name']!r}", "option")
             + _type_problems(where, options, accepted))
+
+
+def _logits_file_problems(where: str, options: dict) -> list[str]:
+    """A logits_file model has one option, ``path``, which may name {dataset}, {loss} and {seed}."""
+    import string
+
+    problems = _unknown(where, options, {"path": None}, f"model {LOGITS_FILE!r}", "option")
+    path = options.get("path")
+    if not isinstance(path, str) or not path:
+        return problems + [f"{where}.path: a logits_file model needs the path of its logits (.npz or folder of .npy)"]
+    try:
+        fields = [field for _, field, _, _ in string.Formatter().parse(path) if field is not None]
+    except ValueError as error:
+        return problems + [f"{where}.path: {error} in {path!r}"]
+    unknown = sorted(set(fields) - set(LOGITS_FILE_FIELDS))
+    if unknown:
+        problems.append(f"{where}.path: unknown placeholder(s) {unknown}; a path may name "
+                        + ", ".join("{" + field + "}" for field in LOGITS_FILE_FIELDS))
+    return problems
 
 
 # ----------------------------------------------------------------------------- helpers

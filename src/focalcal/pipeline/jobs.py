@@ -82,6 +82,44 @@ def export_logits(run_dir, data_root, threads: int) -> None:
     export_run_logits(config, run_dir, data_root=str(data_root))
 
 
+def import_logits(source, run_identity: dict, logits_path, info_path, run_config_path) -> dict:
+    """An imported run: check a model's own logits file (:mod:`focalcal.logits_file`; nothing is
+    written if it fails), then write the run's ``logits.npz`` (the checked arrays), its
+    ``run.json`` (the source's path and sha256, the sizes, the health judged on the test
+    logits) and ``run_config.json`` (the run's identity, which :func:`check_run_directories`
+    compares). Returns the record."""
+    import time
+
+    import numpy as np
+
+    from focalcal import _sidecar
+    from focalcal._io import atomic_savez
+    from focalcal.logits_file import CLASS_NAMES, REQUIRED_KEYS, read_logits
+    from focalcal.training.health import assess_health
+
+    logits = read_logits(source)
+    source = Path(source)
+    files = sorted(source.glob("*.npy")) + sorted(source.glob("*.txt")) if source.is_dir() else [source]
+    test_predictions = logits.test_logits.argmax(axis=1)
+    record = {
+        "config": run_identity,
+        "imported_from": str(source),
+        "source_sha256": {file.name: _sidecar.digest_file(file).sha256 for file in files},
+        "num_classes": logits.num_classes,
+        "class_names": list(logits.class_names),
+        "split_sizes": {"val": len(logits.val_labels), "test": len(logits.test_labels)},
+        "device": "imported logits (not trained here)",
+        "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        # no training history: collapse is judged on the test logits, convergence is not
+        "health": assess_health([], logits.test_labels, test_predictions, logits.num_classes),
+    }
+    atomic_savez(logits_path, **{key: getattr(logits, key) for key in REQUIRED_KEYS},
+                 **{CLASS_NAMES: np.asarray(logits.class_names)})
+    atomic_write_json(record, info_path)
+    atomic_write_text(json.dumps(run_identity, indent=1, sort_keys=True) + "\n", run_config_path)
+    return record
+
+
 def evaluate_segmentation(run_dir, data_root, threads: int, metrics_path, samples_path, n_bins: int = 15,
                           info_path=None) -> None:
     """Score a finished segmentation run on its test split (IoU, Hausdorff, pixel accuracy and

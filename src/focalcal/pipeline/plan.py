@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from focalcal._io import read_json
-from focalcal.catalog import FROM_LOSS, focal_gamma, is_segmentation
+from focalcal.catalog import FROM_LOSS, focal_gamma, is_logits_file, is_segmentation
 from focalcal.pipeline.config import ConfigError
 
 RESULTS = "results"
@@ -30,6 +30,10 @@ IDENTITY_KEYS = ("dataset", "model", "loss", "recipe", "seed")  # what determine
 EXECUTION_KEYS = ("device", "compile")
 
 
+# The recipe part of an imported run's path when its grid names no recipe (logits files only).
+IMPORTED_RECIPE = "imported"
+
+
 # A run's path under results/runs/ (and results/calibration/); the workflow's rules use it
 # as their wildcard pattern, so a path and its wildcards are one fact.
 RUN_PATTERN = "{dataset}/{model}/{loss}/{recipe}/seed{seed}"
@@ -38,7 +42,8 @@ RUN_PATTERN = "{dataset}/{model}/{loss}/{recipe}/seed{seed}"
 @dataclass(frozen=True)
 class Run:
     """One training run. In a cross-validated grid (``folds: K``) run k trains with seed k and
-    is tested on fold k of K; ``n_folds`` is then K (None otherwise)."""
+    is tested on fold k of K; ``n_folds`` is then K (None otherwise). An ``imported`` run is
+    not trained: its model is a ``logits_file`` and its logits come from that file."""
 
     dataset: str
     model: str
@@ -47,6 +52,7 @@ class Run:
     seed: int
     n_folds: int | None = None
     segmentation: bool = False
+    imported: bool = False
 
     @property
     def path(self) -> str:
@@ -117,9 +123,20 @@ class Plan:
             "dataset": dataset,
             "model": copy.deepcopy(config["models"][run.model]),
             "loss": copy.deepcopy(config["losses"][run.loss]),
-            "recipe": copy.deepcopy(config["recipes"][run.recipe]),
+            "recipe": copy.deepcopy(config["recipes"].get(run.recipe)) if run.imported else
+            copy.deepcopy(config["recipes"][run.recipe]),
             "seed": run.seed,
         }
+
+    def logits_source(self, run: Run) -> str:
+        """The logits file of an imported run: its model's ``path`` with {dataset}, {loss}, {seed} filled in."""
+        if not run.imported:
+            raise ValueError(f"run {run.path} is trained, not imported from a logits file")
+        return self.config["models"][run.model]["path"].format(dataset=run.dataset, loss=run.loss, seed=run.seed)
+
+    def model_keys(self, imported: bool) -> list[str]:
+        """The model keys of the planned runs that are imported (``True``) or trained (``False``)."""
+        return sorted({run.model for run in self.runs.values() if run.imported == imported})
 
     def run_config(self, run: Run) -> dict:
         """The trainer's RunConfig dict (focalcal.training.RunConfig.from_dict)."""
@@ -170,7 +187,7 @@ class Plan:
     def training_targets(self) -> list[str]:
         """Runs no study calibrates or evaluates: train them."""
         return [f"{run.run_dir}/history.csv" for path, run in self.runs.items()
-                if not self.calibrators[path] and not run.segmentation]
+                if not self.calibrators[path] and not run.segmentation and not run.imported]
 
 
 def build_plan(config: dict) -> Plan:
@@ -186,9 +203,11 @@ def build_plan(config: dict) -> Plan:
             for dataset in grid["datasets"]:
                 segmentation = is_segmentation(config["datasets"][dataset])
                 for model in grid["models"]:
+                    imported = is_logits_file(config["models"][model])
                     for loss in grid["losses"]:
                         for seed in seeds:
-                            run = Run(dataset, model, loss, grid["recipe"], int(seed), n_folds, segmentation)
+                            run = Run(dataset, model, loss, grid.get("recipe", IMPORTED_RECIPE), int(seed), n_folds,
+                                      segmentation, imported)
                             known = runs.setdefault(run.path, run)
                             if known != run:
                                 raise ConfigError(

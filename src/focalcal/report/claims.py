@@ -29,7 +29,8 @@ def claims_inputs(plan) -> list[str]:
             continue
         files.append(f"{TABLES}/{key}.csv")
         for run in study.runs:
-            files.append(f"{run.run_dir}/history.csv")
+            if not run.imported:  # an imported run has no training history
+                files.append(f"{run.run_dir}/history.csv")
             if plan.calibrators[run.path]:
                 files.append(f"{run.calibration_dir}/calibration.json")
     return list(dict.fromkeys(files))
@@ -53,7 +54,9 @@ def study_evidence(plan, study_key: str, root=".") -> StudyEvidence:
         losses={run.loss: loss_info(config["losses"][run.loss]) for run in study.runs},
         roles=roles,
         paper_datasets={d: paper_setting(config["datasets"][d], config["models"][models[d]]).dataset for d in datasets},
-        history=lambda path: read_csv(root / runs[path].run_dir / "history.csv"),
+        # imported runs (logits files) have no training history: claims that need one are not testable
+        history=None if any(run.imported for run in study.runs)
+        else (lambda path: read_csv(root / runs[path].run_dir / "history.csv")),
         calibration=lambda path: read_json(root / runs[path].calibration_dir / "calibration.json"),
     )
 

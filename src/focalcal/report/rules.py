@@ -31,10 +31,11 @@ def study_artifact_names(report: ReportPlan, kind: str) -> tuple[list[str], list
 
 def inventory_inputs(plan) -> list[str]:
     """Every run's history and settings, and its run.json: written with the logits where they
-    were exported, with the test-fold scores for segmentation runs."""
+    were exported or imported (an imported run has no history), with the test-fold scores for
+    segmentation runs."""
     files = []
     for path, run in plan.runs.items():
-        files += [f"{run.run_dir}/history.csv", f"{run.run_dir}/run_config.json"]
+        files += ([] if run.imported else [f"{run.run_dir}/history.csv"]) + [f"{run.run_dir}/run_config.json"]
         if run.segmentation:
             files.append(f"{run.evaluation_dir}/run.json")
         elif plan.calibrators[path]:

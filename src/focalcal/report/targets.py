@@ -166,7 +166,8 @@ class StudyView:
             "losses": list(dict.fromkeys(r.loss for r in runs)),
             "seeds": sorted({r.seed for r in runs}),
             "folds": sorted({r.n_folds for r in runs if r.n_folds}),
-            "epochs": {r.recipe: config["recipes"][r.recipe].get("epochs") for r in runs},
+            "epochs": {r.recipe: "not trained here (logits files)" if r.imported else config["recipes"][r.recipe].get("epochs")
+                       for r in runs},
             "calibrators": list(dict.fromkeys(k for keys in self.view.runs.values() for k in keys)),
             "settings": sorted({self.setting(view)["describe"] for view in self.runs}),
         }

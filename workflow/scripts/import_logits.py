@@ -1,0 +1,17 @@
+"""Rule import_logits: check a model's own logits file and copy it into its run directory."""
+
+import sys
+
+sys.path.insert(0, snakemake.scriptdir)
+from _common import logged
+
+from focalcal.pipeline.jobs import import_logits
+
+with logged(snakemake.log[0]):
+    import_logits(
+        snakemake.input[0],
+        snakemake.params.run_identity,
+        snakemake.output.logits,
+        snakemake.output.info,
+        snakemake.output.run_config,
+    )
