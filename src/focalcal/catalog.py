@@ -119,10 +119,10 @@ MODELS: dict[str, Model] = {
     "unet_small": Model(task="segmentation"),
     "deeplabv3plus": Model(task="segmentation", paper_name="DeepLabV3+"),
     "vgg19_fcn": Model(task="segmentation", paper_name="VGG19 FCN"),
-    # Not a network: a model trained elsewhere, whose val/test logits come from a file
-    # (focalcal.logits_file): {name: logits_file, path: ...}. Its runs are imported, not trained.
-    "logits_file": Model(),
 }
+# A config model name that is not a network: a model trained elsewhere, whose val/test logits
+# come from a file (focalcal.logits_file): {name: logits_file, path: ...}. Its runs are
+# imported, not trained; it has no paper name (the report shows the data set's).
 LOGITS_FILE = "logits_file"
 LOGITS_FILE_FIELDS = ("dataset", "loss", "seed")  # what a logits_file path may name: {dataset}, {loss}, {seed}
 
@@ -331,7 +331,7 @@ def schema_enums() -> dict[str, list[str]]:
     """The config schema's name enums (``$defs``), filled from the catalog at validation."""
     return {
         "dataset_name": sorted(DATASETS),
-        "model_name": sorted(MODELS),
+        "model_name": sorted([*MODELS, LOGITS_FILE]),
         "loss_name": sorted(LOSSES),
         "calibrator_name": sorted(CALIBRATORS),
         "paper_name": list(PAPERS),

@@ -20,10 +20,10 @@ rule export_logits:
         f"results/logs/export_logits/{RUN}.log",
     benchmark:
         f"results/benchmarks/export_logits/{RUN}.tsv"
-    group:
-        RUN_GROUP
     wildcard_constraints:
         model=TRAINED_MODELS,
+    group:
+        RUN_GROUP
     conda:
         "../../envs/torch.yaml"
     threads: run_resource("threads")

@@ -21,10 +21,10 @@ rule evaluate_segmentation:
         f"results/logs/evaluate_segmentation/{RUN}.log",
     benchmark:
         f"results/benchmarks/evaluate_segmentation/{RUN}.tsv"
-    group:
-        RUN_GROUP
     wildcard_constraints:
         model=TRAINED_MODELS,
+    group:
+        RUN_GROUP
     conda:
         "../../envs/torch.yaml"
     threads: run_resource("threads")

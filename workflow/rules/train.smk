@@ -15,11 +15,11 @@ rule train:
         f"results/logs/train/{RUN}.log",
     benchmark:
         f"results/benchmarks/train/{RUN}.tsv"
+    wildcard_constraints:
+        model=TRAINED_MODELS,
     retries: config["training"]["retries"]
     group:
         RUN_GROUP
-    wildcard_constraints:
-        model=TRAINED_MODELS,
     conda:
         "../../envs/torch.yaml"
     threads: run_resource("threads")
