@@ -11,15 +11,19 @@ import sys
 import numpy as np
 import pytest
 from scipy.special import softmax
+from test_report_browser import ensure_chromium
 
 from focalcal import metrics
 from focalcal.calibration import Calibrator
 from focalcal.compare import DEFAULT_CALIBRATORS, resolve_calibrators
 from focalcal.report.browser import inspect_page
 
-from test_report_browser import ensure_chromium
-
 CHOSEN = ["raw", "ts_nll", "psi", "histogram_binning", "dirichlet", "ets"]
+
+
+def read_rows(path) -> list[dict]:
+    with open(path) as handle:
+        return list(csv.DictReader(handle))
 
 
 def model_logits(n, k=6, seed=0):
@@ -60,7 +64,7 @@ def test_every_file_is_written_with_a_progress_line_per_calibrator(report):
 
 def test_metrics_are_the_library_metrics_with_intervals_around_them(report):
     folder, _, (test_logits, test_labels) = report
-    rows = list(csv.DictReader(open(folder / "out" / "metrics.csv")))
+    rows = read_rows(folder / "out" / "metrics.csv")
     value = {(r["calibrator"], r["metric"]): r for r in rows}
     raw_probs = softmax(test_logits.astype(np.float64), axis=1)
     assert float(value["raw", "ece"]["value"]) == pytest.approx(metrics.ece(raw_probs, test_labels, 15), rel=1e-12)
@@ -78,8 +82,8 @@ def test_stored_calibrators_rebuild_the_measured_probabilities(report):
     folder, _, (test_logits, test_labels) = report
     stored = json.loads((folder / "out" / "calibration.json").read_text())
     assert set(stored) == set(CHOSEN) and stored["psi"]["spec"]["build"] == {"name": "psi", "gamma": 1.0}
-    rows = {(r["calibrator"], r["metric"]): float(r["value"]) for r in csv.DictReader(open(folder / "out" /
-                                                                                          "metrics.csv"))}
+    rows = {(r["calibrator"], r["metric"]): float(r["value"]) for r in read_rows(folder / "out" /
+                                                                                          "metrics.csv")}
     for key in CHOSEN:
         probs = Calibrator.from_dict(stored[key]["fitted"]).transform(test_logits)
         assert rows[key, "brier"] == pytest.approx(metrics.brier(probs, test_labels), rel=1e-12), key

@@ -5,11 +5,10 @@ from __future__ import annotations
 import copy
 
 import pytest
+from test_config_entries import ROOT, SCHEMA, problems_of
 
 from focalcal.pipeline import ConfigError, build_plan, check_entries, load_config_file, validate_config
 from focalcal.pipeline.plan import IMPORTED_RECIPE
-
-from test_config_entries import ROOT, SCHEMA, problems_of
 
 EXAMPLE = ROOT / "config" / "examples" / "own_logits.yaml"
 

@@ -10,16 +10,20 @@ import shutil
 
 import numpy as np
 import pytest
+from test_report_browser import ensure_chromium
+from test_workflow_e2e import ROOT, planned_rules, snakemake
 
 from focalcal.calibration import Calibrator
 from focalcal.logits_file import EXAMPLE_MODELS, write_example_logits
 from focalcal.report.browser import check_report
 
-from test_report_browser import ensure_chromium
-from test_workflow_e2e import ROOT, planned_rules, snakemake
-
 CONFIG = ROOT / "config" / "examples" / "own_logits.yaml"
 IMPORTED = [f"cifar10/my_model/{loss}/imported/seed{seed}" for loss in EXAMPLE_MODELS for seed in (0, 1, 2)]
+
+
+def read_rows(path) -> list[dict]:
+    with open(path) as handle:
+        return list(csv.DictReader(handle))
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +55,7 @@ def test_imported_runs_are_copied_checked_and_never_trained(finished):
 
 
 def test_imported_runs_are_calibrated_tabulated_and_claimed_like_trained_ones(finished):
-    rows = list(csv.DictReader(open(finished / "results/tables/own_logits.csv")))
+    rows = read_rows(finished / "results/tables/own_logits.csv")
     models = {row["model"] for row in rows}
     assert models == {"my_model", "cnn_small"}
     ece = {(r["model"], r["loss"], r["seed"], r["calibrator"]): float(r["value"]) for r in rows
@@ -66,14 +70,14 @@ def test_imported_runs_are_calibrated_tabulated_and_claimed_like_trained_ones(fi
         fitted = json.loads((finished / "results/calibration" / path / "calibration.json").read_text())
         expected = EXAMPLE_MODELS[path.split("/")[2]]
         assert fitted["ts_nll"]["fitted"]["fitted"]["temperature_"] == pytest.approx(expected, rel=0.15)
-    claims = {r["claim"]: r for r in csv.DictReader(open(finished / "results/tables/claims.csv"))}
+    claims = {r["claim"]: r for r in read_rows(finished / "results/tables/claims.csv")}
     assert claims["k24-temperature-falls"]["verdict"] == "holds"
-    table = list(csv.DictReader(open(finished / "results/tables/own_logits/komisarenko2024_table1.csv")))
+    table = read_rows(finished / "results/tables/own_logits/komisarenko2024_table1.csv")
     assert {r["model"] for r in table} == {"my_model", "cnn_small"}
 
 
 def test_the_report_shows_imported_runs_and_opens_in_chromium(finished):
-    inventory = list(csv.DictReader(open(finished / "results/report/runs.csv")))
+    inventory = read_rows(finished / "results/report/runs.csv")
     imported = [r for r in inventory if r["model"] == "my_model"]
     assert len(imported) == 6 and all(r["device"] == "imported logits (not trained here)" for r in imported)
     ensure_chromium()

@@ -13,8 +13,12 @@ from pathlib import Path
 
 from focalcal._io import atomic_write_json, atomic_write_text, read_json
 from focalcal.pipeline.plan import RUN_CONFIG
-from focalcal.training.run_files import (SEGMENTATION_METRICS, SEGMENTATION_SAMPLES, publish_staged_segmentation,
-                                         record_staging)
+from focalcal.training.run_files import (
+    SEGMENTATION_METRICS,
+    SEGMENTATION_SAMPLES,
+    publish_staged_segmentation,
+    record_staging,
+)
 
 
 def prepare_dataset(spec: dict, data_root, download: bool, marker) -> dict:
