@@ -248,3 +248,34 @@ def test_ece_grid_rejects_bad_input():
         ece_grid(np.full((2, 3), 1.5), np.ones(3, bool))
     with pytest.raises(ValueError, match="n_bins"):
         ece_grid(np.full((2, 3), 0.5), np.ones(3, bool), n_bins=0)
+
+
+def test_focal_ts_by_ece_and_by_nll_on_the_same_logits_score_the_grid_once(monkeypatch):
+    from focalcal.calibration import _focal_grid
+
+    rng = np.random.default_rng(7)
+    logits, labels = rng.normal(size=(300, 4)) * 3, rng.integers(0, 4, 300)
+    grid = {"gammas": [0.0, 1.0, 2.0], "temperatures": np.linspace(0.2, 3.0, 15)}
+    expected = {}
+    for objective in ("ece", "nll"):  # one quantity per pass: the scores as computed before sharing
+        quantity = "confidence" if objective == "ece" else "log_psi_label"
+        scores = np.empty((3, 15))
+        for temps, values in _focal_grid.focal_grid_blocks(logits, labels, grid["gammas"], grid["temperatures"],
+                                                           quantity):
+            if objective == "ece":
+                flat = values.reshape(-1, values.shape[-1]).numpy()
+                scores[:, temps] = ece_grid(flat, logits.argmax(1) == labels, 15, "mass").reshape(3, -1)
+            else:
+                scores[:, temps] = -values.to(torch.float64).mean(dim=2).numpy()
+        expected[objective] = scores
+    passes = []
+    original = _focal_grid.focal_grid_blocks
+    monkeypatch.setattr(_focal_grid, "focal_grid_blocks", lambda *a, **k: passes.append(a[4]) or original(*a, **k))
+    _focal_grid._LAST_SCORES.clear()
+    by_ece = FocalTemperatureScaling(objective="ece", **grid).fit(logits, labels)
+    by_nll = FocalTemperatureScaling(objective="nll", **grid).fit(logits, labels)
+    assert passes == ["both"]
+    np.testing.assert_array_equal(by_ece.grid_scores_, expected["ece"])
+    np.testing.assert_array_equal(by_nll.grid_scores_, expected["nll"])
+    FocalTemperatureScaling(objective="nll", **grid).fit(logits, (labels + 1) % 4)  # other labels: scored again
+    assert passes == ["both", "both"]

@@ -96,7 +96,7 @@ def _per_temperature_terms(chunk: _RowChunk, betas: torch.Tensor):
     return d, relative_log_one_minus, rho, log_one_minus_top, top_rho
 
 
-QUANTITIES = ("confidence", "log_psi_label")
+QUANTITIES = ("confidence", "log_psi_label", "both")
 
 
 def focal_grid_blocks(
@@ -105,7 +105,8 @@ def focal_grid_blocks(
     """Yield (temperature slice, values) for consecutive blocks of the temperature grid.
 
     ``values`` has shape (n_gamma, n_T in block, N): for ``quantity="confidence"`` the
-    top-label probability max_k Ψ^γ_k(softmax(z/T)), for ``"log_psi_label"`` log Ψ^γ_y.
+    top-label probability max_k Ψ^γ_k(softmax(z/T)), for ``"log_psi_label"`` log Ψ^γ_y; for
+    ``"both"`` it is the pair (confidence, log_psi_label), from one pass.
     ``logits`` (N, K) and ``labels`` (N,) are numpy arrays. Work is split over T and then over
     samples so that the (n_gamma, n_T, rows, K) work buffers hold at most
     ``max_block_elements`` entries: big enough that per-operation overhead is small, small
@@ -134,7 +135,8 @@ def focal_grid_blocks(
     for start in range(0, len(temperatures), temps_per_block):
         stop = min(start + temps_per_block, len(temperatures))
         betas = torch.as_tensor(1.0 / temperatures[start:stop], dtype=dtype)
-        values = torch.empty(n_gammas, stop - start, n, dtype=dtype)
+        wanted = ("confidence", "log_psi_label") if quantity == "both" else (quantity,)
+        values = {name: torch.empty(n_gammas, stop - start, n, dtype=dtype) for name in wanted}
         for chunk in chunks:
             d, rel_log_one_minus, rho, log_one_minus_top, top_rho = _per_temperature_terms(chunk, betas)
             shape = (n_gammas, *d.shape)
@@ -147,31 +149,58 @@ def focal_grid_blocks(
                 x.clamp_min_(_LOG_FLOOR)
             x.exp_().div_(torch.addcmul(ones[:, :, : d.shape[1]], gamma, rho.unsqueeze(0), out=denominator))
             normaliser = x.sum(dim=3)  # Σ_j h_j relative to the top class
-            if quantity == "confidence":
+            if "confidence" in values:
                 # The top term comes from the summed tensor itself, so confidence <= 1 exactly.
                 top_term = x.gather(3, chunk.top_index.expand(*shape[:3], 1)).squeeze(3)
-                values[:, :, chunk.rows] = top_term.div_(normaliser)
-            else:
+                values["confidence"][:, :, chunk.rows] = top_term.div_(normaliser)
+            if "log_psi_label" in values:
                 index = chunk.label_index.unsqueeze(0).expand(d.shape[0], -1, 1)
                 d_y, rel_y, rho_y = (t.gather(2, index).squeeze(2) for t in (d, rel_log_one_minus, rho))
                 gamma3 = gamma.squeeze(-1)
-                values[:, :, chunk.rows] = d_y - gamma3 * rel_y - torch.log1p(gamma3 * rho_y) - normaliser.log_()
-        yield slice(start, stop), values
+                values["log_psi_label"][:, :, chunk.rows] = (d_y - gamma3 * rel_y - torch.log1p(gamma3 * rho_y)
+                                                             - normaliser.log_())
+        yield slice(start, stop), (values[quantity] if quantity != "both" else
+                                   (values["confidence"], values["log_psi_label"]))
+
+
+# The last grid's scores, both objectives: fitting focal TS by ECE and then by NLL on the same
+# validation logits (the workflow's and `focalcal calibrate`'s pairs) scores the grid once.
+_LAST_SCORES: dict[str, dict[str, np.ndarray]] = {}
 
 
 def focal_grid_scores(logits, labels, gammas, temperatures, objective, *, n_bins=15, binning="mass", dtype=torch.float32):
-    """(n_gamma, n_T) validation ECE or NLL of Ψ^γ(softmax(z/T)) over the grid."""
+    """(n_gamma, n_T) validation ECE or NLL of Ψ^γ(softmax(z/T)) over the grid.
+
+    Both objectives come from one pass over the grid (the per-(γ, T) work they share is most
+    of it), and the last grid's scores are kept, keyed by a digest of everything they depend on.
+    """
     from focalcal.metrics.batched import ece_grid
 
     gammas = check_gamma_grid(gammas)
-    labels = np.asarray(labels)
-    correct = np.asarray(logits).argmax(axis=1) == labels
-    scores = np.empty((len(gammas), len(temperatures)))
-    quantity = "confidence" if objective == "ece" else "log_psi_label"
-    for temps, values in focal_grid_blocks(logits, labels, gammas, temperatures, quantity, dtype=dtype):
-        if objective == "ece":
-            flat = values.reshape(-1, values.shape[-1]).numpy()
-            scores[:, temps] = ece_grid(flat, correct, n_bins=n_bins, binning=binning).reshape(len(gammas), -1)
-        else:
-            scores[:, temps] = -values.to(torch.float64).mean(dim=2).numpy()
-    return scores
+    dtype = getattr(torch, dtype) if isinstance(dtype, str) else dtype
+    logits, labels = np.asarray(logits), np.asarray(labels)
+    temperatures = np.asarray(temperatures, dtype=np.float64)
+    key = _digest(logits, labels, gammas, temperatures, n_bins, binning, dtype)
+    if key not in _LAST_SCORES:
+        correct = logits.argmax(axis=1) == labels
+        scores = {name: np.empty((len(gammas), len(temperatures))) for name in ("ece", "nll")}
+        for temps, (confidence, log_psi_label) in focal_grid_blocks(logits, labels, gammas, temperatures, "both",
+                                                                    dtype=dtype):
+            flat = confidence.reshape(-1, confidence.shape[-1]).numpy()
+            scores["ece"][:, temps] = ece_grid(flat, correct, n_bins=n_bins, binning=binning).reshape(len(gammas), -1)
+            scores["nll"][:, temps] = -log_psi_label.to(torch.float64).mean(dim=2).numpy()
+        _LAST_SCORES.clear()
+        _LAST_SCORES[key] = scores
+    return _LAST_SCORES[key][objective].copy()
+
+
+def _digest(logits, labels, gammas, temperatures, n_bins, binning, dtype) -> str:
+    import hashlib
+
+    digest = hashlib.sha256()
+    for array in (logits, labels, gammas, temperatures):
+        array = np.ascontiguousarray(array)
+        digest.update(f"{array.dtype.str}{array.shape}".encode())
+        digest.update(array.tobytes())
+    digest.update(f"{n_bins}|{binning}|{dtype}".encode())
+    return digest.hexdigest()
