@@ -1,5 +1,5 @@
 """`focalcal calibrate` on a model's own logits: 10,000 validation and 10,000 test samples of
-100 classes (issue 16's goal: the whole command in <= 10 s on the 2-core development machine).
+100 classes of an overconfident stand-in model (issue 16's goal: the whole command in <= 10 s on the 2-core development machine).
 
 Baseline in the same run: the command with only the uncalibrated model (``--calibrators
 raw``): interpreter and imports, reading and checking the logits, the bootstrap metrics, one
@@ -18,22 +18,10 @@ from pathlib import Path
 
 import numpy as np
 
+from focalcal.logits_file import stand_in_logits
+
 GOAL_S = 10.0
 PROGRESS = re.compile(r"^\[\d+/\d+\] (\w+): fitted in ([\d.]+) s, measured and drawn in ([\d.]+) s", re.MULTILINE)
-
-
-def write_logits(path: Path, n_samples: int, n_classes: int, seed: int = 0) -> None:
-    """An overconfident model: labels drawn from softmax(z / 2.5)."""
-    rng = np.random.default_rng(seed)
-    arrays = {}
-    for split in ("val", "test"):
-        logits = rng.normal(size=(n_samples, n_classes)) * 4
-        scaled = logits / 2.5
-        probs = np.exp(scaled - scaled.max(axis=1, keepdims=True))
-        probs /= probs.sum(axis=1, keepdims=True)
-        labels = (rng.uniform(size=(n_samples, 1)) > probs.cumsum(axis=1)).sum(axis=1).clip(max=n_classes - 1)
-        arrays[f"{split}_logits"], arrays[f"{split}_labels"] = logits.astype(np.float32), labels
-    np.savez(path, **arrays)
 
 
 def run(logits: Path, out: Path, *extra: str) -> tuple[float, str]:
@@ -47,7 +35,7 @@ def main(quick: bool = False) -> None:
     n_samples = 2000 if quick else 10_000
     with tempfile.TemporaryDirectory(prefix="bench_compare_") as tmp:
         logits = Path(tmp) / "model.npz"
-        write_logits(logits, n_samples, 100)
+        np.savez(logits, **stand_in_logits(n_samples, n_samples, 100, temperature=2.5, scale=4.0))
         baseline, _ = run(logits, Path(tmp) / "baseline", "--calibrators", "raw")
         wall, stdout = run(logits, Path(tmp) / "all", "--gamma", "2")
     print(f"{n_samples:,} val + {n_samples:,} test samples, 100 classes")

@@ -98,7 +98,8 @@ def compare_calibrators(logits: LogitsSet, out_dir, names=None, gamma: float | N
         fit_s = time.perf_counter() - started
         probs = calibrator.transform(logits.test_logits)
         fitted_params[key] = {"spec": spec, "fitted": calibrator.to_dict()}
-        for metric, interval in metrics_with_intervals(probs, logits.test_labels, indices, n_bins).items():
+        intervals = metrics_with_intervals(probs, logits.test_labels, indices, n_bins)
+        for metric, interval in intervals.items():
             bins = n_bins if metric in ("ece", "adaece", "mce", "classwise_ece") else ""
             rows.append({"calibrator": key, "metric": metric, "bins": bins, "value": interval.estimate,
                          "ci_low": interval.low, "ci_high": interval.high})
@@ -108,9 +109,8 @@ def compare_calibrators(logits: LogitsSet, out_dir, names=None, gamma: float | N
             rows.append({"calibrator": key, "metric": "smooth_ece", "bins": "",
                          "value": metrics.smooth_ece(probs, logits.test_labels), "ci_low": "", "ci_high": ""})
         diagrams[key] = _draw(probs, logits.test_labels, key, n_bins, smooth, out_dir / "reliability" / f"{key}.png")
-        ece = next(row["value"] for row in rows if row["calibrator"] == key and row["metric"] == "ece")
         progress(f"[{position}/{len(specs)}] {key}: fitted in {fit_s:.2f} s, measured and drawn in "
-                 f"{time.perf_counter() - started - fit_s:.2f} s; test ECE {100 * ece:.2f} %")
+                 f"{time.perf_counter() - started - fit_s:.2f} s; test ECE {100 * intervals['ece'].estimate:.2f} %")
     atomic_write_json(fitted_params, out_dir / "calibration.json")
     atomic_write_text(rows_to_csv(rows, METRICS_HEADER), out_dir / "metrics.csv")
     atomic_write_text(render_page(logits, rows, diagrams, n_resamples), out_dir / "index.html")

@@ -47,6 +47,8 @@ rule import_logits:
         run_config=f"results/runs/{RUN}/run_config.json",
     log:
         f"results/logs/import_logits/{RUN}.log",
+    benchmark:
+        f"results/benchmarks/import_logits/{RUN}.tsv"
     wildcard_constraints:
         model=IMPORTED_MODELS,
     conda:

@@ -127,4 +127,3 @@ class MatrixScaling(Calibrator):
 
     def _transform(self, logits):
         return softmax(logits @ self.weight_.T + self.bias_, axis=1)
-

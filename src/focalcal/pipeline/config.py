@@ -185,11 +185,11 @@ def _check_references(config: dict) -> None:
                                     "models needs none)")
             elif grid["recipe"] not in config["recipes"]:
                 problems.append(f"{where}.recipe: unknown recipes key {grid['recipe']!r}; defined: {', '.join(config['recipes'])}")
-            imported = [key for key in grid["models"] if key in config["models"] and key not in trained]
-            if imported and segmentation_keys(config, grid):
-                problems.append(f"{where}.models: logits_file models {imported} give classification logits; a "
-                                f"segmentation dataset ({segmentation_keys(config, grid)}) needs trained models")
             segmentation = segmentation_keys(config, grid)
+            imported = [key for key in grid["models"] if key in config["models"] and key not in trained]
+            if imported and segmentation:
+                problems.append(f"{where}.models: logits_file models {imported} give classification logits; a "
+                                f"segmentation dataset ({segmentation}) needs trained models")
             if segmentation and grid.get("calibrators"):
                 problems.append(f"{where}.calibrators: segmentation datasets {segmentation} are evaluated (IoU, Hausdorff "
                                 "distance, pixel ECE), not calibrated; list no calibrators in their grids")

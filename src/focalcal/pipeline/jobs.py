@@ -53,7 +53,7 @@ def train(run_identity: dict, execution: dict, run_dir, data_root, threads: int,
     run_config = {**run_identity, **execution}
     config = RunConfig.from_dict(run_config)  # fails before anything is written if the config is bad
     exit_when_workflow_dies()
-    atomic_write_text(json.dumps(run_config, indent=1, sort_keys=True) + "\n", Path(run_dir) / RUN_CONFIG)
+    _write_run_config(run_config, Path(run_dir) / RUN_CONFIG)
     torch.set_num_threads(max(1, int(threads)))
     trainer = train_run(config, run_dir, data_root=str(data_root), progress=False, export=False)
     started = time.process_time()
@@ -65,6 +65,11 @@ def train(run_identity: dict, execution: dict, run_dir, data_root, threads: int,
         _write_segmentation_evaluation(trainer, segmentation_bins, staged.root / SEGMENTATION_METRICS,
                                        staged.root / SEGMENTATION_SAMPLES, staged.info)
         record_staging(run_dir, time.process_time() - started, n_bins=int(segmentation_bins))
+
+
+def _write_run_config(run_config: dict, path) -> None:
+    """``run_config.json``: what determined the run (check_run_directories compares it)."""
+    atomic_write_text(json.dumps(run_config, indent=1, sort_keys=True) + "\n", path)
 
 
 def export_logits(run_dir, data_root, threads: int) -> None:
@@ -120,7 +125,7 @@ def import_logits(source, run_identity: dict, logits_path, info_path, run_config
     atomic_savez(logits_path, **{key: getattr(logits, key) for key in REQUIRED_KEYS},
                  **{CLASS_NAMES: np.asarray(logits.class_names)})
     atomic_write_json(record, info_path)
-    atomic_write_text(json.dumps(run_identity, indent=1, sort_keys=True) + "\n", run_config_path)
+    _write_run_config(run_identity, run_config_path)
     return record
 
 

@@ -83,13 +83,13 @@ def publish_staged(run_dir, destinations: dict, **settings) -> str:
     """Copy staged files (file name in ``staged_export/`` -> destination path; ``run.json``
     among them) to their destinations, if they came from the checkpoint now in ``run_dir`` and
     were made with ``settings``. Returns "" when published, else why not (the caller redoes it)."""
+    if RUN_INFO not in destinations:
+        raise ValueError(f"destinations must include {RUN_INFO}: it says which checkpoint the files came from")
     paths = RunPaths(Path(run_dir))
     staged = paths.staged_export.root
     names = sorted(destinations)
     missing = [name for name in names if not (staged / name).exists()]
     missing += [] if paths.checkpoint.exists() else [CHECKPOINT]
-    if RUN_INFO not in destinations:
-        raise ValueError(f"destinations must include {RUN_INFO}: it says which checkpoint the files came from")
     if missing:
         return f"no staged export ({', '.join(missing)} missing)"
     try:
