@@ -20,6 +20,11 @@ from pathlib import Path
 from focalcal._io import atomic_write_text, read_text, written_in_place
 
 KERNEL_NAME = "focalcal-report"
+# A kernel that dies before its first reply has run no cell: starting it again is safe. Kernels
+# started side by side (report pages of one run, tests on two workers) can race for the same
+# ZMQ ports (jupyter_client picks free ports, releases them, then the kernel binds them).
+KERNEL_START_ATTEMPTS = 3
+_KERNEL_START_FAILURES = ("Kernel died before replying to kernel_info", "Kernel didn't respond")
 
 
 @contextlib.contextmanager
@@ -55,8 +60,17 @@ def execute(template, executed, parameters: dict, cwd, timeout: int = 600) -> Pa
     os.environ.update(env)
     try:
         with this_python_kernel() as kernel, written_in_place(executed):
-            papermill.execute_notebook(str(template), str(executed), parameters=parameters, kernel_name=kernel,
-                                       cwd=str(cwd), progress_bar=False, execution_timeout=timeout)
+            for attempt in range(1, KERNEL_START_ATTEMPTS + 1):
+                try:
+                    papermill.execute_notebook(str(template), str(executed), parameters=parameters,
+                                               kernel_name=kernel, cwd=str(cwd), progress_bar=False,
+                                               execution_timeout=timeout)
+                    break
+                except RuntimeError as error:
+                    if attempt == KERNEL_START_ATTEMPTS or not str(error).startswith(_KERNEL_START_FAILURES):
+                        raise
+                    print(f"{template.name}: the kernel did not start ({error}); starting it again "
+                          f"(attempt {attempt + 1} of {KERNEL_START_ATTEMPTS})", file=sys.stderr)
     finally:
         for key, value in saved.items():
             if value is None:
