@@ -191,6 +191,35 @@ def test_scaling_reaches_the_same_optimum_as_scipy_bfgs(kind, data):
     assert _scaling_objective(ours, logits, labels, k, kind) <= reference.fun + 1e-9
 
 
+@pytest.mark.parametrize("l2", [0.0, 0.05])
+def test_vector_scaling_newton_fit_is_stationary_and_matches_lbfgs_on_many_classes(l2):
+    """Newton with the exact Hessian against the penalised objective's autograd gradient and scipy L-BFGS-B."""
+    import torch
+
+    rng = np.random.default_rng(3)
+    k = 20
+    logits = rng.normal(size=(3000, k)) * 3
+    labels = sample_labels(rng, softmax(logits * rng.uniform(0.3, 1.2, k) + rng.normal(0, 0.5, k), axis=1))
+    fitted = VectorScaling(l2=l2).fit(logits, labels)
+
+    def objective(params):
+        return _scaling_objective(params, logits, labels, k, "vector") + l2 / k * (((params[:k] - 1) ** 2).sum()
+                                                                                    + (params[k:] ** 2).sum())
+
+    ours = np.concatenate([fitted.scale_, fitted.bias_])
+    params = torch.tensor(ours, requires_grad=True)
+    z = torch.as_tensor(logits) * params[:k] + params[k:]
+    loss = torch.nn.functional.cross_entropy(z, torch.as_tensor(labels)) + l2 / k * (
+        ((params[:k] - 1) ** 2).sum() + (params[k:] ** 2).sum())
+    loss.backward()
+    assert np.abs(params.grad.numpy()).max() < 1e-9
+    reference = minimize(objective, np.concatenate([np.ones(k), np.zeros(k)]), method="L-BFGS-B",
+                         options={"ftol": 1e-15, "gtol": 1e-10, "maxiter": 10000})
+    assert objective(ours) <= reference.fun + 1e-10
+    if l2 > 0:  # a unique optimum
+        np.testing.assert_allclose(ours, reference.x, atol=1e-4)
+
+
 def test_matrix_scaling_odir_penalty_shrinks_off_diagonal_weights(data):
     logits, labels = data
     off = ~np.eye(4, dtype=bool)

@@ -366,3 +366,25 @@ def test_ece_of_confidence_equals_ece_of_the_probabilities():
         metrics.ece_of_confidence(confidence, (predicted == labels).astype(int))
     with pytest.raises(ValueError, match="one size"):
         metrics.ece_of_confidence(confidence, (predicted == labels)[:-1])
+
+
+def test_smooth_reliability_curve_carries_the_smooth_ece_and_tracks_the_true_calibration_map():
+    """smECE from the curve's one relplot call equals relplot's own smECE; for a model whose true
+    accuracy at confidence c is c² (overconfident), smECE is near E[c − c²] and the curve (smoothed
+    at bandwidth smECE, so flattened) rises below the diagonal."""
+    import relplot
+
+    rng = np.random.default_rng(5)
+    confidence = rng.uniform(0.5, 1.0, 20000)
+    correct = rng.uniform(size=confidence.size) < confidence**2
+    labels = np.where(correct, 0, 1)
+    probs = np.column_stack([confidence, 1 - confidence])
+    curve = metrics.smooth_reliability_curve(probs, labels)
+    assert curve.smooth_ece == pytest.approx(relplot.smECE(confidence, correct.astype(float)), rel=1e-12)
+    assert curve.smooth_ece == pytest.approx(metrics.smooth_ece(probs, labels), rel=1e-12)
+    inside = (curve.mesh > 0.55) & (curve.mesh < 0.95)
+    assert np.all(np.diff(curve.accuracy[inside]) > 0)
+    assert np.all(curve.accuracy[inside] < curve.mesh[inside] - 0.08)
+    assert curve.smooth_ece == pytest.approx(np.mean(confidence - confidence**2), abs=0.02)
+    calibrated = np.where(rng.uniform(size=confidence.size) < confidence, 0, 1)
+    assert metrics.smooth_ece(probs, calibrated) < 0.015

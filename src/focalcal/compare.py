@@ -103,12 +103,14 @@ def compare_calibrators(logits: LogitsSet, out_dir, names=None, gamma: float | N
             bins = n_bins if metric in ("ece", "adaece", "mce", "classwise_ece") else ""
             rows.append({"calibrator": key, "metric": metric, "bins": bins, "value": interval.estimate,
                          "ci_low": interval.low, "ci_high": interval.high})
+        curve = False
         if smooth:
             from focalcal import metrics
 
+            curve = metrics.smooth_reliability_curve(probs, logits.test_labels)
             rows.append({"calibrator": key, "metric": "smooth_ece", "bins": "",
-                         "value": metrics.smooth_ece(probs, logits.test_labels), "ci_low": "", "ci_high": ""})
-        diagrams[key] = _draw(probs, logits.test_labels, key, n_bins, smooth, out_dir / "reliability" / f"{key}.png")
+                         "value": curve.smooth_ece, "ci_low": "", "ci_high": ""})
+        diagrams[key] = _draw(probs, logits.test_labels, key, n_bins, curve, out_dir / "reliability" / f"{key}.png")
         progress(f"[{position}/{len(specs)}] {key}: fitted in {fit_s:.2f} s, measured and drawn in "
                  f"{time.perf_counter() - started - fit_s:.2f} s; test ECE {100 * intervals['ece'].estimate:.2f} %")
     atomic_write_json(fitted_params, out_dir / "calibration.json")
@@ -118,7 +120,7 @@ def compare_calibrators(logits: LogitsSet, out_dir, names=None, gamma: float | N
     return rows
 
 
-def _draw(probs, labels, key: str, n_bins: int, smooth: bool, path: Path) -> Path:
+def _draw(probs, labels, key: str, n_bins: int, smooth, path: Path) -> Path:
     from focalcal.plots import reliability_diagram, save
 
     return save(reliability_diagram(probs, labels, n_bins=n_bins, title=LABELS[key], smooth=smooth), path)

@@ -15,8 +15,8 @@ Conventions shared by every function here:
   distance take integer label maps; ``pixel_ece`` is ``ece`` over the flattened pixels.
 """
 
-from focalcal.metrics.calibration import (classwise_ece, ece, ece_of_confidence, mce, reliability_bins, smooth_ece,
-                                          smooth_reliability_curve)
+from focalcal.metrics.calibration import (SmoothReliability, classwise_ece, ece, ece_of_confidence, mce,
+                                          reliability_bins, smooth_ece, smooth_reliability_curve)
 from focalcal.metrics.classification import (
     S99,
     brier,
@@ -54,5 +54,6 @@ __all__ = [
     "s99",
     "smooth_ece",
     "smooth_reliability_curve",
+    "SmoothReliability",
     "top_k_error",
 ]

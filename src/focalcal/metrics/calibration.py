@@ -8,7 +8,7 @@ lands in.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
@@ -128,16 +128,25 @@ def smooth_ece(probs, labels) -> float:
     return float(relplot.smECE(confidence, correct))
 
 
-def smooth_reliability_curve(probs, labels) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(confidence mesh, smoothed accuracy, density of confidences) of the smooth reliability
-    diagram of Błasiok & Nakkiran 2023, at smECE's own bandwidth (``relplot``)."""
+class SmoothReliability(NamedTuple):
+    """The smooth reliability diagram of Błasiok & Nakkiran 2023 and its smECE, from one ``relplot`` call."""
+
+    mesh: np.ndarray  # confidences in [0, 1]
+    accuracy: np.ndarray  # smoothed accuracy on the mesh
+    density: np.ndarray  # kernel density of the confidences on the mesh
+    smooth_ece: float  # equal to smooth_ece(probs, labels)
+
+
+def smooth_reliability_curve(probs, labels) -> SmoothReliability:
+    """The smooth reliability curve and density at smECE's own bandwidth, with the smECE itself
+    (``relplot`` computes it on the way; asking for both separately would compute it twice)."""
     import relplot
 
     confidence, correct = _confidence_and_correct(probs, labels)
-    diagram = relplot.prepare_rel_diagram(confidence, correct, plot_confidence_band=False, report_CE=False,
+    diagram = relplot.prepare_rel_diagram(confidence, correct, plot_confidence_band=False, report_CE=True,
                                           report_CE_std=False)
-    return (np.asarray(diagram["mesh"], dtype=np.float64), np.asarray(diagram["mu"], dtype=np.float64),
-            np.asarray(diagram["density"], dtype=np.float64))
+    return SmoothReliability(np.asarray(diagram["mesh"], dtype=np.float64), np.asarray(diagram["mu"], dtype=np.float64),
+                             np.asarray(diagram["density"], dtype=np.float64), float(diagram["ce"]))
 
 
 def _confidence_and_correct(probs, labels) -> tuple[np.ndarray, np.ndarray]:

@@ -47,12 +47,12 @@ def draw_reliability(ax, bins: pd.DataFrame, *, color: str, label: str | None = 
 
 @styled
 def reliability_diagram(probs, labels, *, n_bins: int = 15, binning: str = "width", title: str = "Reliability diagram",
-                        color: str = RAW_COLOR, smooth: bool = False):
+                        color: str = RAW_COLOR, smooth: bool | metrics.SmoothReliability = False):
     """One model's reliability diagram (top) and the share of samples per confidence bin (bottom).
 
     ``probs`` (N, K) probabilities, ``labels`` (N,). ECE (same bins) printed in the corner;
     with ``smooth``, also the smooth reliability curve and smECE of Błasiok & Nakkiran 2023
-    (:func:`focalcal.metrics.smooth_reliability_curve`).
+    (:func:`focalcal.metrics.smooth_reliability_curve`; pass its result instead of True to reuse it).
     """
     bins = metrics.reliability_bins(probs, labels, n_bins=n_bins, binning=binning)
     ece = metrics.ece(probs, labels, n_bins=n_bins, binning=binning)
@@ -63,9 +63,9 @@ def reliability_diagram(probs, labels, *, n_bins: int = 15, binning: str = "widt
     top.set_xlabel("")
     text = f"ECE = {100 * ece:.2f} %  ({n_bins} {binning} bins)"
     if smooth:
-        mesh, accuracy, _ = metrics.smooth_reliability_curve(probs, labels)
-        top.plot(mesh, accuracy, color="0.1", lw=1.6, label="smoothed accuracy")
-        text += f"\nsmECE = {100 * metrics.smooth_ece(probs, labels):.2f} %"
+        curve = smooth if isinstance(smooth, metrics.SmoothReliability) else metrics.smooth_reliability_curve(probs, labels)
+        top.plot(curve.mesh, curve.accuracy, color="0.1", lw=1.6, label="smoothed accuracy")
+        text += f"\nsmECE = {100 * curve.smooth_ece:.2f} %"
         top.legend(loc="lower right")
     corner_text(top, text, loc="upper left")
     counts = bins["count"].to_numpy(dtype=np.float64)
