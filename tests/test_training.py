@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from focalcal.training import RunConfig, Trainer, TrainingDiverged, export_run_logits, train_run
+from focalcal.training.trainer import build_optimizer
 
 
 def make_config(**overrides):
@@ -148,7 +149,7 @@ def test_stateful_losses_get_their_hooks(tmp_path, data_root):
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        ({"recipe": {"optimizer": {"name": "rmsprop"}}}, r"recipe.optimizer.name = 'rmsprop' is not one of \['sgd', 'adam'\]"),
+        ({"recipe": {"optimizer": {"name": "rmsprop"}}}, r"recipe.optimizer.name = 'rmsprop' is not one of \['sgd', 'adam', 'adagrad'\]"),
         ({"recipe": {"epochs": 0}}, "recipe.epochs must be >= 1"),
         ({"recipe": {"lr_milestones": [5, 2]}}, "strictly increasing"),
         ({"recipe": {"epoch": 3}}, r"unknown key\(s\) \['epoch'\] in recipe"),
@@ -275,3 +276,50 @@ def test_non_finite_logits_name_epoch_and_batch(tmp_path, data_root):
     trainer.forward = poisoned
     with pytest.raises(TrainingDiverged, match=r"logits became non-finite at epoch 1, batch 3/"):
         trainer.fit()
+
+
+def test_select_best_val_accuracy_reports_the_first_epoch_of_lowest_val_error_and_resumes_it(tmp_path, data_root,
+                                                                                               monkeypatch):
+    """mukhoti2020 App. D: "used the models with the best validation accuracy" — every epoch trains,
+    the logits come from the best epoch's weights (ties: the first), and a resumed run keeps them."""
+    config = make_config()
+    config.recipe.epochs, config.recipe.select = 5, "best_val_accuracy"
+    config.recipe.reliability_epochs = []
+    scripted_val_error = iter([0.5, 0.2, 0.3, 0.2, 0.4])
+    real_evaluate = Trainer.evaluate_epoch
+
+    def evaluate(self, epoch):
+        row = real_evaluate(self, epoch)
+        row["val_error"] = next(scripted_val_error)
+        return row
+
+    monkeypatch.setattr(Trainer, "evaluate_epoch", evaluate)
+    partial = Trainer(config, tmp_path / "best", data_root=data_root, progress=False)
+    partial.fit(stop_after_epoch=3)
+    trainer = train_run(config, tmp_path / "best", data_root=data_root, progress=False)  # resumes after epoch 3
+    assert trainer.epochs_done == 5 and not trainer.stopped_early and trainer.best["epoch"] == 2
+    info = json.loads((tmp_path / "best" / "run.json").read_text())
+    assert info["best_epoch"] == 2 and info["config"]["recipe"]["select"] == "best_val_accuracy"
+    reference = Trainer(config, tmp_path / "two", data_root=data_root, progress=False)
+    scripted_val_error = iter([0.5, 0.2])
+    reference.fit(stop_after_epoch=2)
+    reference.best["model"] = None  # report epoch 2's own final weights
+    reference.export_logits()
+    best, two = np.load(tmp_path / "best" / "logits.npz"), np.load(tmp_path / "two" / "logits.npz")
+    assert np.array_equal(best["test_logits"], two["test_logits"])
+
+
+def test_select_and_adagrad_are_checked_and_old_fingerprints_hold():
+    raw = make_config().to_dict()
+    fingerprint = RunConfig.from_dict(raw).fingerprint()
+    raw["recipe"]["select"] = "final"  # the default: a run checkpointed before `select` existed still resumes
+    assert RunConfig.from_dict(raw).fingerprint() == fingerprint
+    with pytest.raises(ValueError, match="recipe.select = 'best' is not one of"):
+        RunConfig.from_dict({**raw, "recipe": {**raw["recipe"], "select": "best"}})
+    with pytest.raises(ValueError, match="conflicts with early stopping"):
+        RunConfig.from_dict({**raw, "recipe": {**raw["recipe"], "select": "best_val_accuracy",
+                                                "early_stopping_patience": 3}})
+    adagrad = {**raw, "recipe": {**raw["recipe"], "optimizer": {"name": "adagrad", "lr": 0.05, "weight_decay": 1e-4}}}
+    optimizer = build_optimizer(torch.nn.Linear(2, 2), RunConfig.from_dict(adagrad))
+    assert isinstance(optimizer, torch.optim.Adagrad)
+    assert optimizer.defaults["lr"] == 0.05 and optimizer.defaults["weight_decay"] == 1e-4

@@ -15,14 +15,16 @@ import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-OPTIMIZERS = ("sgd", "adam")
+OPTIMIZERS = ("sgd", "adam", "adagrad")
 AUGMENTATIONS = ("dataset", "none", "crop_flip", "crop")
 DEVICES = ("auto", "cpu", "cuda")
 LOSS_REDUCTIONS = ("mean", "sum")
+SELECTIONS = ("final", "best_val_accuracy")
 # Recipe keys added after runs had been checkpointed, with their defaults: left out of the
 # fingerprint while at the default, so a checkpoint written before they existed (whose run
 # trained with exactly these defaults) still resumes.
-LATER_RECIPE_DEFAULTS = {"loss_reduction": "mean", "grad_clip_norm": None, "gradient_norm_epochs": []}
+LATER_RECIPE_DEFAULTS = {"loss_reduction": "mean", "grad_clip_norm": None, "gradient_norm_epochs": [],
+                         "select": "final"}
 
 
 @dataclass
@@ -32,7 +34,7 @@ class OptimizerConfig:
     momentum: float = 0.9
     weight_decay: float = 5e-4
     nesterov: bool = False
-    betas: tuple[float, float] = (0.9, 0.999)
+    betas: tuple[float, float] = (0.9, 0.999)  # adam only
 
 
 @dataclass
@@ -68,6 +70,11 @@ class Recipe:
     # Clip the total 2-norm of all parameter gradients to this before every step; None (default:
     # no clipping, the project's choice). 2 in the released code of mukhoti2020 (train_utils.py).
     grad_clip_norm: float | None = None
+    # Which weights the run reports (its logits, run.json): "final" (default) the last epoch's;
+    # "best_val_accuracy" those of the epoch with the lowest validation error (the first such
+    # epoch), kept in the checkpoint — mukhoti2020 App. D's text models "used the models with the
+    # best validation accuracy". Early stopping picks by validation loss instead; not both.
+    select: str = "final"
 
 
 @dataclass
@@ -120,6 +127,7 @@ class RunConfig:
         _check_choice("recipe.augmentation", recipe.augmentation, AUGMENTATIONS)
         _check_choice("device", self.device, DEVICES)
         _check_choice("recipe.loss_reduction", recipe.loss_reduction, LOSS_REDUCTIONS)
+        _check_choice("recipe.select", recipe.select, SELECTIONS)
         if recipe.epochs < 1:
             raise ValueError(f"recipe.epochs must be >= 1, got {recipe.epochs}")
         if recipe.batch_size < 1:
@@ -132,6 +140,9 @@ class RunConfig:
             raise ValueError("set either recipe.lr_milestones or recipe.lr_step_every, not both")
         if recipe.early_stopping_patience is not None and recipe.early_stopping_patience < 1:
             raise ValueError(f"recipe.early_stopping_patience must be >= 1 or null, got {recipe.early_stopping_patience}")
+        if recipe.early_stopping_patience is not None and recipe.select != "final":
+            raise ValueError(f"recipe.select = {recipe.select!r} conflicts with early stopping, which reports the epoch of "
+                             "the best validation loss; set one of them")
         clip = recipe.grad_clip_norm
         if clip is not None and (isinstance(clip, bool) or not isinstance(clip, (int, float))
                                  or not math.isfinite(clip) or clip <= 0):

@@ -65,7 +65,7 @@ class Trainer:
             split: (self.normalise(getattr(self.dataset, split).x.to(device)), getattr(self.dataset, split).y.to(device))
             for split in ("val", "test")
         }
-        self.model = model_lib.build(config.model["name"], num_classes=self.dataset.num_classes, **_options(config.model))
+        self.model = build_model(config, self.dataset)
         self.model.to(device)
         # before compile, so the compiled graph runs the hook too
         self.last_layer_inputs = LastLayerInputs(model_lib.last_layer(self.model))
@@ -78,12 +78,16 @@ class Trainer:
         if config.recipe.loss_reduction == "sum" and not getattr(self.loss_fn, "mean_over_elements", True):
             raise ValueError(f"recipe.loss_reduction = 'sum' sums a per-sample (per-pixel) loss over the batch, but "
                              f"loss {config.loss['name']!r} is a set-level loss with no per-element sum; use 'mean'")
-        _call_hook(self.loss_fn, "set_training_targets", self.train_y, self.dataset.num_classes)
+        # Tree models train on every node's label, which may have a class the task lacks (SST's
+        # neutral nodes): the training targets' class count comes from the data set.
+        train_classes = int(self.dataset.meta.get("train_node_classes") or self.dataset.num_classes)
+        _call_hook(self.loss_fn, "set_training_targets", self.train_y, train_classes)
         if isinstance(self.loss_fn, loss_lib.Loss):  # check every target once, not once per batch
             ignore_index = self.loss_fn.ignore_index
             for split, targets in [("train", self.train_y)] + [(s, y) for s, (_, y) in self.eval_splits.items()]:
                 try:
-                    loss_lib.check_target_values(targets, self.dataset.num_classes, ignore_index)
+                    classes = train_classes if split == "train" else self.dataset.num_classes
+                    loss_lib.check_target_values(targets, classes, ignore_index)
                 except ValueError as error:
                     raise ValueError(f"dataset {config.dataset['name']!r}, {split} split: {error}") from None
             self.loss_fn.validate_inputs = False
@@ -94,7 +98,8 @@ class Trainer:
         self.gradient_norms: list[pd.DataFrame] = []
         self.epochs_done = 0
         self.stopped_early = False
-        self.best = {"epoch": 0, "val_loss": float("inf"), "model": None}  # for early stopping
+        # The best epoch so far and its weights, for early stopping or ``recipe.select``.
+        self.best = {"epoch": 0, "val_loss": float("inf"), "val_error": float("inf"), "model": None}
         # focalcal.training.health's verdict on the test predictions last exported or evaluated
         # (export_logits, segmentation_eval.evaluate_segmentation); run.json records it.
         self.health: dict | None = None
@@ -134,7 +139,7 @@ class Trainer:
         self.gradient_norms = [pd.DataFrame(t) for t in state.get("gradient_norms", [])]
         self.epochs_done = int(state["epochs_done"])
         self.stopped_early = bool(state.get("stopped_early", False))
-        self.best = state.get("best", self.best)
+        self.best = {**self.best, **state.get("best", {})}
 
     def resume_if_possible(self) -> bool:
         if not self.paths.checkpoint.exists():
@@ -172,7 +177,7 @@ class Trainer:
             self.scheduler.step()
             self.history.append(row)
             self.epochs_done = epoch
-            self.track_early_stopping(row)
+            self.track_best(row)
             self.save()
             log(
                 f"[{self.paths.root}] epoch {epoch}/{epochs} lr {row['lr']:.3g} "
@@ -190,19 +195,26 @@ class Trainer:
     def finished(self) -> bool:
         return self.stopped_early or self.epochs_done >= self.config.recipe.epochs
 
-    def track_early_stopping(self, row: dict) -> None:
-        """hossain2021 §4.2: stop when the validation loss has not improved for ``patience`` epochs.
+    def track_best(self, row: dict) -> None:
+        """Keep the weights a finished run reports when they are not the last epoch's.
 
-        The best model's weights are kept in the checkpoint; the logits are dumped from them.
+        Early stopping (hossain2021 §4.2): the epoch of the lowest validation loss, and stop when
+        it has not improved for ``patience`` epochs. ``recipe.select = "best_val_accuracy"``
+        (mukhoti2020 App. D, text models): the first epoch of the lowest validation error. The
+        kept weights are in the checkpoint; the logits are dumped from them.
         """
-        patience = self.config.recipe.early_stopping_patience
-        if patience is None:
-            return
-        if row["val_loss"] < self.best["val_loss"]:
-            self.best = {"epoch": row["epoch"], "val_loss": row["val_loss"],
-                         "model": {k: v.detach().clone() for k, v in self.model.state_dict().items()}}
-        elif row["epoch"] - self.best["epoch"] >= patience:
-            self.stopped_early = True
+        recipe = self.config.recipe
+        if recipe.early_stopping_patience is not None:
+            if row["val_loss"] < self.best["val_loss"]:
+                self._keep_best(row)
+            elif row["epoch"] - self.best["epoch"] >= recipe.early_stopping_patience:
+                self.stopped_early = True
+        elif recipe.select == "best_val_accuracy" and row["val_error"] < self.best["val_error"]:
+            self._keep_best(row)
+
+    def _keep_best(self, row: dict) -> None:
+        self.best = {"epoch": row["epoch"], "val_loss": row["val_loss"], "val_error": row["val_error"],
+                     "model": {k: v.detach().clone() for k, v in self.model.state_dict().items()}}
 
     def train_one_epoch(self, epoch: int) -> dict:
         recipe = self.config.recipe
@@ -421,6 +433,8 @@ class Trainer:
             "host": platform.node(),
             "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             "health": self.health,
+            # text data sets: GloVe vectors or a random initialisation, in words (focalcal.data.text)
+            **({"embedding_source": self.dataset.meta["embedding_source"]} if "embedding_source" in self.dataset.meta else {}),
         }
 
 
@@ -450,6 +464,26 @@ def export_run_logits(config: RunConfig, run_dir, data_root="data") -> Path:
     return load_finished_run(config, run_dir, data_root).export_logits()
 
 
+#: Model options a data set decides (its meta key): a text model's vocabulary size and the
+#: classes of its training nodes come from the data, like ``num_classes``.
+DATASET_MODEL_OPTIONS = {"vocab_size": "vocab_size", "node_classes": "train_node_classes"}
+
+
+def build_model(config: RunConfig, dataset) -> torch.nn.Module:
+    """The run's model: the config's options, plus those the data set decides (an option the
+    config sets is not overridden), with the data set's pretrained word vectors loaded, if any."""
+    options = _options(config.model)
+    accepted = model_lib.spec(config.model["name"]).options()
+    for option, key in DATASET_MODEL_OPTIONS.items():
+        if option in accepted and option not in options and dataset.meta.get(key) is not None:
+            options[option] = int(dataset.meta[key])
+    model = model_lib.build(config.model["name"], num_classes=dataset.num_classes, **options)
+    embeddings = dataset.meta.get("pretrained_embeddings")
+    if embeddings is not None and hasattr(model, "load_pretrained_embeddings"):
+        model.load_pretrained_embeddings(torch.as_tensor(embeddings, dtype=torch.float32))
+    return model
+
+
 def load_dataset(config: RunConfig, data_root: Path):
     options = _options(config.dataset)
     options.setdefault("root", str(data_root))
@@ -474,6 +508,8 @@ def build_optimizer(model: torch.nn.Module, config: RunConfig) -> torch.optim.Op
         return torch.optim.SGD(
             model.parameters(), lr=opt.lr, momentum=opt.momentum, weight_decay=opt.weight_decay, nesterov=opt.nesterov
         )
+    if opt.name == "adagrad":  # mukhoti2020 App. D's SST recipe (Tai et al. 2015's optimiser)
+        return torch.optim.Adagrad(model.parameters(), lr=opt.lr, weight_decay=opt.weight_decay)
     return torch.optim.Adam(model.parameters(), lr=opt.lr, betas=tuple(opt.betas), weight_decay=opt.weight_decay)
 
 
