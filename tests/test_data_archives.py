@@ -409,3 +409,37 @@ def test_missing_tiny_imagenet_says_where_to_put_it(tmp_path):
     message = str(error.value)
     assert "http://cs231n.stanford.edu/tiny-imagenet-200.zip" in message
     assert "90528d7ca1a48142e341f4ef8d21d0de" in message and str(tmp_path / "tiny-imagenet-200.zip") in message
+
+
+# ---------------------------------------------------------------- sha256 checksums (the text archives)
+
+
+def test_fetch_checks_a_sha256_when_one_is_recorded(tmp_path):
+    payload = tmp_path / "payload.bin"
+    payload.write_bytes(b"text archive bytes")
+    digest = download.sha256sum(payload)
+    assert digest == "df79cd6dbbc3d7e2587097caa8352a8b4defd6f164b1d740129acb658bbf6b23"  # sha256 of those bytes
+    root = tmp_path / "root"
+    wrong = sources.RemoteFile(url=payload.as_uri(), filename="payload.bin", sha256="f" * 64)
+    assert wrong.checksum == ("sha256", "f" * 64)
+    with pytest.raises(ChecksumError) as error:
+        download.fetch(wrong, root / "payload.bin", dataset="demo")
+    message = str(error.value)
+    assert f"expected sha256 {'f' * 64}, got {digest}" in message
+    assert sorted(p.name for p in root.iterdir()) == ["payload.bin.part"]
+    # With both recorded, the sha256 decides: a wrong md5 is not consulted.
+    both = dataclasses.replace(wrong, sha256=digest, md5="0" * 32)
+    assert download.fetch(both, root / "payload.bin", dataset="demo").read_bytes() == b"text archive bytes"
+    download.fetch(both, root / "payload.bin", dataset="demo")  # already there: verified, not fetched
+    with pytest.raises(ChecksumError, match=f"expected sha256 {'f' * 64}"):
+        download.fetch(wrong, root / "payload.bin", dataset="demo")
+    assert "(sha256 " + digest + ")" in download.manual_download_hint([(both, root / "payload.bin")])
+
+
+def test_fetch_refuses_a_file_without_any_checksum(tmp_path):
+    remote = sources.RemoteFile(url=(tmp_path / "x").as_uri(), filename="x")
+    assert remote.checksum is None
+    with pytest.raises(ValueError, match="no checksum is known"):
+        download.fetch(remote, tmp_path / "root" / "x", dataset="demo")
+    assert not (tmp_path / "root").exists()
+    assert "(no checksum known)" in download.manual_download_hint([(remote, tmp_path / "x")])

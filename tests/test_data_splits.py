@@ -321,3 +321,82 @@ def test_targets_of_any_shape_go_through_the_same_interface(monkeypatch):
         data.load("toy_masks-s")
     with pytest.raises(ValueError, match="already registered"):
         data.register("toy_masks", toy_masks, num_classes=2, val_size=1, test_size=1, augmentation={})
+
+
+# ---------------------------------------------------------------- official val sets, finalise, integer inputs
+
+
+def _toy_registry(monkeypatch):
+    from focalcal.data import registry
+
+    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
+
+
+def test_official_val_pools_are_used_as_they_are(monkeypatch):
+    from focalcal.data import RawData
+
+    _toy_registry(monkeypatch)
+    sizes = {"train": 12, "val": 5, "test": 7}
+
+    def official(root, download, *, with_val=True):
+        pools = {split: (np.arange(n * 3, dtype=np.float64).reshape(n, 3) + 100 * i, np.arange(n) % 2)
+                 for i, (split, n) in enumerate(sizes.items()) if with_val or split != "val"}
+        return RawData(pools=pools)
+
+    data.register("toy_official", official, num_classes=2, val_size=None, test_size=None, augmentation={})
+    assert data.spec("toy_official").options() == {"with_val": True}  # no val_size / test_size to set
+    ds = data.load("toy_official", split_seed=5)
+    assert ds.sizes() == sizes and ds.meta["pools"] == {"train": "train", "val": "val", "test": "test"}
+    for i, split in enumerate(sizes):
+        np.testing.assert_array_equal(ds.split_indices[split], np.arange(sizes[split]))
+        assert getattr(ds, split).x[0, 0] == 100 * i and getattr(ds, split).x.dtype == torch.float32
+    assert data.load("toy_official", split_seed=6).split_hash == ds.split_hash  # nothing is drawn
+    np.testing.assert_array_equal(np.bincount(data.load("toy_official", subset_fraction=0.5).train.y.numpy()), [3, 3])
+    with pytest.raises(ValueError, match=r"returned pools \['test', 'train'\]; its registration expects \['train', 'val', 'test'\]"):
+        data.load("toy_official", with_val=False)
+    with pytest.raises(ValueError, match="unknown option"):
+        data.load("toy_official", val_size=2)
+    with pytest.raises(ValueError, match="val_size=None means official val and test sets"):
+        data.register("toy_bad", official, num_classes=2, val_size=None, test_size=3, augmentation={})
+
+
+def test_finalise_sees_only_the_final_training_split(monkeypatch):
+    from focalcal.data import RawData
+
+    _toy_registry(monkeypatch)
+    calls = []
+
+    def fitted(root, download, *, break_labels=False):
+        words = np.array([f"w{i}" for i in range(40)], dtype=object)
+        labels = np.arange(40) % 4
+
+        def finalise(pool, train_indices):
+            calls.append((pool, train_indices.copy()))
+            known = {word: j for j, word in enumerate(words[train_indices], start=1)}  # 0: not in training
+            x = np.array([known.get(word, 0) for word in words], dtype=np.int32)[:, None]
+            return RawData(pools={"all": (x, (labels + 1) % 4 if break_labels else labels)}, info={"fitted": True})
+
+        return RawData(pools={"all": (words, labels)}, finalise=finalise, info={"fitted": False})
+
+    data.register("toy_fitted", fitted, num_classes=4, val_size=8, test_size=8, augmentation={})
+    ds = data.load("toy_fitted", split_seed=2, subset_fraction=0.5)
+    (pool, seen), = calls
+    assert pool == "all" and ds.meta["fitted"] is True
+    np.testing.assert_array_equal(seen, ds.split_indices["train"])  # after the subset: 12 of 24
+    assert ds.sizes() == {"train": 12, "val": 8, "test": 8}
+    assert ds.train.x.dtype == torch.int64 and (ds.train.x > 0).all()  # int32 ids become int64
+    assert (ds.val.x == 0).all() and (ds.test.x == 0).all()  # nothing of val/test was fitted
+    with pytest.raises(ValueError, match="finalise changed the samples or labels of pool 'all'"):
+        data.load("toy_fitted", break_labels=True)
+
+
+def test_to_tensor_keeps_integer_inputs_and_scales_images():
+    from focalcal.data.registry import _to_tensor
+
+    ids = _to_tensor(np.array([[0, 5, 70000]], dtype=np.int32))
+    assert ids.dtype == torch.int64 and ids.tolist() == [[0, 5, 70000]]
+    assert _to_tensor(np.array([-1, 2], dtype=np.int64)).dtype == torch.int64
+    image = _to_tensor(np.array([0, 51, 255], dtype=np.uint8))
+    assert image.dtype == torch.float32 and torch.allclose(image, torch.tensor([0.0, 0.2, 1.0]))
+    assert _to_tensor(np.array([0.5], dtype=np.float64)).dtype == torch.float32
+    assert _to_tensor(np.array([True, False])).dtype == torch.float32

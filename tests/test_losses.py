@@ -447,6 +447,26 @@ def test_reductions_and_ignore_index(name):
     assert torch.all(grad.permute(0, 2, 3, 1)[ignored] == 0)
 
 
+@pytest.mark.parametrize("weighted", [True, False])
+def test_mmce_on_tree_nodes_is_the_mmce_of_the_labelled_nodes_as_samples(weighted):
+    """(N, K, M) node logits with padding targets ignored: the same loss and gradient as the (m, K)
+    batch of the labelled nodes (mukhoti2020's released Tree-LSTM trainer pools a batch's nodes)."""
+    torch.manual_seed(0)
+    logits = torch.randn(4, 3, 7, dtype=torch.float64, requires_grad=True)
+    targets = torch.randint(0, 3, (4, 7))
+    targets[1, 5:] = -100
+    targets[3, 2:] = -100
+    loss = losses.build({"name": "mmce", "lam": 8.0, "weighted": weighted, "ignore_index": -100})(logits, targets)
+    grad, = torch.autograd.grad(loss, logits)
+    keep = targets != -100
+    flat = logits.detach().movedim(1, -1)[keep].clone().requires_grad_(True)
+    reference = losses.build({"name": "mmce", "lam": 8.0, "weighted": weighted})(flat, targets[keep])
+    reference_grad, = torch.autograd.grad(reference, flat)
+    assert float(loss) == pytest.approx(float(reference), rel=1e-12)
+    torch.testing.assert_close(grad.movedim(1, -1)[keep], reference_grad, rtol=1e-10, atol=1e-12)
+    assert float(grad.movedim(1, -1)[~keep].abs().max()) == 0.0
+
+
 def test_bad_inputs_name_the_culprit():
     loss = losses.build({"name": "focal"})
     with pytest.raises(ValueError, match="target out of range: found 3"):
@@ -459,8 +479,8 @@ def test_bad_inputs_name_the_culprit():
         loss(torch.randn(2, 1), torch.tensor([0, 0]))
     with pytest.raises(ValueError, match="soft targets must sum to 1"):
         loss(torch.randn(2, 3), torch.full((2, 3), 0.5))
-    with pytest.raises(ValueError, match="mmce compares every pair"):
-        losses.build({"name": "mmce"})(torch.randn(2, 3, 4, 4), torch.zeros(2, 4, 4, dtype=torch.long))
+    with pytest.raises(ValueError, match="mmce compares every pair.*16,400 labelled elements of logits .* exceed 16,384"):
+        losses.build({"name": "mmce"})(torch.randn(1, 3, 16, 1025), torch.zeros(1, 16, 1025, dtype=torch.long))
     with pytest.raises(ValueError, match="gamma must be >= 0"):
         losses.build({"name": "focal", "gamma": -1})
     with pytest.raises(ValueError, match="alpha has 2 entries but logits have 3 classes"):

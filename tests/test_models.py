@@ -206,10 +206,10 @@ HEAVY = {"resnet50", "resnet110_bottleneck", "wide_resnet26_10", "wide_resnet28_
 
 
 def _batch(name: str, n: int = 2, *, light: bool = False) -> torch.Tensor:
-    shape = spec(name).sample_shape
+    """A valid input batch: the registry's example (random floats, token ids, encoded trees)."""
     if light and name in HEAVY:
-        shape = (shape[0], 16, 16)
-    return torch.randn(n, *shape)
+        return torch.randn(n, spec(name).sample_shape[0], 16, 16)
+    return spec(name).example_input(n)
 
 
 @pytest.mark.parametrize("name", CLASSIFIERS)
@@ -220,10 +220,12 @@ def test_forward_shape_and_last_layer_is_the_final_affine_map(name):
     with torch.no_grad():
         assert model(x).shape == (2, k)
         layer = last_layer(model)
-        assert isinstance(layer, nn.Linear) and layer.out_features == k
+        # tree_lstm's layer also scores the training-only neutral class; eval drops that last column.
+        outputs = getattr(model, "node_classes", k)
+        assert isinstance(layer, nn.Linear) and layer.out_features == outputs >= k
         # Zero the weight: the logits must then be the bias, whatever the input.
         layer.weight.zero_()
-        layer.bias.copy_(torch.arange(k, dtype=torch.float32))
+        layer.bias.copy_(torch.arange(outputs, dtype=torch.float32))
         torch.testing.assert_close(model(x), torch.arange(k, dtype=torch.float32).expand(2, k))
 
 
@@ -231,8 +233,11 @@ def test_forward_shape_and_last_layer_is_the_final_affine_map(name):
 def test_every_parameter_receives_a_gradient(name):
     model = build(name, 5).train()
     logits = model(_batch(name, n=3, light=True))
-    F.cross_entropy(logits, torch.tensor([0, 3, 4])).backward()
-    missing = [n for n, p in model.named_parameters() if p.grad is None or not torch.isfinite(p.grad).all()]
+    # (N, C) logits, or (N, C, *) per-position ones (tree_lstm trains on every node): one class per sample.
+    target = torch.tensor([0, 3, 4]).view(3, *[1] * (logits.ndim - 2)).expand(3, *logits.shape[2:])
+    F.cross_entropy(logits, target).backward()
+    trainable = [(n, p) for n, p in model.named_parameters() if p.requires_grad]  # frozen embeddings excepted
+    missing = [n for n, p in trainable if p.grad is None or not torch.isfinite(p.grad).all()]
     assert not missing
     assert last_layer(model).weight.grad.abs().sum() > 0
 

@@ -54,6 +54,13 @@ _DATASETS = {
     "mnist1d": Dataset(paper_name="CIFAR-10", stand_in=True),  # config/config.yaml: MNIST-1D stands in for CIFAR-10
     "digits": Dataset(paper_name="SVHN", stand_in=True),  # sklearn digits stand in for SVHN
     "synthetic1d": Dataset(known_posterior=True),  # charoenphakdee2021 §5.2's kind of data
+    # mukhoti2020's text rows (App. D). "20newsgroups" is the 19,997-document release its split
+    # adds up to; the "bydate" release splits 18,846 documents by date, so it is another setting.
+    "20newsgroups": Dataset(paper_name="20 Newsgroups", needs_download=True),
+    "20newsgroups_bydate": Dataset(paper_name="20 Newsgroups", stand_in=True, needs_download=True),
+    "sst_binary": Dataset(paper_name="SST Binary", needs_download=True),
+    "synthetic_topics": Dataset(paper_name="20 Newsgroups", stand_in=True),  # 20 topics, offline
+    "synthetic_treebank": Dataset(paper_name="SST Binary", stand_in=True),  # sentiment trees with negation, offline
     # hossain2021: the synthetic set copies the MRI prostate set's 15:1 imbalance; a folder of
     # images and masks is matched to a paper set by its folder name (focalcal.report.naming).
     "synthetic_segmentation": Dataset(task="segmentation", paper_name="MRI prostate", stand_in=True),
@@ -116,6 +123,8 @@ MODELS: dict[str, Model] = {
     "wide_resnet26_10": Model(paper_name="Wide ResNet 26-10"),
     "wide_resnet28_10": Model(),
     "densenet121": Model(paper_name="DenseNet 121"),
+    "global_pooling_cnn": Model(paper_name="Global Pooling CNN"),  # mukhoti2020 20 Newsgroups rows
+    "tree_lstm": Model(paper_name="Tree LSTM"),  # mukhoti2020 SST Binary rows
     "unet_small": Model(task="segmentation"),
     "deeplabv3plus": Model(task="segmentation", paper_name="DeepLabV3+"),
     "vgg19_fcn": Model(task="segmentation", paper_name="VGG19 FCN"),

@@ -1,8 +1,8 @@
 """Datasets behind one entry point: ``focalcal.data.load(name, root="data", split_seed=0)``.
 
-Returns a :class:`SplitDataset` of whole-dataset tensors (train/val/test, x float32,
-y int64), a seeded stratified split and its sha256 fingerprint, plus the dataset's
-augmentation and normalisation conventions in ``meta``. ``available()`` lists the names;
+Returns a :class:`SplitDataset` of whole-dataset tensors (train/val/test, x float32 or int64
+token ids for the text sets, y int64), a seeded stratified split and its sha256
+fingerprint, plus the dataset's augmentation and normalisation conventions in ``meta``. ``available()`` lists the names;
 ``<name>-s`` keeps 10 % of each class of the training split (charoenphakdee2021's
 CIFAR10-s). Nothing is downloaded unless ``download=True``; a missing dataset raises
 :class:`DatasetNotFoundError` saying which URL to save where.
@@ -10,6 +10,7 @@ CIFAR10-s). Nothing is downloaded unless ``download=True``; a missing dataset ra
 
 from . import catalog as _catalog  # noqa: F401  (registers the datasets)
 from . import catalog_segmentation as _catalog_segmentation  # noqa: F401  (registers the segmentation datasets)
+from . import catalog_text as _catalog_text  # noqa: F401  (registers the text datasets)
 from ._dataset import RawData, Split, SplitDataset, verify_split
 from .augment import apply_augmentation, normalise, random_crop_flip
 from .download import ChecksumError, DatasetNotFoundError

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -10,7 +11,8 @@ import torch
 
 
 class Split(NamedTuple):
-    """Inputs and targets of one split: ``x`` float32 (N, *input_shape), ``y`` int64 (N, *target_shape)."""
+    """Inputs and targets of one split: ``x`` float32 (N, *input_shape) — int64 for token-id
+    inputs (text) — and ``y`` int64 (N, *target_shape)."""
 
     x: torch.Tensor
     y: torch.Tensor
@@ -69,12 +71,21 @@ def verify_split(dataset: SplitDataset, expected_hash: str) -> None:
 class RawData:
     """What a dataset loader returns: unsplit pools of samples.
 
-    ``pools`` maps "all" (split three ways by load) or "train" and "test" (official test set;
-    load carves val from train) to ``(x, y)`` numpy arrays. ``x`` uint8 images are scaled
-    to [0, 1]; float inputs are kept. ``per_sample`` holds further arrays aligned with a
-    pool (e.g. the true posterior), split alongside and returned in ``meta``.
-    ``num_classes`` overrides the registered count when a loader option decides it
-    (e.g. the classes of a segmentation folder).
+    ``pools`` maps "all" (split three ways by load), or "train" and "test" (official test set;
+    load carves val from train), or "train", "val" and "test" (official val and test sets,
+    for datasets registered with ``val_size=None``) to ``(x, y)`` numpy arrays. ``x`` uint8
+    images are scaled to [0, 1]; other integer inputs (token ids) become int64; float
+    inputs are kept. ``per_sample`` holds further arrays aligned with a pool (e.g. the true
+    posterior), split alongside and returned in ``meta``. ``num_classes`` overrides the
+    registered count when a loader option decides it (e.g. the classes of a segmentation
+    folder).
+
+    ``finalise``: for inputs that must be fitted to the training split alone, which only
+    load knows (a text vocabulary must not see the test documents). When set, load decides
+    the split from the labels first, then calls ``finalise(pool, train_indices)`` — the pool
+    the training split is drawn from and its indices in it — and splits the RawData it
+    returns instead: same pools, same samples in the same order, same labels, inputs now
+    final (until then ``x`` may be anything indexable, e.g. an object array of token lists).
     """
 
     pools: dict[str, tuple[np.ndarray, np.ndarray]]
@@ -82,3 +93,4 @@ class RawData:
     per_sample: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)
     info: dict = field(default_factory=dict)
     num_classes: int | None = None
+    finalise: Callable[[str, np.ndarray], RawData] | None = None

@@ -1,10 +1,11 @@
 """Fetching, checking and unpacking dataset files.
 
-Every write is atomic: a download goes to ``<file>.part`` and is renamed only after its md5
-matches, an archive is unpacked into a scratch folder and renamed into place when complete.
-So an interrupted run never leaves a half-written file under a final name, and a file under
-a final name has been checked. A failed checksum names the file and both md5s and deletes
-nothing.
+Every write is atomic: a download goes to ``<file>.part`` and is renamed only after its
+checksum matches, an archive is unpacked into a scratch folder and renamed into place when
+complete. So an interrupted run never leaves a half-written file under a final name, and a
+file under a final name has been checked. A failed checksum names the file and both
+digests and deletes nothing. A file's checksum is its sha256 where one is recorded (the
+text archives publish only sha256s), else its md5 (see :class:`~focalcal.data.sources.RemoteFile`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pathlib import Path
 from .sources import RemoteFile
 
 _CHUNK = 1 << 20
+ALGORITHMS = ("md5", "sha256")
 
 
 class DatasetNotFoundError(FileNotFoundError):
@@ -28,32 +30,61 @@ class DatasetNotFoundError(FileNotFoundError):
 
 
 class ChecksumError(ValueError):
-    """A file's md5 differs from the expected one."""
+    """A file's checksum (md5 or sha256) differs from the expected one."""
 
 
-def md5sum(path: str | os.PathLike) -> str:
-    """Hex md5 of the file at ``path``, read in chunks."""
-    digest = hashlib.md5()
+def file_digest(path: str | os.PathLike, algorithm: str = "md5") -> str:
+    """Hex digest (``algorithm``: "md5" or "sha256") of the file at ``path``, read in chunks."""
+    if algorithm not in ALGORITHMS:
+        raise ValueError(f"algorithm must be one of {ALGORITHMS}, got {algorithm!r}")
+    digest = hashlib.new(algorithm)
     with open(path, "rb") as handle:
         for chunk in iter(lambda: handle.read(_CHUNK), b""):
             digest.update(chunk)
     return digest.hexdigest()
 
 
-def verify_md5(path: str | os.PathLike, expected: str) -> None:
-    """Raise ChecksumError naming ``path``, the expected and the actual md5 when they differ."""
-    actual = md5sum(path)
-    if actual != expected:
+def md5sum(path: str | os.PathLike) -> str:
+    """Hex md5 of the file at ``path``, read in chunks."""
+    return file_digest(path, "md5")
+
+
+def sha256sum(path: str | os.PathLike) -> str:
+    """Hex sha256 of the file at ``path``, read in chunks."""
+    return file_digest(path, "sha256")
+
+
+def verify_checksum(path: str | os.PathLike, algorithm: str, expected: str) -> None:
+    """Raise ChecksumError naming ``path``, the expected and the actual digest when they differ."""
+    actual = file_digest(path, algorithm)
+    if actual != expected.lower():
         raise ChecksumError(
-            f"checksum mismatch for {path}: expected md5 {expected}, got {actual}. The file is "
+            f"checksum mismatch for {path}: expected {algorithm} {expected}, got {actual}. The file is "
             f"corrupt or a different version; nothing was deleted. Replace it with the original "
             f"(or delete it and load with download=True)."
         )
 
 
+def verify_md5(path: str | os.PathLike, expected: str) -> None:
+    """Raise ChecksumError naming ``path``, the expected and the actual md5 when they differ."""
+    verify_checksum(path, "md5", expected)
+
+
+def _required_checksum(remote: RemoteFile) -> tuple[str, str]:
+    checksum = remote.checksum
+    if checksum is None:
+        raise ValueError(f"no checksum is known for {remote.url}, so a file for it cannot be verified")
+    return checksum
+
+
+def _describe_checksum(remote: RemoteFile) -> str:
+    checksum = remote.checksum
+    return "no checksum known" if checksum is None else f"{checksum[0]} {checksum[1]}"
+
+
 def manual_download_hint(files: list[tuple[RemoteFile, Path]]) -> str:
-    """Lines telling a user which URL (and md5) to save at which path."""
-    return "\n".join(f"  {remote.url}\n    (md5 {remote.md5}) -> save as {target}" for remote, target in files)
+    """Lines telling a user which URL (and checksum) to save at which path."""
+    return "\n".join(f"  {remote.url}\n    ({_describe_checksum(remote)}) -> save as {target}" for remote, target in files)
 
 
 def _open_url(url: str):
@@ -62,18 +93,20 @@ def _open_url(url: str):
 
 
 def fetch(remote: RemoteFile, target: str | os.PathLike, *, dataset: str) -> Path:
-    """Download ``remote`` to ``target`` unless already there, verifying its md5 either way.
+    """Download ``remote`` to ``target`` unless already there, verifying its checksum either way.
 
-    The bytes go to ``target.part`` first; only a file whose md5 matches is renamed to
-    ``target``. A mismatching download stays at ``target.part`` for inspection.
+    The bytes go to ``target.part`` first; only a file whose checksum (sha256 if recorded,
+    else md5) matches is renamed to ``target``. A mismatching download stays at
+    ``target.part`` for inspection.
     """
     target = Path(target)
+    algorithm, expected = _required_checksum(remote)
     if target.exists():
-        verify_md5(target, remote.md5)
+        verify_checksum(target, algorithm, expected)
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(target.name + ".part")
-    digest = hashlib.md5()
+    digest = hashlib.new(algorithm)
     try:
         with _open_url(remote.url) as response, open(partial, "wb") as out:
             for chunk in iter(lambda: response.read(_CHUNK), b""):
@@ -85,9 +118,9 @@ def fetch(remote: RemoteFile, target: str | os.PathLike, *, dataset: str) -> Pat
             + manual_download_hint([(remote, target)])
         ) from error
     actual = digest.hexdigest()
-    if actual != remote.md5:
+    if actual != expected.lower():
         raise ChecksumError(
-            f"checksum mismatch for the download of {remote.url}: expected md5 {remote.md5}, got "
+            f"checksum mismatch for the download of {remote.url}: expected {algorithm} {expected}, got "
             f"{actual}. The bytes were kept at {partial} and {target} was not created; nothing "
             f"else was touched."
         )

@@ -3,12 +3,15 @@
 Every dataset returns unsplit pools; this module alone decides the split, so all datasets
 split the same way: deterministic from ``split_seed`` (independent of the training seed),
 stratified by class, val (and test, where there is no official test set) carved first,
-the rest is train. ``subset_fraction`` then keeps that fraction of every class of the
-*train* split only ("CIFAR10-s" of charoenphakdee2021 §6.2); the name ``<dataset>-s``
-means ``subset_fraction=0.1``.
+the rest is train. A dataset with official val and test sets (SST's dev/test; registered
+with ``val_size=None``) keeps them as they are. ``subset_fraction`` then keeps that
+fraction of every class of the *train* split only ("CIFAR10-s" of charoenphakdee2021
+§6.2); the name ``<dataset>-s`` means ``subset_fraction=0.1``. Inputs fitted to the
+training split alone (a text vocabulary) are made last, once the split is decided, by the
+loader's ``RawData.finalise`` hook (see :class:`~focalcal.data.RawData`).
 
-Options: every dataset takes ``val_size`` (and ``test_size`` where there is no official
-test set), as a count or a fraction of the pool, plus the options its loader declares
+Options: every dataset takes ``val_size`` (unless it has an official val set) and
+``test_size`` (unless it has an official test set), as a count or a fraction of the pool, plus the options its loader declares
 (e.g. ``n_samples``); anything else is a ValueError naming the accepted options.
 
 k-fold cross-validation (hossain2021 §4.4): ``n_folds=k, fold=i`` makes the test split
@@ -44,7 +47,7 @@ class DatasetSpec:
     loader: Callable[..., RawData]
     task: str
     num_classes: int
-    val_size: int | float
+    val_size: int | float | None  # None: the dataset has an official val set (and test set)
     test_size: int | float | None  # None: the dataset has an official test set
     augmentation: dict
     mean: tuple[float, ...] | None
@@ -59,8 +62,14 @@ class DatasetSpec:
 
     def options(self) -> dict:
         """Every option load() accepts for this dataset, with its default."""
-        split = {"val_size": self.val_size} if self.test_size is None else {"val_size": self.val_size, "test_size": self.test_size}
+        split = {name: size for name, size in (("val_size", self.val_size), ("test_size", self.test_size))
+                 if size is not None}
         return {**split, **self.loader_options()}
+
+    @property
+    def official_val(self) -> bool:
+        """Whether the dataset has official val and test sets (load carves nothing)."""
+        return self.val_size is None
 
 
 _REGISTRY: dict[str, DatasetSpec] = {}
@@ -69,13 +78,19 @@ _REGISTRY: dict[str, DatasetSpec] = {}
 def register(name: str, loader: Callable[..., RawData], *, task: str = "classification", num_classes: int,
              val_size, test_size=None, augmentation: dict, mean=None, std=None, needs_download: bool = False,
              summary: str = "") -> None:
-    """Add a dataset; ``loader(root, download, **options) -> RawData``."""
+    """Add a dataset; ``loader(root, download, **options) -> RawData``.
+
+    ``val_size=None`` (with ``test_size=None``): the loader returns official "train", "val"
+    and "test" pools, used as they are.
+    """
     if not isinstance(name, str) or not name or name.endswith(SUBSET_SUFFIX):
         raise ValueError(f"dataset name must be a non-empty string not ending in {SUBSET_SUFFIX!r}, got {name!r}")
     if name in _REGISTRY:
         raise ValueError(f"dataset name {name!r} is already registered")
     if task not in TASKS:
         raise ValueError(f"task must be one of {TASKS}, got {task!r}")
+    if val_size is None and test_size is not None:
+        raise ValueError(f"dataset {name!r}: val_size=None means official val and test sets, so test_size must be None")
     _REGISTRY[name] = DatasetSpec(name, loader, task, num_classes, val_size, test_size, dict(augmentation),
                                   None if mean is None else tuple(mean), None if std is None else tuple(std),
                                   needs_download, summary)
@@ -159,10 +174,34 @@ def _checked_arguments(name, split_seed, subset_fraction, n_folds, fold, options
 
 
 def _to_tensor(x: np.ndarray) -> torch.Tensor:
-    """uint8 images to float32 in [0, 1]; other inputs to float32 unchanged."""
+    """uint8 images to float32 in [0, 1]; other integer inputs (token ids, tree node tables) to
+    int64 unchanged; everything else to float32 unchanged."""
     if x.dtype == np.uint8:
         return torch.from_numpy(np.ascontiguousarray(x)).to(torch.float32).div_(255.0)
+    if np.issubdtype(x.dtype, np.integer):
+        return torch.from_numpy(np.ascontiguousarray(x, dtype=np.int64))
     return torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32))
+
+
+def _check_pools(raw: RawData, entry: DatasetSpec) -> None:
+    """The pools the registration promises: official val/test, official test, or one pool."""
+    expected = (("train", "val", "test") if entry.official_val else ("train", "test") if entry.test_size is None
+                else ("all",))
+    if sorted(raw.pools) != sorted(expected):
+        raise ValueError(f"the loader of dataset {entry.name!r} returned pools {sorted(raw.pools)}; its registration "
+                         f"expects {list(expected)}")
+
+
+def _finalised(raw: RawData, pool: str, train_indices: np.ndarray, name: str) -> RawData:
+    """``raw.finalise(pool, train_indices)``, checked to keep the pools, their samples and labels."""
+    done = raw.finalise(pool, train_indices)
+    if not isinstance(done, RawData) or sorted(done.pools) != sorted(raw.pools):
+        raise ValueError(f"dataset {name!r}: finalise must return a RawData with the pools {sorted(raw.pools)}")
+    for key, (_, y) in raw.pools.items():
+        x_done, y_done = done.pools[key]
+        if len(x_done) != len(y) or not np.array_equal(np.asarray(y_done), np.asarray(y)):
+            raise ValueError(f"dataset {name!r}: finalise changed the samples or labels of pool {key!r}")
+    return done
 
 
 def load(name: str, root: str | Path = "data", split_seed: int = 0, subset_fraction: float | None = None,
@@ -170,16 +209,20 @@ def load(name: str, root: str | Path = "data", split_seed: int = 0, subset_fract
     """Load dataset ``name`` from ``root`` and split it deterministically by ``split_seed``.
 
     ``download=False`` never touches the network: missing files raise
-    :class:`~focalcal.data.download.DatasetNotFoundError` saying which URL (and md5) to save
-    where. ``n_folds``/``fold`` select a cross-validation fold as test split. See the module
+    :class:`~focalcal.data.download.DatasetNotFoundError` saying which URL (and checksum) to
+    save where. ``n_folds``/``fold`` select a cross-validation fold as test split. See the module
     docstring for splits, folds, subsets and options.
     """
     entry, fraction, folds, resolved = _checked_arguments(name, split_seed, subset_fraction, n_folds, fold, options)
     loader_kwargs = {key: resolved[key] for key in entry.loader_options()}
 
     raw = entry.loader(Path(root), download=bool(download), **loader_kwargs)
+    _check_pools(raw, entry)
     rng = np.random.default_rng(int(split_seed))
-    if entry.test_size is None:
+    if entry.official_val:
+        pool_of = {"train": "train", "val": "val", "test": "test"}
+        labels = raw.pools["train"][1]
+    elif entry.test_size is None:
         pool_of = {"train": "train", "val": "train", "test": "test"}
         labels = raw.pools["train"][1]
         carve = {"val": resolve_size(resolved["val_size"], len(labels), "val_size")}
@@ -190,14 +233,18 @@ def load(name: str, root: str | Path = "data", split_seed: int = 0, subset_fract
         if folds is None:
             carve["test"] = resolve_size(resolved["test_size"], len(labels), "test_size")
     stratify = labels.ndim == 1
-    if folds is None:
+    if entry.official_val:
+        indices = {split: np.arange(len(raw.pools[split][1]), dtype=np.int64) for split in pool_of}
+    elif folds is None:
         indices = split_indices(labels, len(labels), carve, rng, stratify=stratify)
     else:
         indices = fold_indices(labels, len(labels), folds["n_folds"], folds["fold"], carve["val"], rng, stratify=stratify)
-    if entry.test_size is None:
+    if entry.test_size is None and not entry.official_val:
         indices["test"] = np.arange(len(raw.pools["test"][1]), dtype=np.int64)
     if fraction is not None and fraction < 1:
         indices["train"] = indices["train"][per_class_subset(labels[indices["train"]], fraction, rng)]
+    if raw.finalise is not None:
+        raw = _finalised(raw, pool_of["train"], indices["train"], entry.name)
 
     splits = {}
     for split, pool in pool_of.items():

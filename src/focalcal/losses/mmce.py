@@ -252,8 +252,14 @@ class _CrossEntropyPlusMMCE(torch.autograd.Function):
         return grad, None, None, None, None, None, None
 
 
+#: Most labelled elements of an (N, K, *) batch the quadratic MMCE takes (a batch of 25 SST
+#: trees has ~1,000 nodes; an image batch has millions of pixels).
+MAX_ELEMENTS = 16_384
+
+
 class MMCELoss(Loss):
-    """Per sample: −log p_y + λ · MMCE(batch). Classification logits (N, K) only.
+    """Per sample: −log p_y + λ · MMCE(batch). Classification logits (N, K), or (N, K, *) with
+    each labelled element a sample (tree nodes; at most ``MAX_ELEMENTS``).
 
     Args:
         lam: weight λ of the MMCE term (default 2, mukhoti2020's value for images).
@@ -288,9 +294,8 @@ class MMCELoss(Loss):
                          weighted=self.weighted, normalization=self.normalization)
 
     def reduce_valid(self, logits, index, valid):
-        if logits.dim() != 2:
-            raise ValueError(f"mmce compares every pair of samples (quadratic in the batch), so it takes "
-                             f"classification logits (N, K); got shape {tuple(logits.shape)}")
+        if logits.dim() > 2:
+            return self._reduce_elements(logits, index, valid)
         arguments = (self.lam, self.bandwidth, self.weighted, self.normalization)
         # The fused kernel computes the "weight" and the plain estimators; "count" runs eagerly.
         fused = not self.weighted or self.normalization == "weight"
@@ -303,6 +308,26 @@ class MMCELoss(Loss):
         per_sample = _CrossEntropyPlusMMCE.apply(logits[valid], index[valid], *arguments, "none")
         loss = torch.zeros(valid.shape, dtype=per_sample.dtype, device=per_sample.device).masked_scatter(valid, per_sample)
         return self._reduce(loss.unsqueeze(1), valid)
+
+    def _reduce_elements(self, logits, index, valid):
+        """(N, K, *) logits — a tree's nodes: every labelled element is one sample of the MMCE set,
+        as mukhoti2020's released Tree-LSTM trainer (treeLSTM/trainer.py) collects every node's
+        output of a batch before its MMCE term. The eager estimator is quadratic in the elements,
+        so an image's pixels are refused."""
+        n_elements = index.numel() if valid is None else int(valid.sum())
+        if n_elements > MAX_ELEMENTS:
+            raise ValueError(f"mmce compares every pair of samples (quadratic in the batch): {n_elements:,} labelled "
+                             f"elements of logits {tuple(logits.shape)} exceed {MAX_ELEMENTS:,}; it takes "
+                             "classification logits (N, K) or small structured outputs such as a batch of trees")
+        n_classes = logits.shape[1]
+        flat_logits = logits.movedim(1, -1).reshape(-1, n_classes)
+        flat_index = index.movedim(1, -1).reshape(-1, 1)
+        keep = torch.ones(flat_index.shape[0], dtype=torch.bool, device=logits.device) if valid is None else valid.reshape(-1)
+        arguments = (self.lam, self.bandwidth, self.weighted, self.normalization)
+        per_element = _CrossEntropyPlusMMCE.apply(flat_logits[keep], flat_index[keep], *arguments, "none")
+        loss = torch.zeros(keep.shape, dtype=per_element.dtype, device=per_element.device).masked_scatter(keep, per_element)
+        shape = (logits.shape[0], *logits.shape[2:])
+        return self._reduce(loss.view(shape).unsqueeze(1), keep.view(shape))
 
     def hyperparameters(self):
         return {"lam": self.lam, "bandwidth": self.bandwidth, "weighted": self.weighted,

@@ -7,7 +7,10 @@ underscore only where two numbers would otherwise touch or a variant needs sayin
 Every factory takes ``num_classes`` and keyword-only options; ``build`` rejects an option
 the factory does not know, by name, instead of letting it be silently ignored. Each entry
 also records its task (classification or segmentation) and the shape of one input sample
-at its default options, so a caller (the trainer, the tests) can make a dummy batch.
+at its default options, so a caller (the trainer, the tests) can make a dummy batch:
+``spec(name).example_input(n)``. That is ``torch.randn(n, *sample_shape)`` unless the entry
+registers an ``example`` of its own: the text models take integer token ids (and the
+Tree-LSTM an encoded tree), for which random floats are no valid input.
 """
 
 from __future__ import annotations
@@ -16,10 +19,13 @@ import inspect
 from dataclasses import dataclass
 from typing import Callable
 
+import torch
 from torch import nn
 
 from .cifar_resnet import CifarResNet
+from .global_pooling_cnn import GlobalPoolingCNN, example_documents
 from .small import CNN1D, MLP, SmallCNN
+from .tree_lstm import BinaryTreeLSTM, example_trees
 from .unet import UNet
 from .wide_resnet import WideResNet
 
@@ -38,27 +44,43 @@ class ModelSpec:
     task: str
     sample_shape: tuple[int, ...]
     summary: str
+    example: Callable[..., torch.Tensor] | None = None
 
     def options(self) -> list[str]:
         """The keyword options ``factory`` accepts besides ``num_classes``."""
         parameters = inspect.signature(self.factory).parameters.values()
         return [p.name for p in parameters if p.kind is inspect.Parameter.KEYWORD_ONLY]
 
+    def example_input(self, n: int = 2, *, generator: torch.Generator | None = None) -> torch.Tensor:
+        """A valid batch of ``n`` inputs of shape (n, *sample_shape) for the default options."""
+        if self.example is not None:
+            return self.example(n, generator=generator)
+        return torch.randn(n, *self.sample_shape, generator=generator)
+
 
 _REGISTRY: dict[str, ModelSpec] = {}
 
 
 def register(
-    name: str, factory: Callable[..., nn.Module], *, task: str, sample_shape: tuple[int, ...], summary: str
+    name: str,
+    factory: Callable[..., nn.Module],
+    *,
+    task: str,
+    sample_shape: tuple[int, ...],
+    summary: str,
+    example: Callable[..., torch.Tensor] | None = None,
 ) -> None:
-    """Add a model under ``name``; ``factory(num_classes, **options)`` must return an nn.Module."""
+    """Add a model under ``name``; ``factory(num_classes, **options)`` must return an nn.Module.
+
+    ``example(n, generator=None)``, if given, returns a valid (n, *sample_shape) input batch
+    (for models whose input is not a float tensor)."""
     if not isinstance(name, str) or not name:
         raise ValueError(f"model name must be a non-empty string, got {name!r}")
     if name in _REGISTRY:
         raise ValueError(f"model name {name!r} is already registered")
     if task not in TASKS:
         raise ValueError(f"task must be one of {TASKS}, got {task!r}")
-    _REGISTRY[name] = ModelSpec(name, factory, task, tuple(sample_shape), summary)
+    _REGISTRY[name] = ModelSpec(name, factory, task, tuple(sample_shape), summary, example)
 
 
 def available(task: str | None = None) -> list[str]:
@@ -251,4 +273,61 @@ register(
     task="segmentation",
     sample_shape=(3, 64, 64),
     summary="FCN-8s on torchvision VGG19 features (hossain2021)",
+)
+
+
+def _global_pooling_cnn(
+    num_classes: int,
+    *,
+    vocab_size: int = 20000,
+    embedding_dim: int = 100,
+    filters: int = 128,
+    kernel_size: int = 5,
+    pool_size: int = 5,
+    hidden: int = 128,
+    dropout: float = 0.3,
+    freeze_embeddings: bool = True,
+) -> nn.Module:
+    """Defaults: torrvision/focal_calibration NewsGroup/ng_model.py, ng_loader.py (vocab_size = MAX_NUM_WORDS)."""
+    return GlobalPoolingCNN(
+        num_classes, vocab_size=vocab_size, embedding_dim=embedding_dim, filters=filters, kernel_size=kernel_size,
+        pool_size=pool_size, hidden=hidden, dropout=dropout, freeze_embeddings=freeze_embeddings,
+    )
+
+
+def _tree_lstm(
+    num_classes: int,
+    *,
+    vocab_size: int = 21701,
+    embedding_dim: int = 300,
+    memory_dim: int = 150,
+    dropout: float = 0.5,
+    node_classes: int | None = None,
+    freeze_embeddings: bool = False,
+    output_gate: bool = False,
+) -> nn.Module:
+    """Defaults: torrvision/focal_calibration sst_train.py, treeLSTM/model.py; embeddings tuned (mukhoti2020 App. D).
+    vocab_size: pass the data set's; 21701 is the size of Tai et al.'s SST vocab-cased.txt as we recall it (not
+    re-checked against the file). Train mode: node logits (N, node_classes, M); eval mode: root logits (N, K)."""
+    return BinaryTreeLSTM(
+        num_classes, vocab_size=vocab_size, embedding_dim=embedding_dim, memory_dim=memory_dim, dropout=dropout,
+        node_classes=node_classes, freeze_embeddings=freeze_embeddings, output_gate=output_gate,
+    )
+
+
+register(
+    "global_pooling_cnn",
+    _global_pooling_cnn,
+    task="classification",
+    sample_shape=(1000,),
+    summary="mukhoti2020's 20 Newsgroups Global Pooling CNN: 3 x Conv1D(128, 5), global max pool, dense 128",
+    example=example_documents,
+)
+register(
+    "tree_lstm",
+    _tree_lstm,
+    task="classification",
+    sample_shape=(37, 4),
+    summary="mukhoti2020's SST binary constituency Tree-LSTM (Tai et al. 2015), memory 150; root logits in eval",
+    example=example_trees,
 )

@@ -72,7 +72,9 @@ class Trainer:
         if self.setup.channels_last and self.train_x.dim() == 4:
             self.model.to(memory_format=torch.channels_last)
         self.forward = torch.compile(self.model) if config.compile else self.model
-        self.loss_fn = loss_lib.build(config.loss)
+        self.loss_fn = build_loss(config, self.dataset)
+        # targets the data marks as unlabelled (segmentation void pixels, a tree batch's padding nodes)
+        self.ignore_index = int(self.dataset.meta.get("ignore_index", IGNORE_INDEX))
         if isinstance(self.loss_fn, torch.nn.Module):
             self.loss_fn.to(device)
         if config.recipe.loss_reduction == "sum" and not getattr(self.loss_fn, "mean_over_elements", True):
@@ -265,7 +267,7 @@ class Trainer:
                 kept_targets.append(targets)
             else:
                 detached = logits.detach()
-                nll_sum += F.cross_entropy(detached, targets, reduction="sum", ignore_index=IGNORE_INDEX).double()
+                nll_sum += F.cross_entropy(detached, targets, reduction="sum", ignore_index=self.ignore_index).double()
                 correct += (detached.argmax(1) == targets).sum()
             progress.update()
         progress.close()
@@ -273,7 +275,7 @@ class Trainer:
             epoch_logits, epoch_targets = torch.cat(kept_logits), torch.cat(kept_targets)
             nll_sum = F.cross_entropy(epoch_logits.double(), epoch_targets, reduction="sum")
             correct = (epoch_logits.argmax(1) == epoch_targets).sum()
-        labelled = int((self.train_y != IGNORE_INDEX).sum())  # samples, or pixels for segmentation
+        labelled = int((self.train_y != self.ignore_index).sum())  # samples, pixels or tree nodes
         return {
             "train_loss": float(loss_sum) / n,
             "train_nll": float(nll_sum) / labelled,
@@ -467,6 +469,15 @@ def export_run_logits(config: RunConfig, run_dir, data_root="data") -> Path:
 #: Model options a data set decides (its meta key): a text model's vocabulary size and the
 #: classes of its training nodes come from the data, like ``num_classes``.
 DATASET_MODEL_OPTIONS = {"vocab_size": "vocab_size", "node_classes": "train_node_classes"}
+
+
+def build_loss(config: RunConfig, dataset):
+    """The run's loss; it skips the targets the data set marks as unlabelled (``meta["ignore_index"]``)
+    unless the config sets ``ignore_index`` itself."""
+    options = dict(config.loss)
+    if dataset.meta.get("ignore_index") is not None and "ignore_index" not in options:
+        options["ignore_index"] = int(dataset.meta["ignore_index"])
+    return loss_lib.build(options)
 
 
 def build_model(config: RunConfig, dataset) -> torch.nn.Module:

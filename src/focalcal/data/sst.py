@@ -1,0 +1,201 @@
+"""Stanford Sentiment Treebank, binary (Socher et al. 2013): mukhoti2020's Tree-LSTM set.
+
+Read from the standard release's PTB-format trees (``trainDevTestTrees_PTB.zip`` ->
+``trees/train.txt``, ``dev.txt``, ``test.txt``; one sentence per line, e.g.
+``(3 (2 It) (4 (4 (2 's) ...)))``, labels 0-4 on every node). The binary task drops the
+sentences whose root is neutral (label 2): 6,920 / 872 / 1,821 sentences (mukhoti2020 App. D),
+the official train / dev / test sets; dev is the validation set.
+
+Node labels. The released code (torrvision/focal_calibration ``treeLSTM/dataset.py``, from
+ttpro1995/TreeLSTMSentiment ``dataset.py``) maps every node to negative / neutral / positive
+in binary mode and trains a 3-class output on *every* node (``sst_train.py``:
+``num_classes = 3 # 0 1 2 (1 neutral)``; ``treeLSTM/model.py`` adds the loss of each node
+whose label is not None — all nodes of the PTB trees), then ignores the neutral output when
+it predicts a root (``treeLSTM/trainer.py``: ``output[:,1] = -9999``). Neutral nodes are
+therefore a third training class, not ignored; we keep that with the classes reordered so
+that the two task classes come first: 0 = negative (PTB 0, 1), 1 = positive (3, 4),
+2 = neutral (2). ``info["train_node_classes"] = 3``.
+
+Encoding (one contract for this set and :mod:`focalcal.data.synthetic_treebank`):
+
+* ``x``: int64 (N, M, 4), M = the largest node count over all three pools. Node 0 is the root;
+  nodes are in pre-order (a node, then its left subtree, then its right), so children come
+  after their parent and leaves in sentence order. Columns: word id (>= 0 for a leaf, -1
+  for an internal node), left child, right child (-1 for a leaf), height (0 for a leaf,
+  1 + the larger child height). Padding rows are -1 throughout.
+* train ``y``: int64 (N, M) node labels 0/1/2 as above, :data:`IGNORE_INDEX` on padding rows.
+* val/test ``y``: int64 (N,) root labels, 0 = negative, 1 = positive.
+
+Words are the leaves verbatim: cased (the released code's ``vocab-cased.txt`` and cased
+glove.840B.300d, ``sst_train.py``), brackets as the release escapes them (``-LRB-``,
+``-RRB-``): the released code takes tokens as they are (``line.split()`` in
+``treeLSTM/dataset.py``), unescaping nothing. A literal parenthesis is always structure. The vocabulary comes from the training sentences only
+(the released code's covered all three splits; ours never sees a test word) and keeps
+every training word unless ``max_words`` caps it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from . import sources
+from ._dataset import RawData
+from .download import ensure_archive_folder
+from .text import UNKNOWN_ID, Vocabulary, check_glove_path, check_max_words, vocabulary_info
+
+# The label of padding rows in the per-node training targets: PyTorch's default
+# ``ignore_index`` (torch.nn.CrossEntropyLoss). focalcal.losses defines no such constant (its
+# losses take ``ignore_index`` as an argument); focalcal.training's IGNORE_INDEX = 255 is
+# the void label of segmentation masks.
+IGNORE_INDEX = -100
+NEGATIVE, POSITIVE, NEUTRAL = 0, 1, 2  # node classes; the task's classes are 0 and 1
+NODE_CLASS_NAMES = ("negative", "positive", "neutral")
+CLASS_NAMES = ["negative", "positive"]
+COLUMNS = ("word", "left", "right", "height")
+PTB_TO_NODE_CLASS = {0: NEGATIVE, 1: NEGATIVE, 2: NEUTRAL, 3: POSITIVE, 4: POSITIVE}
+TREE_FILES = {"train": "train.txt", "val": "dev.txt", "test": "test.txt"}
+
+_TOKEN = re.compile(r"\(|\)|[^\s()]+")
+
+
+@dataclass(frozen=True)
+class Node:
+    """A parsed tree node: its PTB label and either a word (leaf) or two children."""
+
+    label: int
+    word: str | None = None
+    left: Node | None = None
+    right: Node | None = None
+
+
+def parse_tree(line: str, where: str = "tree") -> Node:
+    """The binary tree of one PTB line; ValueError naming ``where`` (file and line) otherwise."""
+    tokens = _TOKEN.findall(line)
+    position = 0
+
+    def fail(message: str):
+        raise ValueError(f"{where}: {message} in {line.strip()[:120]!r}")
+
+    def node() -> Node:
+        nonlocal position
+        if position >= len(tokens) or tokens[position] != "(":
+            fail("expected '('")
+        position += 1
+        if position >= len(tokens) or not tokens[position].lstrip("-").isdigit():
+            fail("expected an integer label after '('")
+        label = int(tokens[position])
+        position += 1
+        if position < len(tokens) and tokens[position] not in ("(", ")"):
+            word = tokens[position]
+            position += 1
+            if position >= len(tokens) or tokens[position] != ")":
+                fail(f"a leaf holds one word; expected ')' after {word!r}")
+            position += 1
+            return Node(label, word=word)
+        children = []
+        while position < len(tokens) and tokens[position] == "(":
+            children.append(node())
+        if position >= len(tokens) or tokens[position] != ")":
+            fail("unbalanced parentheses")
+        position += 1
+        if len(children) != 2:
+            fail(f"non-binary node: {len(children)} children (SST trees are binary)")
+        return Node(label, left=children[0], right=children[1])
+
+    root = node()
+    if position != len(tokens):
+        fail("text after the end of the tree")
+    return root
+
+
+def flatten(root: Node) -> list[tuple[str | None, int, int, int, int]]:
+    """Rows ``(word, left, right, height, label)`` in pre-order (root first)."""
+    rows: list = []
+
+    def visit(node: Node) -> int:
+        index = len(rows)
+        rows.append(None)
+        if node.word is not None:
+            rows[index] = (node.word, -1, -1, 0, node.label)
+        else:
+            left, right = visit(node.left), visit(node.right)
+            rows[index] = (None, left, right, 1 + max(rows[left][3], rows[right][3]), node.label)
+        return index
+
+    visit(root)
+    return rows
+
+
+def read_trees(path: Path) -> list[Node]:
+    """Every non-empty line of a PTB tree file, parsed (UTF-8)."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    return [parse_tree(line, f"{path}, line {number}") for number, line in enumerate(lines, start=1) if line.strip()]
+
+
+def _node_class(label: int, where: str) -> int:
+    if label not in PTB_TO_NODE_CLASS:
+        raise ValueError(f"{where}: SST labels are 0-4, got {label}")
+    return PTB_TO_NODE_CLASS[label]
+
+
+def binary_treebank(trees: dict[str, list[Node]], *, max_words: int | None, glove: Path | None, info: dict,
+                    embedding_source: str | None = None) -> RawData:
+    """RawData in the encoding of the module docstring from official "train"/"val"/"test" trees;
+    neutral roots are dropped, and ``finalise`` maps the words to ids of a vocabulary of the
+    training split. ``embedding_source`` replaces the "no GloVe path" sentence (synthetic words)."""
+    check_max_words(max_words)
+    kept = {pool: [flatten(tree) for tree in pool_trees if _node_class(tree.label, pool) != NEUTRAL]
+            for pool, pool_trees in trees.items()}
+    words = {}  # every distinct word, in order of first occurrence -> its position in this table
+    for sentences in kept.values():
+        for rows in sentences:
+            for row in rows:
+                if row[0] is not None:
+                    words.setdefault(row[0], len(words))
+    table = list(words)
+    max_nodes = max(len(rows) for sentences in kept.values() for rows in sentences)
+    pools = {}
+    for pool, sentences in kept.items():
+        x = np.full((len(sentences), max_nodes, len(COLUMNS)), -1, dtype=np.int64)
+        node_y = np.full((len(sentences), max_nodes), IGNORE_INDEX, dtype=np.int64)
+        for i, rows in enumerate(sentences):
+            x[i, :len(rows)] = [(-1 if word is None else words[word], left, right, height)
+                                for word, left, right, height, _ in rows]
+            node_y[i, :len(rows)] = [_node_class(label, pool) for *_, label in rows]
+        pools[pool] = (x, node_y if pool == "train" else node_y[:, 0].copy())
+
+    def finalise(pool: str, train_indices: np.ndarray) -> RawData:
+        x_train = pools[pool][0][train_indices]
+        documents = ([table[w] for w in sentence[:, 0] if w >= 0] for sentence in x_train)
+        vocabulary = Vocabulary.from_documents(documents, max_words)
+        to_id = np.asarray([vocabulary.index.get(word, UNKNOWN_ID) for word in table], dtype=np.int64)
+        encoded = {}
+        for name, (x, y) in pools.items():
+            x = x.copy()
+            leaf = x[:, :, 0] >= 0
+            x[:, :, 0][leaf] = to_id[x[:, :, 0][leaf]]
+            encoded[name] = (x, y)
+        text_info = vocabulary_info(vocabulary, glove)
+        if embedding_source is not None and glove is None:
+            text_info["embedding_source"] = embedding_source
+        return RawData(pools=encoded, class_names=list(CLASS_NAMES), info={**full_info, **text_info})
+
+    full_info = {**info, "train_node_classes": len(NODE_CLASS_NAMES), "node_class_names": list(NODE_CLASS_NAMES),
+                 "node_columns": list(COLUMNS), "max_nodes": int(max_nodes), "ignore_index": IGNORE_INDEX}
+    return RawData(pools=pools, class_names=list(CLASS_NAMES), info=full_info, finalise=finalise)
+
+
+def load_sst_binary(root, download: bool, *, max_words: int | None = None, glove: str | None = None) -> RawData:
+    """SST binary from the PTB trees; official train / dev (as val) / test. See the module docstring."""
+    check_max_words(max_words)
+    glove_path = check_glove_path(glove)
+    folder = ensure_archive_folder(sources.SST_PTB, Path(root), download=download, dataset="sst_binary")
+    missing = [name for name in TREE_FILES.values() if not (folder / name).is_file()]
+    if missing:
+        raise ValueError(f"{folder} lacks {missing}: delete it and load again to unpack the archive afresh")
+    trees = {pool: read_trees(folder / name) for pool, name in TREE_FILES.items()}
+    return binary_treebank(trees, max_words=max_words, glove=glove_path, info={"folder": str(folder)})
