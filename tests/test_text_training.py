@@ -1,0 +1,55 @@
+"""The text models trained by the Trainer on their offline stand-ins: the data set decides the
+vocabulary size and the tree nodes' classes, padding nodes are skipped by every loss, the
+reported weights are the best validation accuracy's, and each model learns its stand-in."""
+
+import json
+
+import numpy as np
+import pytest
+
+from focalcal.training import RunConfig, train_run
+
+TOPICS = {"name": "synthetic_topics", "n_documents": 1200, "document_length": 40, "sequence_length": 60,
+          "overlap": 0.2}
+TREEBANK = {"name": "synthetic_treebank", "n_sentences": 400}
+
+
+def _run(tmp_path, dataset, model, loss, optimizer, epochs, batch_size):
+    config = RunConfig.from_dict({
+        "dataset": dataset, "model": model, "loss": loss, "seed": 0, "device": "cpu",
+        "recipe": {"epochs": epochs, "batch_size": batch_size, "optimizer": optimizer, "select": "best_val_accuracy"},
+    })
+    trainer = train_run(config, tmp_path / loss["name"], data_root=tmp_path / "data", progress=False)
+    logits = np.load(tmp_path / loss["name"] / "logits.npz")
+    info = json.loads((tmp_path / loss["name"] / "run.json").read_text())
+    accuracy = float((logits["test_logits"].argmax(1) == logits["test_labels"]).mean())
+    return trainer, logits, info, accuracy
+
+
+def test_global_pooling_cnn_learns_the_synthetic_topics(tmp_path):
+    model = {"name": "global_pooling_cnn", "embedding_dim": 32, "filters": 32, "hidden": 32, "freeze_embeddings": False}
+    trainer, logits, info, accuracy = _run(tmp_path, TOPICS, model, {"name": "cross_entropy"},
+                                           {"name": "adam", "lr": 0.003, "weight_decay": 0.0}, epochs=12, batch_size=32)
+    assert logits["test_logits"].shape[1] == 20
+    assert accuracy > 0.15  # chance is 0.05 (a few seconds of training on 720 short documents)
+    assert trainer.model.embedding.num_embeddings == trainer.dataset.meta["vocab_size"]  # from the data set
+    assert info["embedding_source"].startswith("random initialisation")
+    assert 1 <= info["best_epoch"] <= 12
+
+
+@pytest.mark.parametrize("loss", [{"name": "cross_entropy"}, {"name": "focal", "gamma": 3.0},
+                                  {"name": "mmce", "lam": 8.0}, {"name": "brier"}], ids=["ce", "fl3", "mmce", "brier"])
+def test_tree_lstm_trains_on_every_node_and_learns_the_synthetic_treebank(tmp_path, loss):
+    model = {"name": "tree_lstm", "embedding_dim": 24, "memory_dim": 24}
+    trainer, logits, info, accuracy = _run(tmp_path, TREEBANK, model, loss,
+                                           {"name": "adagrad", "lr": 0.05, "weight_decay": 1e-4}, epochs=6,
+                                           batch_size=25)
+    assert trainer.loss_fn.ignore_index == -100  # the padding nodes' target, from the data set
+    assert trainer.model.classifier.out_features == 3  # negative, positive, neutral nodes
+    assert logits["test_logits"].shape[1] == 2  # the root's negative and positive outputs
+    history = trainer.history
+    labelled_nodes = int((trainer.train_y != -100).sum())
+    assert labelled_nodes > len(trainer.train_y)  # every node's label trains, not only the roots
+    assert all(np.isfinite(row["train_nll"]) for row in history)
+    assert accuracy > 0.65  # chance is about 0.5
+    assert info["config"]["recipe"]["select"] == "best_val_accuracy"
