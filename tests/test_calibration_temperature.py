@@ -210,6 +210,34 @@ def test_grid_kernel_matches_psi_from_logits_at_extreme_logits(n_classes):
                 assert (values <= 1).all() and (values >= 0.5 if n_classes == 2 else values > 0).all()
 
 
+@pytest.mark.parametrize("n_classes", [2, 6, 37])
+def test_fused_grid_kernel_matches_the_torch_path_in_float32_and_float64(n_classes, monkeypatch):
+    """The C++ kernel (float32, the default where it is built) against the torch reference path in
+    float32 and float64, at ordinary and extreme logits; class counts below, at and off the SIMD
+    width exercise the vector and the scalar tail loops."""
+    from focalcal.calibration import _focal_grid
+    from focalcal.losses import _fused
+
+    assert _fused.kernels() is not None  # the build the suite runs with (make venv builds it)
+    rng = np.random.default_rng(14)
+    logits = rng.normal(size=(240, n_classes)) * np.array([[1], [8], [300]]).repeat(80, axis=0)
+    labels = rng.integers(0, n_classes, 240)
+    gammas, temps = [-0.5, 0.05, 0.37, 1.0, 5.0], [0.01, 0.3, 1.0, 2.7, 5.0]
+
+    def grid(dtype):
+        blocks = list(focal_grid_blocks(logits, labels, gammas, temps, "both", dtype=dtype))
+        return [torch.cat([values[i] for _, values in blocks], dim=1).double() for i in (0, 1)]
+
+    fused = grid(torch.float32)
+    monkeypatch.setenv(_fused.ENV_SWITCH, "0")
+    assert _focal_grid._fused_kernels() is None
+    eager32, exact = grid(torch.float32), grid(torch.float64)
+    for ours, reference in ((fused, exact), (eager32, exact)):
+        torch.testing.assert_close(ours[0], reference[0], rtol=3e-6, atol=0)  # confidence
+        torch.testing.assert_close(ours[1], reference[1], rtol=3e-6, atol=3e-6)  # log Ψ_y
+    assert (fused[0] <= 1).all() and torch.isfinite(fused[1]).all()
+
+
 @pytest.mark.parametrize("gamma", [-0.9, -0.5, -0.25])
 def test_psi_keeps_the_argmax_for_negative_gamma(gamma):
     """What the grid kernel relies on for γ_ev < 0 (charoenphakdee2021 Prop 12 covers γ ≥ 0)."""

@@ -291,13 +291,22 @@ def test_the_build_is_named_after_the_source_and_torch_not_the_checkout(tmp_path
     # Checkouts with different kernel sources keep separate builds; the same source anywhere shares one.
     name = _fused.kernels().__name__
     assert _fused.source_digest() in name and re.sub(r"\W", "_", torch.__version__) in name
-    other_checkout = tmp_path / "checkout" / "classwise.cpp"
-    other_checkout.parent.mkdir()
-    other_checkout.write_bytes(_fused.SOURCE.read_bytes())
-    monkeypatch.setattr(_fused, "SOURCE", other_checkout)
+    copies = _copy_sources(tmp_path / "checkout")
+    monkeypatch.setattr(_fused, "SOURCES", copies)
     assert _fused.build_name() == name
-    other_checkout.write_bytes(_fused.SOURCE.read_bytes() + b"\n// changed\n")
-    assert _fused.build_name() != name
+    for changed in copies:  # a change to either source is another build
+        original = changed.read_bytes()
+        changed.write_bytes(original + b"\n// changed\n")
+        assert _fused.build_name() != name
+        changed.write_bytes(original)
+
+
+def _copy_sources(folder: Path) -> tuple[Path, ...]:
+    folder.mkdir(parents=True, exist_ok=True)
+    copies = tuple(folder / source.name for source in _fused.SOURCES)
+    for source, copy in zip(_fused.SOURCES, copies):
+        copy.write_bytes(source.read_bytes())
+    return copies
 
 
 def test_another_checkout_loads_the_shared_build_without_compiling(tmp_path, monkeypatch):
@@ -306,9 +315,7 @@ def test_another_checkout_loads_the_shared_build_without_compiling(tmp_path, mon
     built = _fused.build()
     assert built is not None and built.exists()
     stamp = built.stat().st_mtime_ns
-    other_checkout = tmp_path / "classwise.cpp"
-    other_checkout.write_bytes(_fused.SOURCE.read_bytes())
-    monkeypatch.setattr(_fused, "SOURCE", other_checkout)
+    monkeypatch.setattr(_fused, "SOURCES", _copy_sources(tmp_path / "checkout"))
     monkeypatch.setenv(_fused.BUILD_SWITCH, "never")
     monkeypatch.setattr(_fused, "_compile", lambda *args: pytest.fail("a job compiled the kernels"))
     module = _fused._load(allow_build=False)

@@ -40,7 +40,9 @@ PARAMETERS = {
     "dual_focal": ("alpha", "beta", "gamma", "rho"),
     "smoothed_focal": ("gamma", "other_weight", "target_weight"),
 }
-SOURCE = Path(__file__).with_name("kernels") / "classwise.cpp"
+# classwise.cpp holds the losses and the module's bindings; focal_grid.cpp scores focal temperature
+# scaling's grid (focalcal.calibration._focal_grid). One extension, one build, for both.
+SOURCES = tuple(Path(__file__).with_name("kernels") / name for name in ("classwise.cpp", "focal_grid.cpp"))
 ENV_SWITCH = "FOCALCAL_FUSED_KERNELS"
 BUILD_SWITCH = "FOCALCAL_KERNEL_BUILD"  # "auto" (default): compile a missing build; "never": only load one
 _VECTOR_FLAGS = {  # what torch's own CPU kernels are built for, by torch.backends.cpu capability
@@ -109,12 +111,15 @@ def _compile(cpp_extension, name: str, directory: Path):
     print(f"focalcal: compiling the fused CPU loss kernels for {capability} (once, ~30 s; then shared)",
           file=sys.stderr, flush=True)
     directory.mkdir(parents=True, exist_ok=True)
-    source = directory / SOURCE.name
-    if not source.exists():
-        with tempfile.NamedTemporaryFile(dir=directory, suffix=".tmp", delete=False) as handle:
-            handle.write(SOURCE.read_bytes())
-        os.replace(handle.name, source)
-    return cpp_extension.load(name, [str(source)], extra_cflags=["-O3", "-fopenmp", *_VECTOR_FLAGS.get(capability, [])],
+    copies = []
+    for original in SOURCES:
+        source = directory / original.name
+        if not source.exists():
+            with tempfile.NamedTemporaryFile(dir=directory, suffix=".tmp", delete=False) as handle:
+                handle.write(original.read_bytes())
+            os.replace(handle.name, source)
+        copies.append(str(source))
+    return cpp_extension.load(name, copies, extra_cflags=["-O3", "-fopenmp", *_VECTOR_FLAGS.get(capability, [])],
                        extra_ldflags=["-fopenmp"], build_directory=str(directory), verbose=False)
 
 
@@ -130,7 +135,10 @@ def _import(name: str, library: Path):
 
 
 def source_digest() -> str:
-    return hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:12]
+    digest = hashlib.sha256()
+    for source in SOURCES:
+        digest.update(source.read_bytes())
+    return digest.hexdigest()[:12]
 
 
 def usable(logits: torch.Tensor) -> bool:
