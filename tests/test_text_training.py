@@ -53,3 +53,22 @@ def test_tree_lstm_trains_on_every_node_and_learns_the_synthetic_treebank(tmp_pa
     assert all(np.isfinite(row["train_nll"]) for row in history)
     assert accuracy > 0.65  # chance is about 0.5
     assert info["config"]["recipe"]["select"] == "best_val_accuracy"
+
+
+def test_the_workflow_training_job_stages_a_tree_runs_root_logits_for_export(tmp_path):
+    """A tree model's training targets are per node, but its run is a classifier: the training job
+    stages root logits and run.json (not a segmentation evaluation), and export publishes them."""
+    from focalcal.pipeline import jobs
+
+    identity = {"dataset": TREEBANK, "model": {"name": "tree_lstm", "embedding_dim": 8, "memory_dim": 8},
+                "loss": {"name": "cross_entropy"}, "seed": 0,
+                "recipe": {"epochs": 1, "batch_size": 50, "optimizer": {"name": "adagrad", "lr": 0.05, "weight_decay": 0.0},
+                           "reliability_epochs": [1], "gradient_norm_epochs": [1]}}
+    run_dir = tmp_path / "run"
+    jobs.train(identity, {"device": "cpu", "compile": False}, run_dir, tmp_path / "data", threads=1)
+    jobs.export_logits(run_dir, tmp_path / "data", threads=1)
+    logits = np.load(run_dir / "logits.npz")
+    assert logits["val_logits"].shape[1] == 2 and logits["test_labels"].ndim == 1
+    assert json.loads((run_dir / "run.json").read_text())["health"]["status"] in {"trained", "not converged",
+                                                                                 "collapsed"}
+    assert not (run_dir / "train_reliability.csv").exists()  # training-set diagrams need one label per sample

@@ -337,7 +337,8 @@ class Trainer:
             if split == "val":
                 _call_hook(self.loss_fn, "update_from_validation", logits.to(self.setup.device), labels.to(self.setup.device))
         recipe = self.config.recipe
-        reliability = epoch in recipe.reliability_epochs
+        # both compare the eval-mode outputs on the training set with its labels: one per sample
+        reliability = epoch in recipe.reliability_epochs and self.trains_on_sample_labels
         gradients = epoch in recipe.gradient_norm_epochs and self.records_gradient_norms
         if reliability or gradients:  # one pass over the training set serves both
             with self.last_layer_inputs.keeping() as kept:
@@ -353,14 +354,20 @@ class Trainer:
 
     @property
     def records_gradient_norms(self) -> bool:
-        """Per-sample last-layer gradient norms exist for classifiers trained with a loss of
-        per-sample terms; other runs of a recipe with ``gradient_norm_epochs`` skip them."""
-        return self.is_classifier and getattr(self.loss_fn, "per_sample", False)
+        """Per-sample last-layer gradient norms exist for classifiers trained on one label per
+        sample with a loss of per-sample terms; other runs of a recipe with
+        ``gradient_norm_epochs`` skip them."""
+        return self.trains_on_sample_labels and getattr(self.loss_fn, "per_sample", False)
 
     @property
     def is_classifier(self) -> bool:
-        """One label per sample (a segmentation run has one per pixel)."""
-        return self.train_y.dim() == 1
+        """One label per evaluated sample (a segmentation run has one per pixel): the run exports logits."""
+        return self.dataset.meta.get("task", "classification") == "classification"
+
+    @property
+    def trains_on_sample_labels(self) -> bool:
+        """A classifier trained on one label per sample (a tree model trains on every node's)."""
+        return self.is_classifier and self.train_y.dim() == 1
 
     # ------------------------------------------------------------------ outputs
     def save(self) -> None:
