@@ -337,8 +337,8 @@ class Trainer:
             if split == "val":
                 _call_hook(self.loss_fn, "update_from_validation", logits.to(self.setup.device), labels.to(self.setup.device))
         recipe = self.config.recipe
-        # both compare the eval-mode outputs on the training set with its labels: one per sample
-        reliability = epoch in recipe.reliability_epochs and self.trains_on_sample_labels
+        # both compare the eval-mode outputs on the training set with its labels
+        reliability = epoch in recipe.reliability_epochs and self.predicts_training_labels
         gradients = epoch in recipe.gradient_norm_epochs and self.records_gradient_norms
         if reliability or gradients:  # one pass over the training set serves both
             with self.last_layer_inputs.keeping() as kept:
@@ -357,7 +357,7 @@ class Trainer:
         """Per-sample last-layer gradient norms exist for classifiers trained on one label per
         sample with a loss of per-sample terms; other runs of a recipe with
         ``gradient_norm_epochs`` skip them."""
-        return self.trains_on_sample_labels and getattr(self.loss_fn, "per_sample", False)
+        return self.is_classifier and self.train_y.dim() == 1 and getattr(self.loss_fn, "per_sample", False)
 
     @property
     def is_classifier(self) -> bool:
@@ -365,9 +365,10 @@ class Trainer:
         return self.dataset.meta.get("task", "classification") == "classification"
 
     @property
-    def trains_on_sample_labels(self) -> bool:
-        """A classifier trained on one label per sample (a tree model trains on every node's)."""
-        return self.is_classifier and self.train_y.dim() == 1
+    def predicts_training_labels(self) -> bool:
+        """Whether the model's eval-mode outputs on the training set line up with its labels: per
+        sample or per pixel, but not for a tree model (trained per node, predicting the root)."""
+        return not self.is_classifier or self.train_y.dim() == 1
 
     # ------------------------------------------------------------------ outputs
     def save(self) -> None:
