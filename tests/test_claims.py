@@ -163,6 +163,10 @@ def test_history_claims_read_the_runs_histories():
     flat = {path: history([1.0, 0.8, 0.6, 0.5, 0.45, 0.4], [1.0] * 6, lr=[0.1] * 6) for path in rising}
     outcome = evaluate_claim(claim("m20-ce-test-nll-rises"), evidence(frame, history=lambda p: flat[p]))
     assert outcome.verdict == NOT_TESTABLE and "never lowers the learning rate" in outcome.reason
+    # a run without a drop (a text recipe) leaves the claim to the runs that have one
+    mixed = {**rising, "mnist1d/cnn/ce/r/seed2": flat["mnist1d/cnn/ce/r/seed2"]}
+    outcome = evaluate_claim(claim("m20-ce-test-nll-rises"), evidence(frame, history=lambda p: mixed[p]))
+    assert outcome.n_pairs == 2 and outcome.mean == pytest.approx(np.mean([0.7 + 0.01 * s - 0.5 for s in range(2)]))
 
 
 def test_weight_norm_ordering_at_the_end():
