@@ -56,7 +56,7 @@ std::vector<at::Tensor> focal_grid(const at::Tensor& centred, const at::Tensor& 
   const auto gammas_c = gammas.contiguous(), betas_c = betas.contiguous();
   auto confidence = at::empty({n_gammas, n_temps, n}, centred.options());
   auto log_psi_label = at::empty({n_gammas, n_temps, n}, centred.options());
-  const float* c_all = centred.data_ptr<float>();
+  const float* c_all = centred.data_ptr<float>();  // rows of K
   const float* second_p = second_c.data_ptr<float>();
   const int64_t* top_p = top_c.data_ptr<int64_t>();
   const int64_t* label_p = label_c.data_ptr<int64_t>();
@@ -64,43 +64,37 @@ std::vector<at::Tensor> focal_grid(const at::Tensor& centred, const at::Tensor& 
   const float* beta_p = betas_c.data_ptr<float>();
   float* conf_p = confidence.data_ptr<float>();
   float* label_out = log_psi_label.data_ptr<float>();
-  const int64_t full = (k_classes / W) * W;
+  // Classes are padded to whole vectors (c = -inf there); the padding lanes of the last vector
+  // are zeroed before each sum, so every class runs through the vector code.
+  const int64_t padded = (k_classes + W - 1) / W * W, last = padded - W, last_count = k_classes - last;
+  const float inf = std::numeric_limits<float>::infinity();
 
   at::parallel_for(0, n, 16, [&](int64_t begin, int64_t end) {
-    std::vector<float> others(k_classes), d(k_classes), rel(k_classes), rho(k_classes);
+    std::vector<float> c(padded, -inf), others(padded, -inf), d(padded), rel(padded), rho(padded);
     for (int64_t i = begin; i < end; ++i) {
-      const float* c = c_all + i * k_classes;
       const int64_t t_index = top_p[i], y = label_p[i];
       // z_k - z_second, -inf at the top class: e^{b (.)} sums the other classes with no overflow
+      std::copy(c_all + i * k_classes, c_all + (i + 1) * k_classes, c.begin());
       for (int64_t j = 0; j < k_classes; ++j) others[j] = c[j] - second_p[i];
-      others[t_index] = -std::numeric_limits<float>::infinity();
+      others[t_index] = -inf;
       for (int64_t t = 0; t < n_temps; ++t) {
         const float b = beta_p[t];
         const V vb(b);
         V acc(0.0f);
-        for (int64_t j = 0; j < full; j += W) acc = acc + (V::loadu(others.data() + j) * vb).exp();
-        float rest = horizontal_sum(acc);
-        for (int64_t j = full; j < k_classes; ++j) rest += std::exp(others[j] * b);
-        const float log_rest = second_p[i] * b + std::log(rest);  // R (rest >= 1: the second's own term)
+        for (int64_t j = 0; j < padded; j += W) acc = acc + (V::loadu(others.data() + j) * vb).exp();
+        const float log_rest = second_p[i] * b + std::log(horizontal_sum(acc));  // R (the sum is >= 1)
         const float log_norm = softplus(log_rest);
         const float log_one_minus_top = log_rest - log_norm;
         const float top_rho = log_rest < -30.0f ? 1.0f - 0.5f * std::exp(log_rest) : log_norm * std::exp(-log_rest);
         const V vlog_norm(log_norm), vlog_omt(log_one_minus_top), one(1.0f), floor_v(kLogFloor);
         // gamma-free terms per class
-        for (int64_t j = 0; j < full; j += W) {
-          const V dv = V::loadu(c + j) * vb;
+        for (int64_t j = 0; j < padded; j += W) {
+          const V dv = V::loadu(c.data() + j) * vb;
           const V log_q = at::vec::maximum(dv - vlog_norm, floor_v);
           const V q = log_q.exp();
-          const V one_minus_q = one - q;
-          (q * log_q / one_minus_q).neg().store(rho.data() + j);
+          (q * log_q / (one - q)).neg().store(rho.data() + j);
           ((-q).log1p() - vlog_omt).store(rel.data() + j);
           dv.store(d.data() + j);
-        }
-        for (int64_t j = full; j < k_classes; ++j) {
-          const float dv = c[j] * b, log_q = std::max(dv - log_norm, kLogFloor), q = std::exp(log_q);
-          rho[j] = -q * log_q / (1.0f - q);
-          rel[j] = std::log1p(-q) - log_one_minus_top;
-          d[j] = dv;
         }
         d[t_index] = 0.0f;
         rel[t_index] = 0.0f;
@@ -109,13 +103,12 @@ std::vector<at::Tensor> focal_grid(const at::Tensor& centred, const at::Tensor& 
           const float gamma = gamma_p[g];
           const V vg(gamma);
           V sum_v(0.0f);
-          for (int64_t j = 0; j < full; j += W) {
+          for (int64_t j = 0; j < padded; j += W) {
             const V x = at::vec::maximum(V::loadu(d.data() + j) - vg * V::loadu(rel.data() + j), floor_v);
-            sum_v = sum_v + x.exp() / (one + vg * V::loadu(rho.data() + j));
+            const V term = x.exp() / (one + vg * V::loadu(rho.data() + j));
+            sum_v = sum_v + (j == last ? V::set(V(0.0f), term, last_count) : term);
           }
-          float normaliser = horizontal_sum(sum_v);
-          for (int64_t j = full; j < k_classes; ++j)
-            normaliser += std::exp(std::max(d[j] - gamma * rel[j], kLogFloor)) / (1.0f + gamma * rho[j]);
+          const float normaliser = horizontal_sum(sum_v);
           const int64_t out = (g * n_temps + t) * n + i;
           conf_p[out] = (1.0f / (1.0f + gamma * top_rho)) / normaliser;
           label_out[out] = d[y] - gamma * rel[y] - std::log1p(gamma * rho[y]) - std::log(normaliser);
