@@ -80,25 +80,31 @@ std::vector<at::Tensor> focal_grid(const at::Tensor& centred, const at::Tensor& 
       for (int64_t t = 0; t < n_temps; ++t) {
         const float b = beta_p[t];
         const V vb(b);
+        // e_k = e^{(z_k - z_second) b}: their sum is R's, and q_k = e_k e^{second b - softplus(R)}
         V acc(0.0f);
-        for (int64_t j = 0; j < padded; j += W) acc = acc + (V::loadu(others.data() + j) * vb).exp();
+        for (int64_t j = 0; j < padded; j += W) {
+          const V e = (V::loadu(others.data() + j) * vb).exp();
+          e.store(rho.data() + j);  // kept in rho's buffer until q_k is formed
+          acc = acc + e;
+        }
         const float log_rest = second_p[i] * b + std::log(horizontal_sum(acc));  // R (the sum is >= 1)
         const float log_norm = softplus(log_rest);
         const float log_one_minus_top = log_rest - log_norm;
         const float top_rho = log_rest < -30.0f ? 1.0f - 0.5f * std::exp(log_rest) : log_norm * std::exp(-log_rest);
-        const V vlog_norm(log_norm), vlog_omt(log_one_minus_top), one(1.0f), floor_v(kLogFloor);
-        // gamma-free terms per class
+        const V vlog_norm(log_norm), vlog_omt(log_one_minus_top), one(1.0f);
+        const V to_q(std::exp(second_p[i] * b - log_norm));
+        // gamma-free terms per class (the top's are set after the loop)
         for (int64_t j = 0; j < padded; j += W) {
           const V dv = V::loadu(c.data() + j) * vb;
-          const V log_q = at::vec::maximum(dv - vlog_norm, floor_v);
-          const V q = log_q.exp();
-          (q * log_q / (one - q)).neg().store(rho.data() + j);
+          const V q = V::loadu(rho.data() + j) * to_q;  // 0 where it underflows: rho is then 0
+          (q * (vlog_norm - dv) / (one - q)).store(rho.data() + j);  // q (-log q) / (1 - q)
           ((-q).log1p() - vlog_omt).store(rel.data() + j);
           dv.store(d.data() + j);
         }
         d[t_index] = 0.0f;
         rel[t_index] = 0.0f;
         rho[t_index] = top_rho;
+        const V floor_v(kLogFloor);
         for (int64_t g = 0; g < n_gammas; ++g) {
           const float gamma = gamma_p[g];
           const V vg(gamma);
