@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from focalcal import models
 from focalcal.models.tree_lstm import encode_tree, pad_trees, random_tree
 
-SST_TRAIN, SST_BATCH, SST_VOCAB = 6920, 25, 21701
+SST_TRAIN, SST_BATCH, SST_VOCAB = 6920, 25, 20000  # a 20,000-word vocabulary: SST's training split's order of size
 NG_TRAIN, NG_BATCH, NG_LENGTH, NG_VOCAB = 15098, 128, 1000, 20000
 
 
@@ -32,20 +32,16 @@ def sst_like_batch(generator: torch.Generator) -> torch.Tensor:
 
 def node_at_a_time_logits(model, trees: torch.Tensor) -> list[torch.Tensor]:
     """Every node's logits, computed recursively one node at a time (the reference loop)."""
+    def state(rows: list, node: int) -> torch.Tensor:
+        word, left, right, _ = rows[node]
+        if word >= 0:
+            return model._leaf_states(torch.tensor([word]))
+        return model._compose(state(rows, left), state(rows, right))
+
     out = []
     for tree in trees:
         rows = tree.tolist()
-
-        def state(node: int) -> torch.Tensor:
-            word, left, right, _ = rows[node]
-            if word >= 0:
-                return model._leaf_states(torch.tensor([word]))
-            return model._compose(state(left), state(right))
-
-        states = {}
-        for node, row in enumerate(rows):
-            if row[3] >= 0:
-                states[node] = state(node)
+        states = {node: state(rows, node) for node, row in enumerate(rows) if row[3] >= 0}
         hidden = torch.cat([states[k] for k in sorted(states)])[:, model.memory_dim:]
         out.append(model.classifier(model.dropout(hidden)))
     return out

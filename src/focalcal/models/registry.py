@@ -25,7 +25,7 @@ from torch import nn
 from .cifar_resnet import CifarResNet
 from .global_pooling_cnn import GlobalPoolingCNN, example_documents
 from .small import CNN1D, MLP, SmallCNN
-from .tree_lstm import BinaryTreeLSTM, example_trees
+from .tree_lstm import PLACEHOLDER_VOCAB_SIZE, BinaryTreeLSTM, example_trees
 from .unet import UNet
 from .wide_resnet import WideResNet
 
@@ -298,7 +298,7 @@ def _global_pooling_cnn(
 def _tree_lstm(
     num_classes: int,
     *,
-    vocab_size: int = 21701,
+    vocab_size: int = PLACEHOLDER_VOCAB_SIZE,
     embedding_dim: int = 300,
     memory_dim: int = 150,
     dropout: float = 0.5,
@@ -307,8 +307,8 @@ def _tree_lstm(
     output_gate: bool = False,
 ) -> nn.Module:
     """Defaults: torrvision/focal_calibration sst_train.py, treeLSTM/model.py; embeddings tuned (mukhoti2020 App. D).
-    vocab_size: pass the data set's; 21701 is the size of Tai et al.'s SST vocab-cased.txt as we recall it (not
-    re-checked against the file). Train mode: node logits (N, node_classes, M); eval mode: root logits (N, K)."""
+    vocab_size: the data set's (the trainer passes it); the default is a placeholder for a model built without
+    data. Train mode: node logits (N, node_classes, M); eval mode: root logits (N, K)."""
     return BinaryTreeLSTM(
         num_classes, vocab_size=vocab_size, embedding_dim=embedding_dim, memory_dim=memory_dim, dropout=dropout,
         node_classes=node_classes, freeze_embeddings=freeze_embeddings, output_gate=output_gate,

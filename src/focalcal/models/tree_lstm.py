@@ -214,7 +214,12 @@ def random_tree(words: list[int], generator: torch.Generator | None = None):
     return nodes[0]
 
 
-def example_trees(n: int, leaves: int = 19, vocab_size: int = 21701, *, generator=None) -> torch.Tensor:
+#: The vocabulary size of a Tree-LSTM built without data (tests, benchmarks, example inputs); a
+#: run's model gets its data set's (focalcal.training.trainer.DATASET_MODEL_OPTIONS).
+PLACEHOLDER_VOCAB_SIZE = 20000
+
+
+def example_trees(n: int, leaves: int = 19, vocab_size: int = PLACEHOLDER_VOCAB_SIZE, *, generator=None) -> torch.Tensor:
     """``n`` random trees of ``leaves`` words (2 * leaves - 1 nodes; 19 words ~ an SST sentence)."""
     trees = [random_tree(torch.randint(vocab_size, (leaves,), generator=generator).tolist(), generator)
              for _ in range(n)]
