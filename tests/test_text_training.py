@@ -72,3 +72,31 @@ def test_the_workflow_training_job_stages_a_tree_runs_root_logits_for_export(tmp
     assert json.loads((run_dir / "run.json").read_text())["health"]["status"] in {"trained", "not converged",
                                                                                  "collapsed"}
     assert not (run_dir / "train_reliability.csv").exists()  # training-set diagrams need one label per sample
+
+
+@pytest.mark.parametrize("name", __import__("focalcal.losses", fromlist=["available"]).available())
+def test_every_loss_of_the_registry_trains_the_tree_lstm_on_its_nodes(name):
+    """mukhoti2020's text rows train all 11 losses; every registry loss takes the Tree-LSTM's node
+    logits (N, 3, M) unchanged, skips the padding nodes (target -100: zero gradient there) and
+    gives finite gradients, with the trainer's hooks called as the trainer calls them."""
+    import torch
+
+    from focalcal import losses, models
+
+    torch.manual_seed(0)
+    model = models.build("tree_lstm", 2, vocab_size=60, embedding_dim=8, memory_dim=8).train()
+    trees = models.spec("tree_lstm").example_input(4, generator=torch.Generator().manual_seed(1))
+    trees[:, :, 0] = torch.where(trees[:, :, 0] >= 0, trees[:, :, 0] % 60, trees[:, :, 0])
+    trees = torch.cat([trees, torch.full((4, 5, 4), -1)], dim=1)  # padding nodes, as in a batch of unequal trees
+    targets = torch.randint(0, 3, trees.shape[:2]).masked_fill(trees[:, :, 3] < 0, -100)
+    loss_fn = losses.build({"name": name, "ignore_index": -100})
+    for hook, arguments in (("set_training_targets", (targets, 3)), ("set_epoch", (0, 10))):
+        if hasattr(loss_fn, hook):
+            getattr(loss_fn, hook)(*arguments)
+    logits = model(trees)
+    logits.retain_grad()
+    loss = loss_fn(logits, targets)
+    loss.backward()
+    assert torch.isfinite(loss) and all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
+    padding = (trees[:, :, 3] < 0).unsqueeze(1).expand_as(logits)
+    assert padding.any() and float(logits.grad[padding].abs().max()) == 0.0
