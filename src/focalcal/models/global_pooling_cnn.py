@@ -38,7 +38,7 @@ class GlobalPoolingCNN(EmbeddingMixin, nn.Module):
         self,
         num_classes: int,
         *,
-        vocab_size: int,
+        vocab_size: int = 20000,  # the released ng_loader.py's MAX_NUM_WORDS; a run gets its data set's
         embedding_dim: int = 100,
         filters: int = 128,
         kernel_size: int = 5,

@@ -25,7 +25,7 @@ from torch import nn
 from .cifar_resnet import CifarResNet
 from .global_pooling_cnn import GlobalPoolingCNN, example_documents
 from .small import CNN1D, MLP, SmallCNN
-from .tree_lstm import PLACEHOLDER_VOCAB_SIZE, BinaryTreeLSTM, example_trees
+from .tree_lstm import BinaryTreeLSTM, example_trees
 from .unet import UNet
 from .wide_resnet import WideResNet
 
@@ -276,48 +276,11 @@ register(
 )
 
 
-def _global_pooling_cnn(
-    num_classes: int,
-    *,
-    vocab_size: int = 20000,
-    embedding_dim: int = 100,
-    filters: int = 128,
-    kernel_size: int = 5,
-    pool_size: int = 5,
-    hidden: int = 128,
-    dropout: float = 0.3,
-    freeze_embeddings: bool = True,
-) -> nn.Module:
-    """Defaults: torrvision/focal_calibration NewsGroup/ng_model.py, ng_loader.py (vocab_size = MAX_NUM_WORDS)."""
-    return GlobalPoolingCNN(
-        num_classes, vocab_size=vocab_size, embedding_dim=embedding_dim, filters=filters, kernel_size=kernel_size,
-        pool_size=pool_size, hidden=hidden, dropout=dropout, freeze_embeddings=freeze_embeddings,
-    )
-
-
-def _tree_lstm(
-    num_classes: int,
-    *,
-    vocab_size: int = PLACEHOLDER_VOCAB_SIZE,
-    embedding_dim: int = 300,
-    memory_dim: int = 150,
-    dropout: float = 0.5,
-    node_classes: int | None = None,
-    freeze_embeddings: bool = False,
-    output_gate: bool = False,
-) -> nn.Module:
-    """Defaults: torrvision/focal_calibration sst_train.py, treeLSTM/model.py; embeddings tuned (mukhoti2020 App. D).
-    vocab_size: the data set's (the trainer passes it); the default is a placeholder for a model built without
-    data. Train mode: node logits (N, node_classes, M); eval mode: root logits (N, K)."""
-    return BinaryTreeLSTM(
-        num_classes, vocab_size=vocab_size, embedding_dim=embedding_dim, memory_dim=memory_dim, dropout=dropout,
-        node_classes=node_classes, freeze_embeddings=freeze_embeddings, output_gate=output_gate,
-    )
-
-
+# The text models' classes are their factories: same signature (num_classes, *, options), defaults
+# from the released code (see each module's docstring).
 register(
     "global_pooling_cnn",
-    _global_pooling_cnn,
+    GlobalPoolingCNN,
     task="classification",
     sample_shape=(1000,),
     summary="mukhoti2020's 20 Newsgroups Global Pooling CNN: 3 x Conv1D(128, 5), global max pool, dense 128",
@@ -325,7 +288,7 @@ register(
 )
 register(
     "tree_lstm",
-    _tree_lstm,
+    BinaryTreeLSTM,
     task="classification",
     sample_shape=(37, 4),
     summary="mukhoti2020's SST binary constituency Tree-LSTM (Tai et al. 2015), memory 150; root logits in eval",

@@ -52,6 +52,11 @@ from ._text import EmbeddingMixin
 COLUMNS = ("word", "left", "right", "height")
 
 
+#: The vocabulary size of a Tree-LSTM built without data (tests, benchmarks, example inputs); a
+#: run's model gets its data set's (focalcal.training.trainer.DATASET_MODEL_OPTIONS).
+PLACEHOLDER_VOCAB_SIZE = 20000
+
+
 class BinaryTreeLSTM(EmbeddingMixin, nn.Module):
     """Constituency Tree-LSTM sentiment classifier; see the module docstring for the I/O contract."""
 
@@ -59,7 +64,7 @@ class BinaryTreeLSTM(EmbeddingMixin, nn.Module):
         self,
         num_classes: int,
         *,
-        vocab_size: int,
+        vocab_size: int = PLACEHOLDER_VOCAB_SIZE,  # a run gets its data set's (the trainer passes it)
         embedding_dim: int = 300,
         memory_dim: int = 150,
         dropout: float = 0.5,
@@ -212,11 +217,6 @@ def random_tree(words: list[int], generator: torch.Generator | None = None):
         i = int(torch.randint(len(nodes) - 1, (1,), generator=generator))
         nodes[i:i + 2] = [(nodes[i], nodes[i + 1])]
     return nodes[0]
-
-
-#: The vocabulary size of a Tree-LSTM built without data (tests, benchmarks, example inputs); a
-#: run's model gets its data set's (focalcal.training.trainer.DATASET_MODEL_OPTIONS).
-PLACEHOLDER_VOCAB_SIZE = 20000
 
 
 def example_trees(n: int, leaves: int = 19, vocab_size: int = PLACEHOLDER_VOCAB_SIZE, *, generator=None) -> torch.Tensor:
