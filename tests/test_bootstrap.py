@@ -19,21 +19,22 @@ def _probs(n=300, k=6, seed=0, scale=3.0):
     return softmax(logits, axis=1), labels
 
 
+@pytest.mark.parametrize("n_bins", [1, 10, 60])  # 60: more bins than some resamples have distinct scores
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_each_resample_equals_the_metric_on_that_resample(dtype):
+def test_each_resample_equals_the_metric_on_that_resample(dtype, n_bins):
     probs, labels = _probs()
     probs = probs.astype(dtype)
     probs[:7] = np.eye(6, dtype=dtype)[labels[:7]]  # exact one-hots: confidence 1 and ties in the mass bins
     probs[7, :] = 0
     probs[7, (labels[7] + 1) % 6] = 1  # a true-class probability of exactly 0: NLL inf wherever it is drawn
     indices = bootstrap_indices(len(labels), n_resamples=25, seed=3)
-    values = resampled_metrics(probs, labels, indices, n_bins=10)
+    values = resampled_metrics(probs, labels, indices, n_bins=n_bins)
     assert set(values) == set(METRICS)
     reference = {
-        "ece": lambda p, y: metrics.ece(p, y, 10, "width"),
-        "adaece": lambda p, y: metrics.ece(p, y, 10, "mass"),
-        "mce": lambda p, y: metrics.mce(p, y, 10, "width"),
-        "classwise_ece": lambda p, y: metrics.classwise_ece(p, y, 10, "width"),
+        "ece": lambda p, y: metrics.ece(p, y, n_bins, "width"),
+        "adaece": lambda p, y: metrics.ece(p, y, n_bins, "mass"),
+        "mce": lambda p, y: metrics.mce(p, y, n_bins, "width"),
+        "classwise_ece": lambda p, y: metrics.classwise_ece(p, y, n_bins, "width"),
         "nll": metrics.nll, "brier": metrics.brier, "error": metrics.error,
         "top5_error": lambda p, y: metrics.top_k_error(p, y, 5),
     }

@@ -17,6 +17,7 @@ from focalcal.calibration import (
 from focalcal.calibration._focal_grid import focal_grid_blocks
 from focalcal.metrics import ece, nll
 from focalcal.metrics.batched import ece_grid
+from focalcal.metrics.binning import bin_statistics
 from focalcal.theory import log_psi_from_logits, psi
 
 
@@ -253,7 +254,9 @@ def test_psi_keeps_the_argmax_for_negative_gamma(gamma):
 # -- batched ECE --------------------------------------------------------------------------------
 @pytest.mark.parametrize("binning", ["width", "mass"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_ece_grid_equals_metrics_ece_exactly(binning, dtype):
+def test_ece_grid_equals_metrics_ece(binning, dtype):
+    """Equal-width: bit for bit (the same bincount). Equal-mass with one ``correct`` for all
+    rows: from sorted rows' cumulative sums, equal to float64 rounding."""
     rng = np.random.default_rng(13)
     n, k, g = 700, 5, 12
     logits = rng.normal(size=(g, n, k)) * rng.uniform(0.2, 5, size=(g, 1, 1))
@@ -263,10 +266,19 @@ def test_ece_grid_equals_metrics_ece_exactly(binning, dtype):
     labels = rng.integers(0, k, n)
     correct = probs.argmax(axis=2) == labels
     expected = np.array([ece(probs[i], labels, n_bins=15, binning=binning) for i in range(g)])
-    np.testing.assert_array_equal(ece_grid(probs.max(axis=2), correct, 15, binning), expected)
+    np.testing.assert_array_equal(ece_grid(probs.max(axis=2), correct, 15, binning), expected)  # per-row correct
     same_correct = probs[0].argmax(axis=1) == labels
     expected_shared = np.array([ece(probs[0], labels, 7, binning)] * 2)
-    np.testing.assert_array_equal(ece_grid(np.stack([probs[0].max(axis=1)] * 2), same_correct, 7, binning), expected_shared)
+    shared = ece_grid(np.stack([probs[0].max(axis=1)] * 2), same_correct, 7, binning)
+    if binning == "width":
+        np.testing.assert_array_equal(shared, expected_shared)
+    else:
+        np.testing.assert_allclose(shared, expected_shared, rtol=1e-12, atol=0)
+    # every row (ties across cuts, confidences of exactly 1) against the one-row binning ece uses
+    rows = probs.max(axis=2)
+    expected_rows = [np.abs((stats := bin_statistics(row, same_correct, 15, binning)).score_sum - stats.hit_sum).sum() / n
+                     for row in rows]
+    np.testing.assert_allclose(ece_grid(rows, same_correct, 15, binning), expected_rows, rtol=1e-12, atol=0)
 
 
 def test_ece_grid_rejects_bad_input():

@@ -18,7 +18,7 @@ from focalcal.calibration import Calibrator
 from focalcal.compare import DEFAULT_CALIBRATORS, resolve_calibrators
 from focalcal.report.browser import inspect_page
 
-CHOSEN = ["raw", "ts_nll", "psi", "histogram_binning", "dirichlet", "ets"]
+CHOSEN = ["raw", "ts_nll", "fts_ece", "psi", "histogram_binning", "dirichlet", "fts_nll", "ets"]  # fts: a second process
 
 
 def read_rows(path) -> list[dict]:
@@ -58,8 +58,24 @@ def test_every_file_is_written_with_a_progress_line_per_calibrator(report):
     assert written == ["calibration.json", "index.html", "metrics.csv", "reliability"]
     diagrams = sorted(p.name for p in (out / "reliability").iterdir() if p.suffix != ".sha256")
     assert diagrams == sorted(f"{key}.png" for key in CHOSEN)
-    for position, key in enumerate(CHOSEN, start=1):
+    # a line per calibrator as it finishes: focal TS's grid is fitted in a second process, so
+    # its two come last; the files keep the order asked for
+    finished = [key for key in CHOSEN if not key.startswith("fts")] + ["fts_ece", "fts_nll"]
+    for position, key in enumerate(finished, start=1):
         assert f"[{position}/{len(CHOSEN)}] {key}: fitted in" in stdout
+    assert list(dict.fromkeys(row["calibrator"] for row in read_rows(out / "metrics.csv"))) == CHOSEN
+
+
+def test_focal_ts_fitted_in_the_second_process_is_the_one_fitted_here(report):
+    from focalcal.pipeline.calibrate import fit_calibrator
+
+    folder, _, _ = report
+    stored = json.loads((folder / "out" / "calibration.json").read_text())
+    with np.load(folder / "model.npz") as arrays:
+        val_logits, val_labels = arrays["val_logits"], arrays["val_labels"]
+    for key in ("fts_ece", "fts_nll"):
+        here, _ = fit_calibrator(stored[key]["spec"], val_logits, val_labels, {})
+        assert stored[key]["fitted"] == json.loads(json.dumps(here.to_dict())), key
 
 
 def test_metrics_are_the_library_metrics_with_intervals_around_them(report):

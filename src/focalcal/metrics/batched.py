@@ -1,11 +1,12 @@
 """Top-label ECE for many candidate calibrations of one validation set at once.
 
 Grid searches (temperature scaling by ECE, focal temperature scaling) score hundreds or
-thousands of confidence vectors of the same N samples. ``ece_grid`` scores them all with
-one pass of numpy bincount instead of one :func:`focalcal.metrics.ece` call each, and
-returns exactly (bit for bit) what ``ece`` returns for each row: the bin edges come from
-:func:`focalcal.metrics.binning.bin_edges` itself, bin membership follows the same
-right-closed rule, and the per-bin float64 sums are accumulated in the same order.
+thousands of confidence vectors of the same N samples. ``ece_grid`` scores them all at
+once instead of one :func:`focalcal.metrics.ece` call each, and returns what ``ece``
+returns for each row: the same bin edges and the same right-closed membership. Equal-width
+bins are summed with one numpy bincount, in ``ece``'s order (bit for bit); equal-mass bins
+(one ``correct`` for all rows) from sorted rows and cumulative sums, which agree with
+``ece`` to float64 rounding (a relative 1e-12 in tests) at a third of the time.
 """
 
 from __future__ import annotations
@@ -48,6 +49,8 @@ def binned_grid(confidences, correct, n_bins: int = 15, binning: str = "width", 
         raise ValueError(f"correct must have shape ({n_samples},) or {confidences.shape}, got {correct.shape}")
     hits = np.broadcast_to(correct.astype(bool), confidences.shape)
 
+    if binning == "mass" and correct.ndim == 1:
+        return _mass_binned_sorted(confidences, correct.astype(bool), n_bins, counts)
     if binning == "width":
         inner_edges = bin_edges(confidences[0], n_bins, binning)[1:-1]
         index = np.searchsorted(inner_edges, confidences, side="left")
@@ -63,3 +66,28 @@ def binned_grid(confidences, correct, n_bins: int = 15, binning: str = "width", 
     score_sum = np.bincount(flat_bins, weights=confidences.ravel(), minlength=size).reshape(n_candidates, n_bins)
     hit_sum = np.bincount(flat_bins, weights=hits.ravel(), minlength=size).reshape(n_candidates, n_bins)
     return score_sum, hit_sum, count
+
+
+def _mass_binned_sorted(confidences: np.ndarray, correct: np.ndarray, n_bins: int, counts: bool):
+    """Equal-mass ``binned_grid`` with one ``correct`` for every row, from sorted rows: no
+    per-sample bin index. Each row is sorted once (its edges are order statistics, as in
+    :func:`~focalcal.metrics.binning.bin_edges`), the right rows once more; a bin's sums are
+    differences of cumulative sums at ``count(score <= edge)``, which keeps tied scores in the
+    lower bin as the right-closed rule does."""
+    n_candidates, n_samples = confidences.shape
+    ordered = np.sort(confidences, axis=1)
+    cut_ranks = -(-np.arange(1, n_bins) * n_samples // n_bins)  # as bin_edges
+    edges = ordered[:, cut_ranks - 1]
+    hits_ordered = np.sort(confidences[:, correct], axis=1)
+    below = np.empty((n_candidates, n_bins + 1), dtype=np.int64)  # scores <= each edge, 0 and N at the ends
+    hits_below = np.empty_like(below)
+    below[:, 0], hits_below[:, 0] = 0, 0
+    below[:, -1], hits_below[:, -1] = n_samples, hits_ordered.shape[1]
+    for row in range(n_candidates):
+        below[row, 1:-1] = np.searchsorted(ordered[row], edges[row], side="right")
+        hits_below[row, 1:-1] = np.searchsorted(hits_ordered[row], edges[row], side="right")
+    cumulative = np.zeros((n_candidates, n_samples + 1))
+    np.cumsum(ordered, axis=1, dtype=np.float64, out=cumulative[:, 1:])
+    score_below = np.take_along_axis(cumulative, below, axis=1)
+    return np.diff(score_below, axis=1), np.diff(hits_below, axis=1).astype(np.float64), \
+        (np.diff(below, axis=1) if counts else None)

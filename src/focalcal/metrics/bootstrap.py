@@ -5,8 +5,9 @@ replacement) gives a percentile interval (Efron & Tibshirani 1993, ch. 13). Each
 value is exactly the library's metric on ``probs[index], labels[index]`` — same bins, same
 ties — but computed for all resamples at once:
 
-* ECE, AdaECE, MCE: the top-label bins of every resample with
-  :func:`focalcal.metrics.batched.binned_grid` (equal-mass edges are re-cut per resample);
+* ECE, AdaECE, MCE: the samples are sorted by confidence once; a resample is a multiplicity
+  per sample, and its bins' sums are differences of cumulative sums in that order
+  (equal-mass edges are re-cut per resample, from its cumulative counts);
 * classwise ECE (equal-width bins, which do not depend on the resample): a resample is a
   multiplicity per sample, so its per-(class, bin) sums are one sparse product;
 * NLL, Brier, error, top-5 error: means of per-sample losses, weighted by multiplicity.
@@ -21,7 +22,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from focalcal._validation import check_labels, check_probs
-from focalcal.metrics.batched import binned_grid
 from focalcal.metrics.binning import bin_edges, check_n_bins, top_label
 
 METRICS = ("ece", "adaece", "mce", "classwise_ece", "nll", "brier", "error", "top5_error")
@@ -55,16 +55,16 @@ def resampled_metrics(probs, labels, indices: np.ndarray, n_bins: int = 15) -> d
         raise ValueError(f"indices must be (n_resamples, {n_samples}) sample indices, got shape {indices.shape}")
     confidence, predicted = top_label(probs)
     correct = predicted == labels
+    weights = _multiplicities(indices, n_samples)  # (n_resamples, n_samples)
     values = {}
+    bins = _top_label_bins(confidence, correct, weights, n_bins)
     for name, binning in (("ece", "width"), ("adaece", "mass")):
-        score_sum, hit_sum, count = binned_grid(confidence[indices], correct[indices], n_bins, binning,
-                                                counts=name == "ece")
+        score_sum, hit_sum, count = bins[binning]
         gap = np.abs(score_sum - hit_sum)
         values[name] = gap.sum(axis=1) / n_samples
         if name == "ece":
             with np.errstate(invalid="ignore", divide="ignore"):
                 values["mce"] = np.where(count > 0, gap / count, -np.inf).max(axis=1)
-    weights = _multiplicities(indices, n_samples)  # (n_resamples, n_samples)
     values["classwise_ece"] = _classwise_ece(probs, labels, weights, n_bins)
     for name, losses in _per_sample_losses(probs, labels).items():
         values[name] = _weighted_means(weights, losses)
@@ -102,6 +102,40 @@ def _multiplicities(indices: np.ndarray, n_samples: int) -> np.ndarray:
     rows = np.arange(indices.shape[0])[:, None] * n_samples
     counts = np.bincount((indices + rows).ravel(), minlength=indices.shape[0] * n_samples)
     return counts.reshape(indices.shape[0], n_samples).astype(np.float64)
+
+
+def _top_label_bins(confidence: np.ndarray, correct: np.ndarray, weights: np.ndarray, n_bins: int) -> dict:
+    """binning -> (score_sum, hit_sum, count), each (n_resamples, n_bins): the top-label bins of
+    every resample, equal-width and equal-mass, as ``bin_statistics`` makes them for
+    ``confidence[index]``. The samples are sorted once; a resample is then its multiplicities
+    in that order, and a bin's sums are differences of cumulative sums at the last sample whose
+    score is <= the bin's upper edge (the whole run of tied scores, as the right-closed rule
+    puts it). Equal-mass edges are the resample's order statistics: the first sorted sample
+    whose cumulative multiplicity reaches rank ceil(i N / M)."""
+    n_resamples, n_samples = weights.shape
+    order = np.argsort(confidence, kind="stable")
+    scores = confidence[order]
+    in_order = weights[:, order]
+    cumulative = np.zeros((3, n_resamples, n_samples + 1))  # count, score and hit sums up to each sample
+    np.cumsum(in_order, axis=1, out=cumulative[0, :, 1:])
+    np.cumsum(in_order * scores, axis=1, out=cumulative[1, :, 1:])
+    np.cumsum(in_order * correct[order], axis=1, out=cumulative[2, :, 1:])
+    inner_edges = bin_edges(scores, n_bins, "width")[1:-1]
+    run_ends = np.append(np.flatnonzero(scores[1:] != scores[:-1]), n_samples - 1)
+    last_of_run = np.repeat(run_ends, np.diff(run_ends, prepend=-1))  # sorted position -> end of its tie run
+    ranks = -(-np.arange(1, n_bins) * n_samples // n_bins)  # ceil(i N / M), as bin_edges
+    below = {  # per resample, how many sorted samples lie at or below each inner edge
+        "width": np.broadcast_to(np.searchsorted(scores, inner_edges, side="right"), (n_resamples, n_bins - 1)),
+        "mass": last_of_run[np.stack([np.searchsorted(row, ranks, side="left") for row in cumulative[0, :, 1:]])] + 1,
+    }
+    bins = {}
+    for binning, inner in below.items():
+        ends = np.concatenate([np.zeros((n_resamples, 1), np.int64), inner, np.full((n_resamples, 1), n_samples)],
+                              axis=1)
+        count, score_sum, hit_sum = np.diff(np.take_along_axis(cumulative, np.broadcast_to(ends, (3, *ends.shape)),
+                                                               axis=2), axis=2)
+        bins[binning] = (score_sum, hit_sum, count)
+    return bins
 
 
 def _classwise_ece(probs: np.ndarray, labels: np.ndarray, weights: np.ndarray, n_bins: int) -> np.ndarray:
