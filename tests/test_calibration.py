@@ -39,7 +39,18 @@ SMALL_CONFIGS = {
     "isotonic": {},
     "dirichlet": {"off_diagonal_l2": 1e-2, "bias_l2": 1e-2},
     "ensemble_temperature_scaling": {},
+    "beta": {},
 }
+BINARY_ONLY = {"beta"}  # fitted on the first two classes' samples (logits of 2 columns)
+
+
+def data_for(name, data):
+    """The shared test data, or its binary part for a binary-only calibrator."""
+    if name not in BINARY_ONLY:
+        return data
+    logits, labels = data
+    keep = labels < 2
+    return np.ascontiguousarray(logits[keep, :2]), labels[keep]
 
 
 def sample_labels(rng, probs):
@@ -88,7 +99,7 @@ def test_bad_fts_parameters_fail_at_fit(bad, data):
 # -- the shared contract ------------------------------------------------------------------------
 @pytest.mark.parametrize("name", sorted(SMALL_CONFIGS))
 def test_every_calibrator_fits_transforms_and_round_trips_through_json(name, data):
-    logits, labels = data
+    logits, labels = data_for(name, data)
     calibrator = build({"name": name, **SMALL_CONFIGS[name]})
     probs = calibrator.fit_transform(logits, labels)
     assert probs.dtype == np.float64 and probs.shape == logits.shape
@@ -108,12 +119,13 @@ def test_every_calibrator_fits_transforms_and_round_trips_through_json(name, dat
 @pytest.mark.parametrize("name", sorted(SMALL_CONFIGS))
 def test_transform_before_fit_is_an_error(name, data):
     with pytest.raises(RuntimeError, match="not fitted"):
-        build({"name": name, **SMALL_CONFIGS[name]}).transform(data[0])
+        build({"name": name, **SMALL_CONFIGS[name]}).transform(data_for(name, data)[0])
 
 
 @pytest.mark.parametrize("name", sorted(SMALL_CONFIGS))
 def test_invalid_input_names_the_problem(name, data):
-    logits, labels = data
+    logits, labels = data_for(name, data)
+    n_classes = logits.shape[1]
     calibrator = build({"name": name, **SMALL_CONFIGS[name]})
     nan_logits = logits.copy()
     nan_logits[3, 1] = np.nan
@@ -130,8 +142,9 @@ def test_invalid_input_names_the_problem(name, data):
     with pytest.raises(ValueError, match="empty"):
         calibrator.fit(logits[:0], labels[:0])
     calibrator.fit(logits, labels)
-    with pytest.raises(ValueError, match="3 classes but .* fitted on 4"):
-        calibrator.transform(logits[:, :3])
+    mismatched = logits[:, :-1] if n_classes > 2 else np.column_stack([logits, logits[:, :1]])
+    with pytest.raises(ValueError, match=f"{mismatched.shape[1]} classes but .* fitted on {n_classes}"):
+        calibrator.transform(mismatched)
     with pytest.raises(ValueError, match="NaN"):
         calibrator.transform(nan_logits)
 

@@ -137,3 +137,22 @@ def test_calibrator_choice():
         resolve_calibrators(["raw", "psi"])
     with pytest.raises(ValueError, match="gamma must be a finite number >= 0"):
         resolve_calibrators(gamma=-1.0)
+
+
+def test_beta_calibration_takes_binary_logits_and_refuses_more_classes_before_writing(tmp_path):
+    from focalcal.compare import compare_calibrators
+    from focalcal.logits_file import check_logits
+
+    (val_logits, val_labels), (test_logits, test_labels) = model_logits(400, k=2), model_logits(400, k=2, seed=1)
+    binary = check_logits({"val_logits": val_logits, "val_labels": val_labels, "test_logits": test_logits,
+                           "test_labels": test_labels}, source="binary.npz")
+    rows = compare_calibrators(binary, tmp_path / "binary", ["raw", "beta"], n_resamples=20, smooth=False,
+                               progress=lambda line: None)
+    ece = {row["calibrator"]: row["value"] for row in rows if row["metric"] == "ece"}
+    assert ece["beta"] < ece["raw"]  # the model is overconfident (labels from softmax(z / 2))
+    (val_logits, val_labels), (test_logits, test_labels) = model_logits(60), model_logits(60, seed=1)
+    six = check_logits({"val_logits": val_logits, "val_labels": val_labels, "test_logits": test_logits,
+                        "test_labels": test_labels}, source="six.npz")
+    with pytest.raises(ValueError, match="calibrator beta is for binary classifiers; six.npz has 6 classes"):
+        compare_calibrators(six, tmp_path / "six", ["raw", "beta"], progress=lambda line: None)
+    assert not (tmp_path / "six").exists()

@@ -207,6 +207,7 @@ CALIBRATORS: dict[str, str] = {  # name -> module of focalcal.calibration that d
     "isotonic": "binning",
     "dirichlet": "dirichlet",
     "ensemble_temperature_scaling": "ensemble",
+    "beta": "beta",
 }
 
 # What a calibrator does in the papers' figures and tables, whatever a config calls it.

@@ -49,6 +49,7 @@ CALIBRATORS: dict[str, dict] = {
     "isotonic": {"name": "isotonic"},
     "dirichlet": {"name": "dirichlet"},
     "ets": {"name": "ensemble_temperature_scaling"},
+    "beta": {"name": "beta"},  # binary classifiers only
 }
 # Fitted in a second process beside the others (:class:`_BackgroundFits`): the (γ, T) grid is
 # most of the command's fitting time.
@@ -57,7 +58,8 @@ DEFAULT_CALIBRATORS = ("raw", "ts_nll", "ts_ece", "fts_ece", "fts_nll", PSI_KEY,
                        "histogram_binning", "isotonic")
 LABELS = {**{key: catalog.ROLE_LABELS[key] for key in CALIBRATORS if key in catalog.ROLE_LABELS},
           "vector_scaling": "vector scaling", "histogram_binning": "histogram binning",
-          "isotonic": "isotonic regression", "dirichlet": "Dirichlet (ODIR)", "ets": "ensemble TS"}
+          "isotonic": "isotonic regression", "dirichlet": "Dirichlet (ODIR)", "ets": "ensemble TS",
+          "beta": "beta calibration"}
 METRIC_LABELS = {"ece": "ECE", "adaece": "AdaECE", "mce": "MCE", "classwise_ece": "classwise ECE",
                  "smooth_ece": "smECE", "nll": "NLL", "brier": "Brier", "error": "error", "top5_error": "top-5 error"}
 PERCENT_METRICS = {"ece", "adaece", "mce", "classwise_ece", "smooth_ece", "error", "top5_error"}
@@ -95,6 +97,10 @@ def compare_calibrators(logits: LogitsSet, out_dir, names=None, gamma: float | N
     from threadpoolctl import threadpool_limits
 
     specs = resolve_calibrators(names, gamma)
+    binary_only = [key for key, spec in specs.items() if spec["build"]["name"] == "beta"]
+    if binary_only and logits.num_classes != 2:
+        raise ValueError(f"calibrator {binary_only[0]} is for binary classifiers; {logits.source} has "
+                         f"{logits.num_classes} classes")
     out_dir = Path(out_dir)
     # One BLAS thread: this process's matrices are small, and OpenBLAS threads that spin-wait
     # beside the second process's grid cost more CPU than they save (bench compare: 22 -> 16 s).

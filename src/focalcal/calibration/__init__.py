@@ -8,8 +8,9 @@
 * :class:`PsiCalibration`, :class:`IdentityCalibration` — fixed maps, for uniform pipelines.
 * :class:`VectorScaling`, :class:`MatrixScaling`, :class:`HistogramBinning`,
   :class:`IsotonicCalibration` — the usual baselines; :class:`DirichletCalibration` (ODIR,
-  Kull et al. 2019) and :class:`EnsembleTemperatureScaling` (Zhang et al. 2020), which
-  practitioners reach for beyond the four papers.
+  Kull et al. 2019), :class:`EnsembleTemperatureScaling` (Zhang et al. 2020) and, for binary
+  classifiers, :class:`BetaCalibration` (Kull et al. 2017), which practitioners reach for
+  beyond the four papers.
 
 Logits are (N, K) numpy arrays or torch tensors; ``transform`` returns float64 numpy
 probabilities whose rows sum to 1. Fitted parameters are attributes ending in ``_``;
@@ -19,6 +20,7 @@ calibrator from a config dict by registry name.
 
 from focalcal import catalog as _catalog
 from focalcal.calibration._base import Calibrator
+from focalcal.calibration.beta import BetaCalibration
 from focalcal.calibration.binning import HistogramBinning, IsotonicCalibration
 from focalcal.calibration.dirichlet import DirichletCalibration
 from focalcal.calibration.ensemble import EnsembleTemperatureScaling
@@ -42,6 +44,7 @@ __all__ = [
     "Calibrator",
     "DirichletCalibration",
     "EnsembleTemperatureScaling",
+    "BetaCalibration",
     "FocalTemperatureScaling",
     "HistogramBinning",
     "IdentityCalibration",

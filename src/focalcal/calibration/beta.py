@@ -1,0 +1,99 @@
+"""Beta calibration of a binary classifier (Kull, Silva Filho & Flach 2017, "Beyond sigmoids").
+
+With s the model's probability of class 1, the calibrated probability is
+
+    logit(q) = a ln s − b ln(1 − s) + c,    a, b ≥ 0,
+
+a logistic regression on the two features (ln s, −ln(1 − s)): convex, fitted here by Newton's
+method on the mean log loss. It contains Platt scaling on the logit (a = b) and the identity
+(a = b = 1, c = 0), and unlike a sigmoid it can bend both tails. a, b ≥ 0 keeps the map
+monotone; as in the authors' released package (``betacal/beta_calibration.py``,
+``_beta_calibration``), a negative a is handled by refitting without ln s (a = 0), or else a
+negative b by refitting without −ln(1 − s) (b = 0). That code clips s to [eps, 1 − eps]
+before the logs; here both features come from the logits exactly (log-softmax), so a score
+that rounds to 0 or 1 as a probability keeps its finite features.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.special import expit, log_softmax
+
+from focalcal.calibration._base import Calibrator
+from focalcal.calibration.registry import register
+
+
+def beta_features(logits: np.ndarray) -> np.ndarray:
+    """(N, 2): ln s and −ln(1 − s), s = softmax(logits)[:, 1], from the log-softmax."""
+    log_probs = log_softmax(logits, axis=1)
+    return np.stack([log_probs[:, 1], -log_probs[:, 0]], axis=1)
+
+
+def fit_logistic(features: np.ndarray, labels: np.ndarray, max_iter: int = 100) -> np.ndarray:
+    """(weights..., intercept) minimising the mean log loss of sigmoid(features @ w + c), by
+    Newton's method with step halving; stops at a gradient below 1e-12."""
+    design = np.column_stack([features, np.ones(len(labels))])
+    targets = labels.astype(np.float64)
+    coef = np.zeros(design.shape[1])
+
+    def loss(w):
+        margin = design @ w
+        return float(np.mean(np.logaddexp(0.0, margin) - targets * margin))
+
+    value = loss(coef)
+    for _ in range(max_iter):
+        probs = expit(design @ coef)
+        gradient = design.T @ (probs - targets) / len(targets)
+        if np.abs(gradient).max() < 1e-12:
+            break
+        hessian = (design * (probs * (1 - probs))[:, None]).T @ design / len(targets)
+        step = np.linalg.lstsq(hessian, gradient, rcond=None)[0]
+        size = 1.0
+        while size > 1e-10:
+            candidate = coef - size * step
+            new_value = loss(candidate)
+            if new_value <= value - 1e-4 * size * float(gradient @ step) or new_value <= value:
+                break
+            size /= 2
+        else:
+            break  # no decrease left at float64 resolution
+        coef, value = candidate, new_value
+    if not np.isfinite(coef).all():
+        raise RuntimeError("beta calibration fit diverged (non-finite parameters)")
+    return coef
+
+
+@register
+class BetaCalibration(Calibrator):
+    """Binary (K = 2) logits -> [1 − q, q] with logit(q) = a_ ln s − b_ ln(1 − s) + c_."""
+
+    name = "beta"
+    _fitted_attributes = ("a_", "b_", "c_")
+
+    def __init__(self, max_iter: int = 100):
+        self.max_iter = max_iter
+
+    def _check_params(self) -> None:
+        if isinstance(self.max_iter, bool) or not isinstance(self.max_iter, (int, np.integer)) or self.max_iter < 1:
+            raise ValueError(f"max_iter must be a positive integer, got {self.max_iter!r}")
+
+    def _fit(self, logits, labels):
+        if logits.shape[1] != 2:
+            raise ValueError(f"beta calibration is for binary classifiers: logits must have 2 columns, "
+                             f"got {logits.shape[1]}")
+        features = beta_features(logits)
+        a, b, c = fit_logistic(features, labels, self.max_iter)
+        if a < 0:  # the released package's rule: refit without the feature whose weight is negative
+            b, c = fit_logistic(features[:, 1:], labels, self.max_iter)
+            a = 0.0
+        elif b < 0:
+            a, c = fit_logistic(features[:, :1], labels, self.max_iter)
+            b = 0.0
+        self.a_, self.b_, self.c_ = float(a), float(b), float(c)
+
+    def _transform(self, logits):
+        if logits.shape[1] != 2:
+            raise ValueError(f"beta calibration is for binary classifiers: logits must have 2 columns, "
+                             f"got {logits.shape[1]}")
+        margin = beta_features(logits) @ np.array([self.a_, self.b_]) + self.c_
+        return np.stack([expit(-margin), expit(margin)], axis=1)
