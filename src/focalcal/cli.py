@@ -59,7 +59,7 @@ def _add_calibrate_parser(commands) -> None:
 
     sub = commands.add_parser(
         "calibrate", help="fit and compare calibrators on a model's own val/test logits; write a report",
-        description="Fit calibrators on the validation logits, measure them on the test logits with 95 %% "
+        description="Fit calibrators on the validation logits, measure them on the test logits with 95 % "
                     "bootstrap intervals, and write calibration.json, metrics.csv, reliability diagrams and "
                     "index.html. LOGITS: an .npz with val_logits, val_labels, test_logits, test_labels "
                     "(optional class_names), or a folder of <key>.npy files.")
