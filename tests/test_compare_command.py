@@ -156,3 +156,24 @@ def test_beta_calibration_takes_binary_logits_and_refuses_more_classes_before_wr
     with pytest.raises(ValueError, match="calibrator beta is for binary classifiers; six.npz has 6 classes"):
         compare_calibrators(six, tmp_path / "six", ["raw", "beta"], progress=lambda line: None)
     assert not (tmp_path / "six").exists()
+
+
+def test_an_interrupted_comparison_leaves_no_second_process(tmp_path):
+    """The grid's process is stopped, not waited for, when the comparison fails or is interrupted."""
+    import multiprocessing
+
+    from focalcal.compare import compare_calibrators
+    from focalcal.logits_file import check_logits
+
+    (val_logits, val_labels), (test_logits, test_labels) = model_logits(300), model_logits(300, seed=1)
+    arrays = check_logits({"val_logits": val_logits, "val_labels": val_labels, "test_logits": test_logits,
+                           "test_labels": test_labels}, source="model.npz")
+
+    def interrupt(line):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        compare_calibrators(arrays, tmp_path / "out", ["raw", "fts_ece"], n_resamples=10, smooth=False,
+                            progress=interrupt)
+    assert multiprocessing.active_children() == []
+    assert not (tmp_path / "out" / "index.html").exists()

@@ -165,19 +165,22 @@ class _BackgroundFits:
     def __enter__(self):
         if self._specs:
             import multiprocessing
-            from concurrent.futures import ProcessPoolExecutor
 
             # spawn: a fresh interpreter, whatever threads this one has started
-            self._pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
-            self._future = self._pool.submit(_fit_all, self._specs, *self._arrays)
+            self._pool = multiprocessing.get_context("spawn").Pool(1)
+            self._future = self._pool.apply_async(_fit_all, (self._specs, *self._arrays))
         return self
 
     def result(self, key: str):
-        return self._future.result()[key]
+        return self._future.get()[key]
 
-    def __exit__(self, *exc_info):
+    def __exit__(self, exc_type, *exc_info):
         if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
+            if exc_type is None:
+                self._pool.close()
+            else:  # interrupted or failed: do not wait for the grid
+                self._pool.terminate()
+            self._pool.join()
         return False
 
 
