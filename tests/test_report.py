@@ -393,3 +393,23 @@ def test_index_scoreboard_shows_each_claim_verdict_interval_and_note():
     untested = page[page.index("m20-flsd53-ece-pre"):]
     untested = untested[:untested.index("</tr>")]
     assert "not testable with this config" in untested and "this config trains no FLSD-53" in untested
+
+
+def test_the_scoreboard_wraps_long_notes_inside_the_page_width(tmp_path):
+    """The claims table has fixed column shares, so long statements and notes wrap instead of
+    pushing the page past the window (the index used to be 1,197 px wide in a 780 px window)."""
+    from test_claims import ece_table, evidence
+    from test_report_browser import ensure_chromium
+
+    from focalcal.claims import claims_table
+    from focalcal.report.browser import inspect_page
+
+    config = load_config("config/test.yaml")
+    config["report"]["claim_notes"] = {"m20-flsd53-ece-pre": "a long note, " * 80 + "end"}
+    report = report_plan(build_plan(config))
+    claims = claims_table([evidence(ece_table(lambda s: 0.10 + 0.01 * s, lambda s: 0.03 + 0.012 * s))])
+    inventory = pd.DataFrame([{"run": "x", "epochs": 3, "train_time_s": 60.0, "job_wall_s": 70.0, "device": "cpu",
+                               "host": "h", "parameters": 10, "finished_at": "t"}])
+    (tmp_path / "index.html").write_text(build_index(report.manifest(config), inventory, "", [], claims))
+    info = inspect_page(tmp_path / "index.html", ensure_chromium())
+    assert info["scroll_width"] <= info["viewport_width"], info

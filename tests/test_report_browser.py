@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import io
 import os
+import re
 import subprocess
 
 import pytest
@@ -77,6 +78,10 @@ def test_check_report_passes_a_sound_report_and_fails_a_broken_one(tmp_path, chr
     assert set(outcome["pages"]) == {"index.html", "paper.html"}
     screenshot = tmp_path / "index.png"
     assert screenshot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and screenshot.stat().st_size > 1000
+
+    (tmp_path / "paper.html").write_text(page('<div style="width:3000px">a table too wide for the window</div>'))
+    assert any(re.fullmatch(r"paper\.html: 30\d\d px wide in a \d{3,4} px window: the page scrolls sideways.*", failure)
+               for failure in check_report(tmp_path)["failures"])
 
     (tmp_path / "paper.html").write_text(page('<img src="gone.png"><a href="missing.html">x</a>'))
     failures = check_report(tmp_path)["failures"]

@@ -41,7 +41,8 @@ window.addEventListener('load', function () {
   });
   var out = document.createElement('pre');
   out.id = '%s';
-  out.textContent = JSON.stringify({title: document.title, images: images, errors: window.__focalcalErrors});
+  out.textContent = JSON.stringify({title: document.title, images: images, errors: window.__focalcalErrors,
+                                    scroll_width: document.documentElement.scrollWidth, viewport_width: window.innerWidth});
   document.body.appendChild(out);
 });
 </script>""" % MARKER
@@ -107,7 +108,8 @@ def _probed_copy(page: Path, folder: Path) -> Path:
 
 
 def inspect_page(page: Path, chromium: str | None = None, timeout: float = 60.0) -> dict:
-    """Load ``page`` in headless Chromium; return its title, images (natural sizes) and script errors."""
+    """Load ``page`` in headless Chromium; return its title, images (natural sizes), script errors,
+    and its width against the window's (``scroll_width`` > ``viewport_width``: it scrolls sideways)."""
     chromium = chromium or find_chromium()
     with tempfile.TemporaryDirectory(prefix="focalcal-chromium-") as folder:
         copy = _probed_copy(Path(page), Path(folder))
@@ -162,6 +164,9 @@ def check_report(report_dir, screenshot_name: str = "index.png") -> dict:
                 failures.append(f"{page.name}: image {image['src']!r} did not decode (natural size "
                                 f"{image['width']}x{image['height']})")
         failures += [f"{page.name}: script error {error}" for error in info["errors"]]
+        if info["scroll_width"] > info["viewport_width"]:
+            failures.append(f"{page.name}: {info['scroll_width']} px wide in a {info['viewport_width']} px window: "
+                            "the page scrolls sideways and cuts off its right edge")
     shot = screenshot(report_dir / "index.html", report_dir / screenshot_name, chromium)
     return {"pages": results, "failures": failures, "screenshot": str(shot)}
 

@@ -8,6 +8,8 @@ training-dynamics claims) and ``calibration.json`` (komisarenko2024's Fig 8 clai
 
 from __future__ import annotations
 
+import re
+
 from pathlib import Path
 
 import pandas as pd
@@ -103,7 +105,7 @@ def statistic_text(row) -> str:
 def verdict_html(verdict: str) -> str:
     color = VERDICT_COLORS.get(verdict, "#222")
     return (f"<span style='display:inline-block;padding:1px 6px;border-radius:3px;color:#fff;background:{color};"
-            f"white-space:nowrap'>{_e(verdict)}</span>")
+            f"text-align:center'>{_e(verdict)}</span>")
 
 
 def claims_html(table: pd.DataFrame, notes: dict | None = None, with_paper: bool = False) -> str:
@@ -118,8 +120,13 @@ def claims_html(table: pd.DataFrame, notes: dict | None = None, with_paper: bool
     if table.empty:
         return "<p>No study of this config tests these claims: its studies do not reproduce this paper.</p>"
     board = scoreboard(table)
-    head = "".join(f"<th>{h}</th>" for h in (["paper"] if with_paper else []) +
-                   ["claim", "where in the paper", "ours: d = …", "mean d [95 % interval]", "verdict", "why / note"])
+    shares = (14, 22, 10, 14, 12, 11, 17) if with_paper else (27, 11, 16, 13, 11, 22)
+    names = (["paper"] if with_paper else []) + ["claim", "where in the paper", "ours: d = …",
+                                                 "mean d [95 % interval]", "verdict", "why / note"]
+    columns = list(zip(names, shares))
+    # Fixed column shares of the page's width: the table wraps its text instead of running off the page.
+    widths = "".join(f"<col style='width:{share}%'>" for _, share in columns)
+    head = "".join(f"<th>{name}</th>" for name, _ in columns)
     rows = []
     for row in board.itertuples(index=False):
         why = [_e(row.reason)] if row.reason else []
@@ -127,18 +134,20 @@ def claims_html(table: pd.DataFrame, notes: dict | None = None, with_paper: bool
             why.append(_e(row.excluded_runs))
         if row.verdict != "holds" and notes.get(row.claim):
             why.append(f"<em>Note:</em> {_e(notes[row.claim])}")
-        cells = ([f"<td>{_e(row.paper)}</td>"] if with_paper else []) + [
+        paper = re.sub(r"(\d{4})$", r"<wbr>\1", _e(row.paper))  # a narrow column breaks before the year
+        cells = ([f"<td>{paper}</td>"] if with_paper else []) + [
             f"<td>{_e(row.statement)}<br><code style='font-size:11px'>{_e(row.claim)}</code> "
             f"<span style='color:#666;font-size:11px'>({_e(row.study)})</span></td>",
             f"<td>{_e(row.source)}</td>",
             f"<td>{_e(row.compares)}; claimed {_e(row.direction)} {row.threshold:g}</td>",
-            f"<td style='white-space:nowrap'>{_e(statistic_text(row))}</td>",
+            f"<td>{_e(statistic_text(row))}</td>",
             f"<td>{verdict_html(row.verdict)}</td>",
-            f"<td style='min-width:18em'>{'<br>'.join(why)}</td>"]  # notes read as prose, not a column of words
+            f"<td>{'<br>'.join(why)}</td>"]
         rows.append("<tr>" + "".join(cells) + "</tr>")
     counts = board["verdict"].value_counts()
     summary = ", ".join(f"{counts[v]} {v}" for v in VERDICT_COLORS if v in counts)
     return (f"<p><strong>{len(board)} claim(s): {_e(summary)}.</strong> d is a paired difference (same data set, "
             f"model, recipe and seed); interval: {_e(INTERVAL)}; fewer than {MIN_PAIRS} pairs is inconclusive; "
             "unhealthy runs are left out.</p>"
-            f"<table><tr>{head}</tr>{''.join(rows)}</table>")
+            "<table style='table-layout:fixed;width:100%;overflow-wrap:break-word'>"
+            f"<colgroup>{widths}</colgroup><tr>{head}</tr>{''.join(rows)}</table>")
