@@ -96,8 +96,10 @@ def compare_calibrators(logits: LogitsSet, out_dir, names=None, gamma: float | N
     """Fit, measure and draw every calibrator; write the files of the module docstring. Returns the metric rows."""
     from threadpoolctl import threadpool_limits
 
+    from focalcal.calibration import calibrator_class
+
     specs = resolve_calibrators(names, gamma)
-    binary_only = [key for key, spec in specs.items() if spec["build"]["name"] == "beta"]
+    binary_only = [key for key, spec in specs.items() if calibrator_class(spec["build"]["name"]).binary_only]
     if binary_only and logits.num_classes != 2:
         raise ValueError(f"calibrator {binary_only[0]} is for binary classifiers; {logits.source} has "
                          f"{logits.num_classes} classes")

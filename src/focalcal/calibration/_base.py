@@ -42,11 +42,15 @@ class Calibrator:
 
     name: str = ""
     _fitted_attributes: tuple[str, ...] = ()
+    binary_only: bool = False  # fits and maps 2-class logits only (beta calibration)
 
     # -- public API ---------------------------------------------------------------------
     def fit(self, logits, labels) -> Calibrator:
         logits, labels = check_scores_and_labels(logits, labels)
         self._check_params()
+        if self.binary_only and logits.shape[1] != 2:
+            raise ValueError(f"{self.name} calibration is for binary classifiers: logits must have 2 columns, "
+                             f"got {logits.shape[1]}")
         self._fit(logits.astype(np.float64, copy=False), labels)
         self.n_classes_ = int(logits.shape[1])
         return self

@@ -69,6 +69,7 @@ class BetaCalibration(Calibrator):
 
     name = "beta"
     _fitted_attributes = ("a_", "b_", "c_")
+    binary_only = True
 
     def __init__(self, max_iter: int = 100):
         self.max_iter = max_iter
@@ -78,9 +79,6 @@ class BetaCalibration(Calibrator):
             raise ValueError(f"max_iter must be a positive integer, got {self.max_iter!r}")
 
     def _fit(self, logits, labels):
-        if logits.shape[1] != 2:
-            raise ValueError(f"beta calibration is for binary classifiers: logits must have 2 columns, "
-                             f"got {logits.shape[1]}")
         features = beta_features(logits)
         a, b, c = fit_logistic(features, labels, self.max_iter)
         if a < 0:  # the released package's rule: refit without the feature whose weight is negative
@@ -91,9 +89,6 @@ class BetaCalibration(Calibrator):
             b = 0.0
         self.a_, self.b_, self.c_ = float(a), float(b), float(c)
 
-    def _transform(self, logits):
-        if logits.shape[1] != 2:
-            raise ValueError(f"beta calibration is for binary classifiers: logits must have 2 columns, "
-                             f"got {logits.shape[1]}")
+    def _transform(self, logits):  # 2 columns: ``transform`` checks them against the fitted class count
         margin = beta_features(logits) @ np.array([self.a_, self.b_]) + self.c_
         return np.stack([expit(-margin), expit(margin)], axis=1)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from focalcal._validation import as_numpy
-from focalcal.metrics.binning import bin_edges, check_binning, check_n_bins
+from focalcal.metrics.binning import bin_edges, check_binning, check_n_bins, mass_cut_ranks
 
 
 def ece_grid(confidences, correct, n_bins: int = 15, binning: str = "width") -> np.ndarray:
@@ -47,10 +47,9 @@ def binned_grid(confidences, correct, n_bins: int = 15, binning: str = "width", 
     n_candidates, n_samples = confidences.shape
     if correct.shape not in ((n_samples,), confidences.shape):
         raise ValueError(f"correct must have shape ({n_samples},) or {confidences.shape}, got {correct.shape}")
-    hits = np.broadcast_to(correct.astype(bool), confidences.shape)
-
     if binning == "mass" and correct.ndim == 1:
         return _mass_binned_sorted(confidences, correct.astype(bool), n_bins, counts)
+    hits = np.broadcast_to(correct.astype(bool), confidences.shape)
     if binning == "width":
         inner_edges = bin_edges(confidences[0], n_bins, binning)[1:-1]
         index = np.searchsorted(inner_edges, confidences, side="left")
@@ -76,8 +75,7 @@ def _mass_binned_sorted(confidences: np.ndarray, correct: np.ndarray, n_bins: in
     lower bin as the right-closed rule does."""
     n_candidates, n_samples = confidences.shape
     ordered = np.sort(confidences, axis=1)
-    cut_ranks = -(-np.arange(1, n_bins) * n_samples // n_bins)  # as bin_edges
-    edges = ordered[:, cut_ranks - 1]
+    edges = ordered[:, mass_cut_ranks(n_samples, n_bins) - 1]
     hits_ordered = np.sort(confidences[:, correct], axis=1)
     below = np.empty((n_candidates, n_bins + 1), dtype=np.int64)  # scores <= each edge, 0 and N at the ends
     hits_below = np.empty_like(below)

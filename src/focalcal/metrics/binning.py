@@ -73,10 +73,14 @@ def bin_edges(scores: np.ndarray, n_bins: int, binning: str) -> np.ndarray:
     """Edges ``e_0 .. e_M`` in the dtype of ``scores`` (see the module docstring)."""
     if binning == "width":
         return (np.arange(n_bins + 1) / n_bins).astype(scores.dtype)
-    n = scores.shape[0]
-    cut_ranks = -(-np.arange(1, n_bins) * n // n_bins)  # ceil(i N / M), exact integer arithmetic
-    inner = np.sort(scores)[cut_ranks - 1]
+    inner = np.sort(scores)[mass_cut_ranks(scores.shape[0], n_bins) - 1]
     return np.concatenate([np.zeros(1, scores.dtype), inner, np.ones(1, scores.dtype)])
+
+
+def mass_cut_ranks(n_samples: int, n_bins: int) -> np.ndarray:
+    """The equal-mass cuts r_i = ceil(i N / M), i = 1 .. M-1: edge i is the score of rank r_i
+    (1-based) in sorted order. Exact integer arithmetic."""
+    return -(-np.arange(1, n_bins) * n_samples // n_bins)
 
 
 def bin_statistics(scores: np.ndarray, hits: np.ndarray, n_bins: int, binning: str) -> BinStatistics:

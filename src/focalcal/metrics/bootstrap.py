@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from focalcal._validation import check_labels, check_probs
-from focalcal.metrics.binning import bin_edges, check_n_bins, top_label
+from focalcal.metrics.binning import bin_edges, check_n_bins, mass_cut_ranks, top_label
 
 METRICS = ("ece", "adaece", "mce", "classwise_ece", "nll", "brier", "error", "top5_error")
 
@@ -123,7 +123,7 @@ def _top_label_bins(confidence: np.ndarray, correct: np.ndarray, weights: np.nda
     inner_edges = bin_edges(scores, n_bins, "width")[1:-1]
     run_ends = np.append(np.flatnonzero(scores[1:] != scores[:-1]), n_samples - 1)
     last_of_run = np.repeat(run_ends, np.diff(run_ends, prepend=-1))  # sorted position -> end of its tie run
-    ranks = -(-np.arange(1, n_bins) * n_samples // n_bins)  # ceil(i N / M), as bin_edges
+    ranks = mass_cut_ranks(n_samples, n_bins)
     below = {  # per resample, how many sorted samples lie at or below each inner edge
         "width": np.broadcast_to(np.searchsorted(scores, inner_edges, side="right"), (n_resamples, n_bins - 1)),
         "mass": last_of_run[np.stack([np.searchsorted(row, ranks, side="left") for row in cumulative[0, :, 1:]])] + 1,
