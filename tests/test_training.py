@@ -85,6 +85,23 @@ def test_outputs_and_history(uninterrupted):
     assert info["config"] == make_config().to_dict()
 
 
+def test_the_reliability_table_is_rewritten_only_when_it_gains_an_epoch(tmp_path, data_root, monkeypatch):
+    """history.csv every epoch; train_reliability.csv at its epochs (1, 4) only, and again when deleted."""
+    from focalcal.training import trainer as trainer_module
+
+    written = []
+    real_write = trainer_module.atomic_write_text
+    monkeypatch.setattr(trainer_module, "atomic_write_text",
+                        lambda text, path: (written.append(path.name), real_write(text, path))[1])
+    trainer = Trainer(make_config(), tmp_path, data_root=data_root, progress=False)
+    trainer.fit()
+    assert written.count("history.csv") == 4 and written.count("train_reliability.csv") == 2
+    assert sorted(pd.read_csv(tmp_path / "train_reliability.csv")["epoch"].unique()) == [1, 4]
+    (tmp_path / "train_reliability.csv").unlink()
+    trainer.write_records()
+    assert written.count("train_reliability.csv") == 3 and (tmp_path / "train_reliability.csv").exists()
+
+
 def test_history_nll_matches_logits(uninterrupted):
     """The last epoch's test NLL in history.csv is the NLL of the dumped test logits."""
     logits = np.load(uninterrupted / "logits.npz")

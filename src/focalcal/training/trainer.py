@@ -98,6 +98,7 @@ class Trainer:
         self.history: list[dict] = []
         self.reliability: list[pd.DataFrame] = []
         self.gradient_norms: list[pd.DataFrame] = []
+        self._tables_written: dict[Path, int] = {}  # record file -> tables in it, as this process last wrote it
         self.epochs_done = 0
         self.stopped_early = False
         # The best epoch so far and its weights, for early stopping or ``recipe.select``.
@@ -378,12 +379,17 @@ class Trainer:
         self.write_records()
 
     def write_records(self) -> None:
-        """``history.csv`` (and the training reliability and gradient-norm tables), all read off the checkpoint's state."""
+        """``history.csv`` (and the training reliability and gradient-norm tables), all read off the checkpoint's state.
+
+        The two tables gain rows only at their recipe's epochs, so a file is rewritten only when
+        its table grew since this process last wrote it, or is gone (a 40-epoch run writes each
+        3 times, not 40).
+        """
         atomic_write_text(pd.DataFrame(self.history).to_csv(index=False), self.paths.history)
-        if self.reliability:
-            atomic_write_text(pd.concat(self.reliability).to_csv(index=False), self.paths.reliability)
-        if self.gradient_norms:
-            atomic_write_text(pd.concat(self.gradient_norms).to_csv(index=False), self.paths.gradient_norms)
+        for tables, path in ((self.reliability, self.paths.reliability), (self.gradient_norms, self.paths.gradient_norms)):
+            if tables and (self._tables_written.get(path) != len(tables) or not path.exists()):
+                atomic_write_text(pd.concat(tables).to_csv(index=False), path)
+                self._tables_written[path] = len(tables)
 
     def export_logits(self, to: RunPaths | None = None) -> Path:
         """Write ``logits.npz`` (val/test logits and labels) and ``run.json``, which records the
