@@ -9,7 +9,6 @@ training-dynamics claims) and ``calibration.json`` (komisarenko2024's Fig 8 clai
 from __future__ import annotations
 
 import re
-
 from pathlib import Path
 
 import pandas as pd
