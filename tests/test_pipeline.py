@@ -144,7 +144,7 @@ def test_from_loss_with_a_loss_without_single_gamma_fails(test_config):
 
 def test_chained_method_carries_the_temperature_scaling_it_follows():
     plan = build_plan(validated(ROOT / "config" / "config.yaml"))
-    chained = plan.calibrators["mnist1d_1k/cnn1d_32/focal2/small_40/seed0"]["ts_focal_psi"]
+    chained = plan.calibrators["mnist1d_1k_test10k/cnn1d_32/focal2/small_40/seed0"]["ts_focal_psi"]
     assert chained == {
         "build": {"name": "psi", "gamma": 2.0},
         "after": {"name": "temperature_scaling", "objective": "focal", "gamma": 2.0},

@@ -83,7 +83,7 @@ def test_default_config_plans_every_paper_figure_its_runs_support():
     assert names(report, "charoenphakdee2021_posterior") == {"figure:charoenphakdee2021_fig3_synthetic1d",
                                                             "table:charoenphakdee2021_fig3_synthetic1d"}
     assert names(report, "charoenphakdee2021_paradigms") == {
-        "figure:charoenphakdee2021_fig4_digits", "figure:charoenphakdee2021_fig4_mnist1d_1k",
+        "figure:charoenphakdee2021_fig4_digits", "figure:charoenphakdee2021_fig4_mnist1d_1k_test10k",
         "figure:charoenphakdee2021_fig4_mnist1d_s", "figure:charoenphakdee2021_fig5_ece_boxplots",
         "figure:charoenphakdee2021_fig6_ece_boxplots", "table:charoenphakdee2021_ece_summary"}
     assert names(report, "mukhoti2020") == {f"table:mukhoti2020_table{n}" for n in (1, 2, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13)} | {
@@ -98,7 +98,7 @@ def test_default_config_plans_every_paper_figure_its_runs_support():
     assert list(fig4bcd.params["run_dirs"]) == ["CE", "FL γ=1", "FL γ=2", "FL γ=3"] and fig4bcd.params["epochs"] == [5, 20, 40]
     assert names(report, "komisarenko2024") == {"table:komisarenko2024_table1", "figure:komisarenko2024_fig8_optimal_temperature"}
     # Fig 4 on MNIST-1D: all three paradigms, on the model that has all three (cnn1d_32), seed 0
-    fig4 = report.artifact("charoenphakdee2021_paradigms", "charoenphakdee2021_fig4_mnist1d_1k", "figure")
+    fig4 = report.artifact("charoenphakdee2021_paradigms", "charoenphakdee2021_fig4_mnist1d_1k_test10k", "figure")
     assert fig4.params["model"] == "cnn1d_32"
     assert {(p["paradigm"], p["gamma"]) for p in fig4.params["panels"]} == {
         (paradigm, g) for paradigm in ("Standard", "TS_FL", "LS") for g in (0.0, 1.0, 2.0, 3.0)}
