@@ -8,10 +8,13 @@ on log q, and scipy's L-BFGS-B on the penalised objective written out in numpy h
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 from scipy.optimize import minimize
 from scipy.special import log_softmax, logsumexp, softmax
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression
 
 from focalcal.calibration import Calibrator, DirichletCalibration, EnsembleTemperatureScaling
@@ -64,6 +67,35 @@ def test_dirichlet_odir_matches_an_independent_lbfgsb_solution(off_l2, bias_l2):
     penalised = DirichletCalibration(off_diagonal_l2=100.0, bias_l2=100.0).fit(logits, labels)
     off = ~np.eye(5, dtype=bool)
     assert np.abs(penalised.weight_[off]).max() < np.abs(ours.weight_[off]).max()  # ODIR shrinks off-diagonals
+
+
+@pytest.mark.parametrize("seed, scale", [(0, 3.0), (0, 8.0), (1, 8.0), (2, 8.0)])
+def test_dirichlet_reaches_the_odir_optimum_of_a_few_hundred_confident_samples(seed, scale):
+    """K = 10, 300 validation samples of an overconfident model (log q down to about -100):
+    a badly conditioned problem where 500 L-BFGS iterations stopped ~2 % above the optimum.
+    The fit must end within 1e-7 (relative) of a tight scipy L-BFGS-B solve, without a warning."""
+    rng = np.random.default_rng(seed)
+    logits, labels = draw(rng, 300, 10, temperature=0.5, scale=scale)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ours = DirichletCalibration().fit(logits, labels)
+    features = log_softmax(logits, axis=1)
+    value = _odir_objective(np.concatenate([ours.weight_.ravel(), ours.bias_]), features, labels, 1e-2, 1e-2)[0]
+    start = np.concatenate([np.eye(10).ravel(), np.zeros(10)])
+    tight = minimize(_odir_objective, start, args=(features, labels, 1e-2, 1e-2), jac=True, method="L-BFGS-B",
+                     options={"ftol": 0.0, "gtol": 1e-12, "maxiter": 100000, "maxfun": 200000, "maxcor": 30})
+    assert tight.nit > 500  # the problem the iteration cap fell short on
+    assert abs(value - tight.fun) <= 1e-7 * tight.fun
+    assert value <= tight.fun * (1 + 1e-12)  # and no worse than the independent solve
+
+
+def test_dirichlet_stopped_by_its_iteration_cap_warns_naming_itself():
+    rng = np.random.default_rng(0)
+    logits, labels = draw(rng, 300, 10, temperature=0.5, scale=8.0)
+    with pytest.warns(ConvergenceWarning, match=r"^dirichlet calibration did not converge: 3 iterations"):
+        DirichletCalibration(max_iter=3).fit(logits, labels)
+    with pytest.raises(ValueError, match="tol must be a finite number > 0"):
+        DirichletCalibration(tol=0.0).fit(logits, labels)
 
 
 def test_dirichlet_round_trips_through_json_and_refuses_bad_penalties():

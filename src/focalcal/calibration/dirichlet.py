@@ -4,8 +4,11 @@ softmax(W log q + b) with q = softmax(z): matrix scaling of the log-probabilitie
 of the logits (§3: the multinomial logistic regression on log q is the canonical
 parametrisation of the Dirichlet family). With the ODIR penalty of §4 — off-diagonal and
 intercept L2, λ_od / (K(K−1)) Σ_{i≠j} W_ij² + λ_b / K Σ_j b_j², as in
-:class:`~focalcal.calibration.MatrixScaling` — the mean NLL is convex in (W, b), so L-BFGS
-from the identity (strong-Wolfe line search, float64) reaches the global optimum.
+:class:`~focalcal.calibration.MatrixScaling` — the mean NLL is convex in (W, b). It is fitted
+as matrix scaling is (float64 from the identity; Newton's method up to 20 classes, L-BFGS
+above) and stops when the largest gradient entry is below ``tol`` or no decrease is left at
+float64 resolution, i.e. at the optimum to that tolerance; a fit that reaches ``max_iter``
+first is not at the optimum and warns (``sklearn.exceptions.ConvergenceWarning``).
 """
 
 from __future__ import annotations
@@ -26,8 +29,9 @@ class DirichletCalibration(MatrixScaling):
 
     name = "dirichlet"
 
-    def __init__(self, off_diagonal_l2: float = 1e-2, bias_l2: float = 1e-2, max_iter: int = 500):
-        super().__init__(off_diagonal_l2=off_diagonal_l2, bias_l2=bias_l2, max_iter=max_iter)
+    def __init__(self, off_diagonal_l2: float = 1e-2, bias_l2: float = 1e-2, max_iter: int = 10000,
+                 tol: float = 1e-10):
+        super().__init__(off_diagonal_l2=off_diagonal_l2, bias_l2=bias_l2, max_iter=max_iter, tol=tol)
 
     def _fit(self, logits, labels):
         super()._fit(log_softmax(logits, axis=1), labels)

@@ -4,19 +4,26 @@ Both minimise the mean validation NLL in float64 from the identity map; the prob
 in the parameters (the logits are linear in them). Vector scaling's 2K parameters are fitted
 by damped Newton steps with the exact Hessian (a (2K, 2K) system from three (N, K)ᵀ(N, K)
 products; ~10 steps, a few ms each, where L-BFGS took ~350 evaluations for K = 100). Matrix
-scaling's K² + K are fitted by full-batch L-BFGS with strong-Wolfe line search (torch,
-imported only when fitting). Matrix scaling
-has K² + K parameters and overfits with many classes; ``off_diagonal_l2``/``bias_l2`` add the
-ODIR penalty of Kull et al. 2019 ("Beyond temperature scaling", Dirichlet calibration):
+scaling's K² + K are fitted the same way up to K = :data:`NEWTON_MAX_CLASSES` (a dense
+(K² + K)² Hessian), above that by full-batch L-BFGS with strong-Wolfe line search (torch,
+imported only then). On logits of a confident model the problem is badly conditioned: L-BFGS
+capped at 500 iterations stopped short of the optimum on a few hundred samples, so both fits
+stop on a tolerance — the largest gradient entry below ``tol``, or no decrease left at float64
+resolution — and a fit that reaches ``max_iter`` first warns with scikit-learn's
+``ConvergenceWarning``, naming the calibrator. Matrix scaling has K² + K parameters and
+overfits with many classes; ``off_diagonal_l2``/``bias_l2`` add the ODIR penalty of Kull et
+al. 2019 ("Beyond temperature scaling", Dirichlet calibration):
 λ_od / (K(K−1)) Σ_{i≠j} W_ij² + λ_b / K Σ_j b_j².
 """
 
 from __future__ import annotations
 
 import numbers
+import warnings
 
 import numpy as np
 from scipy.special import log_softmax, softmax
+from sklearn.exceptions import ConvergenceWarning
 
 from focalcal.calibration._base import Calibrator
 
@@ -31,8 +38,23 @@ def _check_max_iter(value) -> None:
         raise ValueError(f"max_iter must be a positive integer, got {value!r}")
 
 
-def _fit_lbfgs(parameters, logits, labels, predict, penalty, max_iter: int) -> None:
-    """Minimise mean NLL(predict(logits)) + penalty() over ``parameters`` in place."""
+def _check_tol(value) -> None:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 < value < float("inf"):
+        raise ValueError(f"tol must be a finite number > 0, got {value!r}")
+
+
+def warn_unconverged(calibrator: str, iterations: int, gradient: float, tol: float) -> None:
+    """The scikit-learn-style warning of a fit that reached its iteration cap before its tolerance."""
+    warnings.warn(f"{calibrator} calibration did not converge: {iterations} iterations (max_iter) ended with the "
+                  f"largest gradient entry {gradient:.3g} > tol = {tol:.3g}; raise max_iter or the L2 penalties",
+                  ConvergenceWarning, stacklevel=3)
+
+
+def _fit_lbfgs(parameters, logits, labels, predict, penalty, max_iter: int, tol: float) -> tuple[bool, int, float]:
+    """Minimise mean NLL(predict(logits)) + penalty() over ``parameters`` in place; returns
+    (converged, iterations, largest gradient entry at the end). Converged: the gradient is
+    below ``tol``, or the line search found no decrease before ``max_iter`` (float64's
+    resolution of the objective)."""
     import torch
 
     logits_t = torch.as_tensor(logits, dtype=torch.float64)
@@ -41,8 +63,9 @@ def _fit_lbfgs(parameters, logits, labels, predict, penalty, max_iter: int) -> N
         parameters,
         lr=1.0,
         max_iter=max_iter,
-        tolerance_grad=1e-9,
-        tolerance_change=1e-14,
+        max_eval=2 * max_iter,
+        tolerance_grad=tol,
+        tolerance_change=0.0,  # stop on the gradient (or a failed line search), not on a slow objective
         history_size=20,
         line_search_fn="strong_wolfe",
     )
@@ -57,6 +80,74 @@ def _fit_lbfgs(parameters, logits, labels, predict, penalty, max_iter: int) -> N
     for parameter in parameters:
         if not torch.isfinite(parameter).all():
             raise RuntimeError("scaling fit diverged (non-finite parameters); try a positive L2 penalty")
+    closure()
+    gradient = max(float(parameter.grad.abs().max()) for parameter in parameters)
+    iterations = int(optimiser.state[optimiser._params[0]]["n_iter"])
+    return gradient <= tol or iterations < max_iter, iterations, gradient
+
+
+#: Matrix scaling by Newton's method up to this many classes: the dense Hessian has (K² + K)²
+#: entries (176,400 at K = 20), built from N·(K² + K)² products.
+NEWTON_MAX_CLASSES = 20
+
+
+def _matrix_scaling_objective(params, design, labels, penalty_weights):
+    """Mean NLL of softmax(design @ params.T) plus Σ penalty_weights ⊙ params², and the probabilities."""
+    log_probs = log_softmax(design @ params.T, axis=1)
+    nll = -log_probs[np.arange(len(labels)), labels].mean()
+    return nll + float((penalty_weights * params**2).sum()), np.exp(log_probs)
+
+
+def fit_matrix_scaling_newton(logits, labels, penalty_weights, max_iter: int, tol: float):
+    """(K, K + 1) parameters [W | b] minimising mean NLL(softmax(W z + b)) + Σ penalty_weights ⊙ [W | b]²
+    by damped Newton steps, and (converged, iterations, largest gradient entry).
+
+    With x̃ = [z, 1], p the probabilities and A[n, (i, a)] = p_ni x̃_na, the Hessian is
+    blockdiag_i(Σ_n p_ni x̃_n x̃_nᵀ)/N − AᵀA/N (+ 2 diag(penalty_weights)); without a penalty it
+    is singular along the shift of every row by one vector (the softmax ignores it), which a
+    tiny ridge keeps the step out of. Stops when the largest gradient entry is below ``tol``
+    or the Newton decrement is below float64 resolution of the objective.
+    """
+    n, k = logits.shape
+    design = np.column_stack([logits, np.ones(n)])
+    one_hot = np.zeros((n, k))
+    one_hot[np.arange(n), labels] = 1.0
+    params = np.column_stack([np.eye(k), np.zeros(k)])
+    value, probs = _matrix_scaling_objective(params, design, labels, penalty_weights)
+    size_p = k * (k + 1)
+    converged, gradient_max, iteration = False, float("inf"), 0
+    for iteration in range(1, max_iter + 1):
+        gradient = ((probs - one_hot).T @ design / n + 2 * penalty_weights * params).ravel()
+        gradient_max = float(np.abs(gradient).max())
+        if gradient_max <= tol:
+            converged = True
+            break
+        weighted = (probs[:, :, None] * design[:, None, :]).reshape(n, size_p)
+        hessian = -(weighted.T @ weighted) / n
+        blocks = np.einsum("ni,na,nb->iab", probs, design, design) / n
+        for i in range(k):
+            hessian[i * (k + 1):(i + 1) * (k + 1), i * (k + 1):(i + 1) * (k + 1)] += blocks[i]
+        hessian[np.diag_indices(size_p)] += 2 * penalty_weights.ravel() + 1e-12 * max(
+            float(np.trace(hessian)) / size_p, 1.0)
+        step = np.linalg.solve(hessian, gradient)
+        decrease = float(gradient @ step)  # the Newton decrement: the predicted decrease, doubled
+        if decrease <= 4 * np.finfo(float).eps * max(abs(value), 1.0):
+            converged = True  # no decrease left at float64 resolution: the objective's tolerance
+            break
+        size = 1.0
+        while size > 1e-10:
+            candidate = params - size * step.reshape(k, k + 1)
+            new_value, new_probs = _matrix_scaling_objective(candidate, design, labels, penalty_weights)
+            if new_value <= value - 1e-4 * size * decrease:
+                break
+            size /= 2
+        else:
+            converged = decrease <= 1e-12 * max(abs(value), 1.0)  # rounding stops the line search near the optimum
+            break
+        params, value, probs = candidate, new_value, new_probs
+    if not np.isfinite(params).all():
+        raise RuntimeError("matrix scaling fit diverged (non-finite parameters); try a positive L2 penalty")
+    return params, (converged, iteration, gradient_max)
 
 
 def _vector_scaling_objective(scale, bias, logits, labels, l2: float):
@@ -146,23 +237,41 @@ class MatrixScaling(Calibrator):
     """softmax(logits @ weight_.T + bias_): a full K × K linear map of the logits.
 
     ``off_diagonal_l2`` and ``bias_l2`` are the ODIR penalties of Kull et al. 2019 (both 0:
-    plain matrix scaling of Guo et al. 2017).
+    plain matrix scaling of Guo et al. 2017). The fit stops at ``tol`` (module docstring);
+    ``max_iter`` only caps it, with a ``ConvergenceWarning`` when it does.
     """
 
     name = "matrix_scaling"
     _fitted_attributes = ("weight_", "bias_")
 
-    def __init__(self, off_diagonal_l2: float = 0.0, bias_l2: float = 0.0, max_iter: int = 500):
+    def __init__(self, off_diagonal_l2: float = 0.0, bias_l2: float = 0.0, max_iter: int = 10000, tol: float = 1e-10):
         self.off_diagonal_l2 = off_diagonal_l2
         self.bias_l2 = bias_l2
         self.max_iter = max_iter
+        self.tol = tol
 
     def _check_params(self):
         _check_penalty(self.off_diagonal_l2, "off_diagonal_l2")
         _check_penalty(self.bias_l2, "bias_l2")
         _check_max_iter(self.max_iter)
+        _check_tol(self.tol)
 
     def _fit(self, logits, labels):
+        n_classes = logits.shape[1]
+        if n_classes <= NEWTON_MAX_CLASSES:
+            penalty_weights = np.zeros((n_classes, n_classes + 1))
+            penalty_weights[:, :n_classes] = self.off_diagonal_l2 / (n_classes * (n_classes - 1))
+            penalty_weights[np.arange(n_classes), np.arange(n_classes)] = 0.0
+            penalty_weights[:, n_classes] = self.bias_l2 / n_classes
+            params, outcome = fit_matrix_scaling_newton(logits, labels, penalty_weights, self.max_iter, self.tol)
+            self.weight_, self.bias_ = params[:, :n_classes].copy(), params[:, n_classes].copy()
+        else:
+            self.weight_, self.bias_, outcome = self._fit_lbfgs(logits, labels)
+        converged, iterations, gradient = outcome
+        if not converged:
+            warn_unconverged(self.name, iterations, gradient, self.tol)
+
+    def _fit_lbfgs(self, logits, labels):
         import torch
 
         n_classes = logits.shape[1]
@@ -174,9 +283,9 @@ class MatrixScaling(Calibrator):
             off = (weight[off_diagonal] ** 2).sum() / (n_classes * (n_classes - 1))
             return self.off_diagonal_l2 * off + self.bias_l2 * (bias**2).sum() / n_classes
 
-        _fit_lbfgs([weight, bias], logits, labels, lambda z: z @ weight.T + bias, penalty, self.max_iter)
-        self.weight_ = weight.detach().numpy().copy()
-        self.bias_ = bias.detach().numpy().copy()
+        outcome = _fit_lbfgs([weight, bias], logits, labels, lambda z: z @ weight.T + bias, penalty,
+                             self.max_iter, self.tol)
+        return weight.detach().numpy().copy(), bias.detach().numpy().copy(), outcome
 
     def _transform(self, logits):
         return softmax(logits @ self.weight_.T + self.bias_, axis=1)
