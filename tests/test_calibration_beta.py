@@ -5,6 +5,7 @@ generated from, and at scores that round to 0 or 1."""
 from __future__ import annotations
 
 import json
+import warnings
 
 import numpy as np
 import pytest
@@ -12,7 +13,7 @@ from scipy.special import expit
 from sklearn.linear_model import LogisticRegression
 
 from focalcal.calibration import BetaCalibration, Calibrator, build
-from focalcal.calibration.beta import beta_features
+from focalcal.calibration.beta import SeparableDataWarning, beta_features
 
 
 def binary_logits(n, a, b, c, seed=0):
@@ -81,3 +82,19 @@ def test_json_round_trip_and_registry():
 def test_more_than_two_classes_is_refused():
     with pytest.raises(ValueError, match="binary classifiers: logits must have 2 columns, got 3"):
         BetaCalibration().fit(np.zeros((4, 3)), np.array([0, 1, 2, 0]))
+
+
+def test_separable_data_warn_that_no_finite_fit_exists():
+    """Labels 1 exactly where s > 0.5: a threshold separates the classes, the log loss falls
+    toward 0 as the parameters grow, and the fit says so."""
+    rng = np.random.default_rng(3)
+    s = rng.uniform(0.02, 0.98, 400)
+    logits = np.stack([np.zeros(400), np.log(s) - np.log1p(-s)], axis=1)
+    labels = (s > 0.5).astype(np.int64)
+    with pytest.warns(SeparableDataWarning, match=r"beta calibration: the 400 validation samples are separable"):
+        fitted = BetaCalibration().fit(logits, labels)
+    assert fitted.a_ + fitted.b_ > 100  # far from any finite optimum: the warning's reason, in numbers
+    noisy, noisy_labels = binary_logits(400, 1.6, 0.7, 0.3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # overlapping classes: a finite optimum, no warning
+        BetaCalibration().fit(noisy, noisy_labels)

@@ -12,15 +12,26 @@ monotone; as in the authors' released package (``betacal/beta_calibration.py``,
 negative b by refitting without −ln(1 − s) (b = 0). That code clips s to [eps, 1 − eps]
 before the logs; here both features come from the logits exactly (log-softmax), so a score
 that rounds to 0 or 1 as a probability keeps its finite features.
+
+When the fitted map classifies every validation sample correctly, the two classes are
+separable by it and no finite maximum-likelihood fit exists: the log loss keeps falling as
+(a, b, c) grow, and the fit ends wherever its tolerance or iteration cap stops it. The fit then
+warns (:class:`SeparableDataWarning`) instead of returning those parameters silently.
 """
 
 from __future__ import annotations
+
+import warnings
 
 import numpy as np
 from scipy.special import expit, log_softmax
 
 from focalcal.calibration._base import Calibrator
 from focalcal.calibration.registry import register
+
+
+class SeparableDataWarning(UserWarning):
+    """A logistic fit on separable data: its maximum-likelihood parameters are infinite."""
 
 
 def beta_features(logits: np.ndarray) -> np.ndarray:
@@ -88,6 +99,12 @@ class BetaCalibration(Calibrator):
             a, c = fit_logistic(features[:, :1], labels, self.max_iter)
             b = 0.0
         self.a_, self.b_, self.c_ = float(a), float(b), float(c)
+        margin = features @ np.array([self.a_, self.b_]) + self.c_
+        if np.all(np.where(labels == 1, margin, -margin) > 0):
+            warnings.warn(f"beta calibration: the {len(labels)} validation samples are separable (the fitted map "
+                          f"classifies every one correctly), so no finite maximum-likelihood fit exists; the "
+                          f"parameters a = {self.a_:.3g}, b = {self.b_:.3g}, c = {self.c_:.3g} are where the fit "
+                          f"stopped, not an optimum", SeparableDataWarning, stacklevel=3)
 
     def _transform(self, logits):  # 2 columns: ``transform`` checks them against the fitted class count
         margin = beta_features(logits) @ np.array([self.a_, self.b_]) + self.c_
