@@ -48,11 +48,11 @@ def report(tmp_path_factory):
     result = run_command(folder / "model.npz", "--calibrators", ",".join(CHOSEN), "--gamma", 1, "--out",
                          folder / "out", "--resamples", 100, cwd=folder)
     assert result.returncode == 0, result.stderr
-    return folder, result.stdout, (test_logits, test_labels)
+    return folder, result.stdout, (test_logits, test_labels), result.stderr
 
 
 def test_every_file_is_written_with_a_progress_line_per_calibrator(report):
-    folder, stdout, _ = report
+    folder, stdout, _, _ = report
     out = folder / "out"
     written = sorted(p.name for p in out.iterdir() if p.suffix != ".sha256")  # each file has its checksum sidecar
     assert written == ["calibration.json", "index.html", "metrics.csv", "reliability"]
@@ -66,10 +66,41 @@ def test_every_file_is_written_with_a_progress_line_per_calibrator(report):
     assert list(dict.fromkeys(row["calibrator"] for row in read_rows(out / "metrics.csv"))) == CHOSEN
 
 
+def test_the_command_writes_nothing_to_stderr(report):
+    """No torch "No CUDA runtime is found" warning (the fused kernels are CPU-only and no GPU is
+    asked for), no kernel build, no other warning: stderr is for errors."""
+    _, stdout, _, stderr = report
+    assert "CUDA" not in stderr and stderr == ""
+    assert "compiling" not in stdout
+
+
+def test_probabilities_are_refused_as_logits_and_match_their_logs_when_declared(tmp_path):
+    (val_logits, val_labels), (test_logits, test_labels) = model_logits(300), model_logits(400, seed=1)
+    val_probs, test_probs = softmax(val_logits.astype(np.float64), axis=1), softmax(test_logits.astype(np.float64), axis=1)
+    np.savez(tmp_path / "probs.npz", val_logits=val_probs, val_labels=val_labels, test_logits=test_probs,
+             test_labels=test_labels)
+    np.savez(tmp_path / "logs.npz", val_logits=np.log(val_probs), val_labels=val_labels,
+             test_logits=np.log(test_probs), test_labels=test_labels)
+    options = ["--calibrators", "raw,ts_nll,histogram_binning", "--no-smooth", "--resamples", 20]
+    refused = run_command(tmp_path / "probs.npz", *options, "--out", tmp_path / "refused", cwd=tmp_path)
+    assert refused.returncode == 2
+    assert "probs.npz [val_logits]: looks like probabilities, not logits" in refused.stderr
+    assert "--inputs probabilities" in refused.stderr and not (tmp_path / "refused").exists()
+    declared = run_command(tmp_path / "probs.npz", *options, "--inputs", "probabilities", "--out", tmp_path / "p",
+                           cwd=tmp_path)
+    assert declared.returncode == 0, declared.stderr
+    as_logits = run_command(tmp_path / "logs.npz", *options, "--out", tmp_path / "l", cwd=tmp_path)
+    assert as_logits.returncode == 0, as_logits.stderr
+    assert read_rows(tmp_path / "p" / "metrics.csv") == read_rows(tmp_path / "l" / "metrics.csv")
+    raw_ece = next(float(row["value"]) for row in read_rows(tmp_path / "p" / "metrics.csv")
+                   if row["calibrator"] == "raw" and row["metric"] == "ece")
+    assert raw_ece == pytest.approx(metrics.ece(test_probs, test_labels, n_bins=15), abs=1e-12)
+
+
 def test_focal_ts_fitted_in_the_second_process_is_the_one_fitted_here(report):
     from focalcal.pipeline.calibrate import fit_calibrator
 
-    folder, _, _ = report
+    folder, _, _, _ = report
     stored = json.loads((folder / "out" / "calibration.json").read_text())
     with np.load(folder / "model.npz") as arrays:
         val_logits, val_labels = arrays["val_logits"], arrays["val_labels"]
@@ -79,7 +110,7 @@ def test_focal_ts_fitted_in_the_second_process_is_the_one_fitted_here(report):
 
 
 def test_metrics_are_the_library_metrics_with_intervals_around_them(report):
-    folder, _, (test_logits, test_labels) = report
+    folder, _, (test_logits, test_labels), _ = report
     rows = read_rows(folder / "out" / "metrics.csv")
     value = {(r["calibrator"], r["metric"]): r for r in rows}
     raw_probs = softmax(test_logits.astype(np.float64), axis=1)
@@ -95,7 +126,7 @@ def test_metrics_are_the_library_metrics_with_intervals_around_them(report):
 
 
 def test_stored_calibrators_rebuild_the_measured_probabilities(report):
-    folder, _, (test_logits, test_labels) = report
+    folder, _, (test_logits, test_labels), _ = report
     stored = json.loads((folder / "out" / "calibration.json").read_text())
     assert set(stored) == set(CHOSEN) and stored["psi"]["spec"]["build"] == {"name": "psi", "gamma": 1.0}
     rows = {(r["calibrator"], r["metric"]): float(r["value"]) for r in read_rows(folder / "out" /
@@ -106,7 +137,7 @@ def test_stored_calibrators_rebuild_the_measured_probabilities(report):
 
 
 def test_the_page_opens_in_chromium_with_every_diagram_loaded(report):
-    folder, _, _ = report
+    folder, _, _, _ = report
     chromium = ensure_chromium()
     page = inspect_page(folder / "out" / "index.html", chromium)
     assert page["errors"] == []

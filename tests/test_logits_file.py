@@ -94,3 +94,42 @@ def test_unreadable_inputs_are_named(tmp_path):
     np.save(folder / "val_labels.npy", np.full(30, 9))
     with pytest.raises(ValueError, match=r"folder/val_labels\.npy: label 9 is outside"):
         read_logits(folder)
+
+
+def probability_arrays(k=4, seed=0) -> dict:
+    content = arrays(k=k, seed=seed)
+    for split in ("val", "test"):
+        logits = content[f"{split}_logits"].astype(np.float64)
+        content[f"{split}_logits"] = np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)
+    return content
+
+
+def test_probabilities_are_refused_as_logits_and_read_as_their_log_when_declared(tmp_path):
+    content = probability_arrays()
+    path = write_npz(tmp_path, content)
+    with pytest.raises(ValueError, match=r"model.npz \[val_logits\]: looks like probabilities, not logits .*"
+                                         r"--inputs probabilities.*inputs: probabilities"):
+        read_logits(path)
+    read = read_logits(path, inputs="probabilities")
+    np.testing.assert_array_equal(read.test_logits, np.log(content["test_logits"]))
+    np.testing.assert_allclose(np.exp(read.val_logits).sum(axis=1), 1.0, rtol=0, atol=1e-12)
+    content["val_logits"] = np.abs(arrays()["val_logits"])  # logits that happen to be non-negative
+    content["test_logits"] = np.log(content["test_logits"])
+    assert read_logits(write_npz(tmp_path, content, "mixed.npz")).num_classes == 4
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda p: p.__setitem__((2, 1), 1.5), r"\[test_logits\]: not probabilities: 2 value\(s\) outside \[0, 1\], "
+                                           r"the first 1.5 at row 2, column 1"),
+    (lambda p: p.__setitem__(5, p[5] * 0.9), r"\[test_logits\]: not probabilities: 1 row\(s\) do not sum to 1 .* "
+                                             r"row 5, summing to 0.9"),
+    (lambda p: p.__setitem__((7, slice(None)), [0.0, 0.5, 0.5, 0.0]),
+     r"\[test_logits\]: 2 probabilit\(ies\) exactly 0, the first at row 7, column 0: log 0 = -inf"),
+])
+def test_declared_probabilities_that_are_none_are_refused_naming_the_entry(tmp_path, change, message):
+    content = probability_arrays()
+    change(content["test_logits"])
+    if "outside" in message:
+        content["test_logits"][2, 2] = -0.5  # the row still sums to 1
+    with pytest.raises(ValueError, match=message):
+        read_logits(write_npz(tmp_path, content), inputs="probabilities")

@@ -43,7 +43,9 @@ def test_logits_file_entries_are_checked(config):
     broken = copy.deepcopy(config)
     broken["models"]["my_model"] = {"name": "logits_file", "path": "own/{model}_{seed}.npz", "format": "npz"}
     broken["models"]["other"] = {"name": "logits_file"}
+    broken["models"]["probs"] = {"name": "logits_file", "path": "own/{loss}.npz", "inputs": "probability"}
     text = problems_of(broken)
+    assert "models.probs.inputs: 'probability' is not one of ['logits', 'probabilities']" in text
     assert "models.my_model.path: unknown placeholder(s) ['model']; a path may name {dataset}, {loss}, {seed}" in text
     assert "models.my_model.format: unknown option" in text
     assert "models.other.path: a logits_file model needs the path of its logits" in text

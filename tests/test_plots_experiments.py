@@ -44,6 +44,23 @@ def test_reliability_diagram_bars_are_the_metrics_bins():
     assert f"ECE = {100 * ece:.2f} %" in top.texts[0].get_text()
 
 
+def test_smooth_curve_spans_only_the_observed_confidences_and_the_legend_sits_above_the_bars():
+    logits, labels = _logits()
+    probs = special.softmax(3 * logits.astype(np.float64), axis=1)  # confident: no confidence near 1/K
+    curve = metrics.smooth_reliability_curve(probs, labels)
+    figure = reliability.reliability_diagram(probs, labels, n_bins=15, smooth=curve)
+    top = figure.axes[0]
+    x, y = top.lines[-1].get_data()
+    confidence = probs.max(axis=1)
+    assert x.min() >= confidence.min() and x.max() <= confidence.max()
+    assert curve.mesh.min() < confidence.min()  # relplot's mesh starts at 0: the cut is real
+    np.testing.assert_array_equal(y, curve.accuracy[(curve.mesh >= confidence.min()) & (curve.mesh <= confidence.max())])
+    figure.canvas.draw()
+    legend_box = figure.legends[0].get_window_extent()
+    assert legend_box.y0 >= top.get_window_extent().y1  # above the panel, clear of every bar
+    assert [t.get_text() for t in figure.legends[0].get_texts()] == ["smoothed accuracy", "accuracy (bins)"]
+
+
 def test_raw_vs_psi_grid_draws_red_raw_and_green_psi_bars_from_the_same_bins():
     panels = {}
     for paradigm in ("Standard", "LS"):

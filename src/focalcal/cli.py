@@ -68,6 +68,9 @@ def _add_calibrate_parser(commands) -> None:
                      help=f"comma-separated, from: {', '.join(CALIBRATORS)} (default: {', '.join(DEFAULT_CALIBRATORS)};"
                           " psi only with --gamma)")
     sub.add_argument("--gamma", type=float, help="the model's training focal-loss γ (enables psi)")
+    sub.add_argument("--inputs", choices=("logits", "probabilities"), default="logits",
+                     help="what the score arrays hold (default: logits); probabilities are checked and their log "
+                          "is taken (a probability of exactly 0 is refused)")
     sub.add_argument("--out", default="calibration_report", help="output folder (default: calibration_report)")
     sub.add_argument("--bins", type=int, default=15, help="bins of the binned metrics (default: 15)")
     sub.add_argument("--resamples", type=int, default=200, help="bootstrap resamples (default: 200)")
@@ -80,16 +83,35 @@ def _calibrate(args) -> int:
     from focalcal.logits_file import read_logits
 
     try:
-        resolve_calibrators(args.calibrators, args.gamma)  # bad names fail before the logits are read
-        logits = read_logits(args.logits)
+        specs = resolve_calibrators(args.calibrators, args.gamma)  # bad names fail before the logits are read
+        logits = read_logits(args.logits, inputs=args.inputs)
     except ValueError as error:
         print(f"focalcal calibrate: {error}", file=sys.stderr)
         return 2
     print(f"focalcal calibrate: {logits.source}: {len(logits.val_labels)} val and {len(logits.test_labels)} test "
           f"samples, {logits.num_classes} classes", flush=True)
+    _eager_unless_built(specs)
     compare_calibrators(logits, args.out, args.calibrators, args.gamma, n_bins=args.bins, n_resamples=args.resamples,
                         seed=args.seed, smooth=not args.no_smooth, progress=lambda line: print(line, flush=True))
     return 0
+
+
+def _eager_unless_built(specs: dict) -> None:
+    """The command never compiles the fused kernels (focal temperature scaling's grid uses them):
+    a build takes ~30-60 s that would pass for a calibrator's fit time. Where they are not built,
+    the grid runs on the eager PyTorch path, in this process and the second one, and one line
+    says so."""
+    import os
+
+    from focalcal.calibration._focal_grid import USES_FUSED_KERNELS
+    from focalcal.losses import _fused
+
+    if not any(spec["build"]["name"] in USES_FUSED_KERNELS for spec in specs.values()):
+        return
+    if _fused.enabled() and not _fused.is_built():
+        os.environ[_fused.ENV_SWITCH] = "0"  # inherited by the second process
+        print("focalcal calibrate: the fused CPU kernels are not built, so focal temperature scaling runs on the "
+              "eager PyTorch path (slower); `focalcal build-kernels` builds them once", flush=True)
 
 
 def _build_kernels() -> int:

@@ -7,6 +7,16 @@ and measured on the test split. The same arrays may come as a folder of ``<key>.
 (``class_names.npy`` or ``class_names.txt``, one name per line). :func:`read_logits` checks
 everything before anything downstream is written, and every failure is a ``ValueError``
 naming the file, the key and the problem. Torch-free.
+
+Probabilities are not logits. A split whose rows are all non-negative and sum to 1 (within
+:data:`SUM_TOLERANCE`) is refused as "looks like probabilities": read as logits, softmax would
+flatten them into near-uniform predictions and every metric would describe a model that does
+not exist. A file that does hold probabilities is read with ``inputs="probabilities"``
+(``focalcal calibrate --inputs probabilities``; ``inputs: probabilities`` on a ``logits_file``
+model), which checks them and takes their log: softmax(log p) = p, so every calibrator and
+metric sees the model's own probabilities (rows renormalised). A probability of exactly 0 has
+no logit (log 0 = −∞, which no logit-based calibrator can scale) and is refused, naming where
+it is; clamping it to a small number would invent a probability the model never gave.
 """
 
 from __future__ import annotations
@@ -17,6 +27,8 @@ from pathlib import Path
 import numpy as np
 
 SPLITS = ("val", "test")
+INPUT_KINDS = ("logits", "probabilities")  # what the score arrays of a file hold
+SUM_TOLERANCE = 1e-3  # |row sum − 1| of probabilities (float32 sums over many classes drift ~1e-5)
 REQUIRED_KEYS = ("val_logits", "val_labels", "test_logits", "test_labels")
 CLASS_NAMES = "class_names"
 
@@ -37,8 +49,9 @@ class LogitsSet:
         return self.val_logits.shape[1]
 
 
-def read_logits(path) -> LogitsSet:
-    """The checked :class:`LogitsSet` of an ``.npz`` file or a folder of ``.npy`` files."""
+def read_logits(path, inputs: str = "logits") -> LogitsSet:
+    """The checked :class:`LogitsSet` of an ``.npz`` file or a folder of ``.npy`` files whose
+    score arrays hold ``inputs`` ("logits" or "probabilities", see the module docstring)."""
     path = Path(path)
     if path.is_dir():
         arrays, where = _read_folder(path)
@@ -46,12 +59,14 @@ def read_logits(path) -> LogitsSet:
         arrays, where = _read_npz(path), (lambda key: f"{path} [{key}]")
     else:
         raise ValueError(f"{path}: no such file or folder (expected an .npz file or a folder of .npy files)")
-    return check_logits(arrays, where, source=str(path))
+    return check_logits(arrays, where, source=str(path), inputs=inputs)
 
 
-def check_logits(arrays: dict, where=lambda key: key, source: str = "<arrays>") -> LogitsSet:
+def check_logits(arrays: dict, where=lambda key: key, source: str = "<arrays>", inputs: str = "logits") -> LogitsSet:
     """A :class:`LogitsSet` from ``arrays`` (key -> array) after every check; ``where(key)``
     names the culprit in error messages (a file and key)."""
+    if inputs not in INPUT_KINDS:
+        raise ValueError(f"inputs must be one of {list(INPUT_KINDS)}, got {inputs!r}")
     missing = [key for key in REQUIRED_KEYS if key not in arrays]
     if missing:
         raise ValueError(f"{where(missing[0])}: missing; a logits file needs {', '.join(REQUIRED_KEYS)}")
@@ -59,6 +74,12 @@ def check_logits(arrays: dict, where=lambda key: key, source: str = "<arrays>") 
     for split in SPLITS:
         logits_key, labels_key = f"{split}_logits", f"{split}_labels"
         logits = _check_logits_array(np.asarray(arrays[logits_key]), where(logits_key))
+        if inputs == "probabilities":
+            logits = _log_of_probabilities(logits, where(logits_key))
+        elif _looks_like_probabilities(logits):
+            raise ValueError(f"{where(logits_key)}: looks like probabilities, not logits (every row is non-negative "
+                             f"and sums to 1); pass them as probabilities to take their log: `focalcal calibrate "
+                             f"--inputs probabilities`, or `inputs: probabilities` on a logits_file model")
         labels = _check_labels_array(np.asarray(arrays[labels_key]), where(labels_key), logits, where(logits_key))
         checked[logits_key], checked[labels_key] = logits, labels
     if checked["val_logits"].shape[1] != checked["test_logits"].shape[1]:
@@ -126,6 +147,36 @@ def _check_logits_array(logits: np.ndarray, name: str) -> np.ndarray:
         raise ValueError(f"{name}: {int(bad.sum())} non-finite value(s); the first is {kind} at row {row}, "
                          f"column {column}")
     return logits.astype(np.float64)
+
+
+def _row_sums_are_one(values: np.ndarray) -> np.ndarray:
+    return np.abs(values.sum(axis=1) - 1.0) <= SUM_TOLERANCE
+
+
+def _looks_like_probabilities(logits: np.ndarray) -> bool:
+    return bool((logits >= 0).all() and _row_sums_are_one(logits).all())
+
+
+def _log_of_probabilities(probs: np.ndarray, name: str) -> np.ndarray:
+    """log p of checked probabilities; ValueError naming the first entry or row that is none."""
+    outside = (probs < 0) | (probs > 1)
+    if outside.any():
+        row, column = np.argwhere(outside)[0]
+        raise ValueError(f"{name}: not probabilities: {int(outside.sum())} value(s) outside [0, 1], the first "
+                         f"{probs[row, column]:.6g} at row {row}, column {column}")
+    off = ~_row_sums_are_one(probs)
+    if off.any():
+        row = int(np.flatnonzero(off)[0])
+        raise ValueError(f"{name}: not probabilities: {int(off.sum())} row(s) do not sum to 1 (within "
+                         f"{SUM_TOLERANCE:g}), the first is row {row}, summing to {probs[row].sum():.6g}")
+    zeros = probs == 0
+    if zeros.any():
+        row, column = np.argwhere(zeros)[0]
+        raise ValueError(f"{name}: {int(zeros.sum())} probabilit(ies) exactly 0, the first at row {row}, column "
+                         f"{column}: log 0 = -inf is no logit a calibrator can scale, and replacing it would invent "
+                         f"a probability the model never gave; export the model's logits (or log-probabilities, "
+                         f"e.g. log_softmax) instead")
+    return np.log(probs)
 
 
 def _check_labels_array(labels: np.ndarray, name: str, logits: np.ndarray, logits_name: str) -> np.ndarray:

@@ -172,6 +172,10 @@ def focal_grid_blocks(
                                    (values["confidence"], values["log_psi_label"]))
 
 
+#: The calibrators whose fit scores this grid, so the project's compiled kernels when built.
+USES_FUSED_KERNELS = ("focal_temperature_scaling",)
+
+
 def _fused_kernels():
     """The project's compiled CPU kernels, or None (switched off, or no build: the torch path runs)."""
     from focalcal.losses import _fused

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import logging
 import os
 import re
 import sys
@@ -84,13 +85,40 @@ def build_name() -> str:
     return f"focalcal_classwise_{capability.lower()}_{source_digest()}_torch{torch_version}"
 
 
-def _load(allow_build: bool):
+def _cpp_extension():
+    """``torch.utils.cpp_extension``, imported without its "No CUDA runtime is found" warning: it
+    looks for a CUDA toolkit on import, and these kernels are CPU-only, so on a machine with a
+    toolkit but no GPU it would warn about nothing focalcal builds or runs."""
+    logger = logging.getLogger("torch.utils.cpp_extension")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
     try:
         from torch.utils import cpp_extension
+    finally:
+        logger.setLevel(level)
+    return cpp_extension
 
-        name = build_name()
-        directory = Path(cpp_extension._get_build_directory(name, verbose=False))
-        library = directory / f"{name}.so"
+
+def _library_path(cpp_extension) -> Path:
+    name = build_name()
+    return Path(cpp_extension._get_build_directory(name, verbose=False)) / f"{name}.so"
+
+
+def is_built() -> bool:
+    """Whether the shared build exists (loaded already, or on disk), without loading or compiling it."""
+    if _module:
+        return True
+    try:
+        return _library_path(_cpp_extension()).exists()
+    except Exception:  # noqa: BLE001 — no cache directory, source not installed: not built
+        return False
+
+
+def _load(allow_build: bool):
+    try:
+        cpp_extension = _cpp_extension()
+        library = _library_path(cpp_extension)
+        name, directory = library.stem, library.parent
         if not library.exists():
             if not allow_build:
                 raise RuntimeError(f"no build at {library} and {BUILD_SWITCH}=never; "

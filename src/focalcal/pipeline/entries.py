@@ -137,10 +137,15 @@ def _model_problems(where: str, entry: dict, library) -> list[str]:
 
 
 def _logits_file_problems(where: str, options: dict) -> list[str]:
-    """A logits_file model has one option, ``path``, which may name {dataset}, {loss} and {seed}."""
+    """A logits_file model has the option ``path``, which may name {dataset}, {loss} and {seed},
+    and optionally ``inputs``: what its score arrays hold (:data:`focalcal.logits_file.INPUT_KINDS`)."""
     import string
 
-    problems = _unknown(where, options, {"path": None}, f"model {LOGITS_FILE!r}", "option")
+    from focalcal.logits_file import INPUT_KINDS
+
+    problems = _unknown(where, options, {"path": None, "inputs": None}, f"model {LOGITS_FILE!r}", "option")
+    if options.get("inputs", "logits") not in INPUT_KINDS:
+        problems.append(f"{where}.inputs: {options['inputs']!r} is not one of {list(INPUT_KINDS)}")
     path = options.get("path")
     if not isinstance(path, str) or not path:
         return problems + [f"{where}.path: a logits_file model needs the path of its logits (.npz or folder of .npy)"]

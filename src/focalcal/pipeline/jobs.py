@@ -106,7 +106,7 @@ def import_logits(source, run_identity: dict, logits_path, info_path, run_config
     from focalcal.logits_file import CLASS_NAMES, REQUIRED_KEYS, read_logits
     from focalcal.training.health import assess_health
 
-    logits = read_logits(source)
+    logits = read_logits(source, inputs=run_identity["model"].get("inputs", "logits"))
     source = Path(source)
     files = sorted(source.glob("*.npy")) + sorted(source.glob("*.txt")) if source.is_dir() else [source]
     test_predictions = logits.test_logits.argmax(axis=1)

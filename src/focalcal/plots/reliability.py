@@ -64,9 +64,10 @@ def reliability_diagram(probs, labels, *, n_bins: int = 15, binning: str = "widt
     text = f"ECE = {100 * ece:.2f} %  ({n_bins} {binning} bins)"
     if smooth:
         curve = smooth if isinstance(smooth, metrics.SmoothReliability) else metrics.smooth_reliability_curve(probs, labels)
-        top.plot(curve.mesh, curve.accuracy, color="0.1", lw=1.6, label="smoothed accuracy")
+        top.plot(*observed_part(curve, probs), color="0.1", lw=1.6, label="smoothed accuracy")
         text += f"\nsmECE = {100 * curve.smooth_ece:.2f} %"
-        top.legend(loc="lower right")
+        # above the panel: inside it, some model's bars are under any corner
+        figure.legend(loc="outside upper center", ncol=2, frameon=False, fontsize="small")
     corner_text(top, text, loc="upper left")
     counts = bins["count"].to_numpy(dtype=np.float64)
     width = (bins["upper"] - bins["lower"]).to_numpy()
@@ -75,6 +76,15 @@ def reliability_diagram(probs, labels, *, n_bins: int = 15, binning: str = "widt
     bottom.set(xlim=(0, 1), xlabel="confidence (max predicted probability)", ylabel="% of samples")
     top.set_title(title)
     return figure
+
+
+def observed_part(curve: metrics.SmoothReliability, probs) -> tuple[np.ndarray, np.ndarray]:
+    """The smooth curve's (mesh, accuracy) over the observed confidences only: outside their range
+    the kernel estimate has no data to average and relplot reports 0, which would read as a
+    measured accuracy of 0."""
+    confidence = np.asarray(probs, dtype=np.float64).max(axis=1)
+    inside = (curve.mesh >= confidence.min()) & (curve.mesh <= confidence.max())
+    return curve.mesh[inside], curve.accuracy[inside]
 
 
 def _softmax(logits: np.ndarray) -> np.ndarray:
