@@ -340,3 +340,12 @@ def test_the_workflow_builds_before_its_jobs_and_its_jobs_never_compile():
     assert 'os.environ.setdefault("FOCALCAL_KERNEL_BUILD", "never")' in (root / "workflow/rules/common.smk").read_text()
     onstart = snakefile[snakefile.index("onstart:"):snakefile.index("onsuccess:")]
     assert "_fused.build()" in onstart
+
+
+def test_is_built_looks_for_the_shared_build_without_loading_or_compiling(tmp_path, monkeypatch):
+    assert _fused.build() is not None  # the shared build exists
+    monkeypatch.setattr(_fused, "_module", None)
+    assert _fused.is_built()
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path / "empty-cache"))
+    monkeypatch.setattr(_fused, "_compile", lambda *args: pytest.fail("is_built compiled the kernels"))
+    assert not _fused.is_built() and _fused._module is None
