@@ -14,7 +14,6 @@ from focalcal import data
 from focalcal.data import registry, sources, sst
 from focalcal.data.download import ChecksumError, DatasetNotFoundError, sha256sum
 from focalcal.data.newsgroups import strip_header
-from focalcal.data.splits import split_indices
 from focalcal.data.synthetic_treebank import NEGATORS, generate_sentence, word_value
 from focalcal.data.text import PAD_ID, UNKNOWN_ID, Vocabulary, encode_sequences, load_glove, sequence_data, tokenise
 
@@ -131,7 +130,19 @@ def _pool_order(ids_per_group, unique):
     return order
 
 
-def test_20newsgroups_reads_the_19997_layout_and_splits_stratified(tmp_path, monkeypatch):
+def released_split(n, val, test):
+    """ng_loader.py's split, written out as it is there: a global seed-1 shuffle of the reading
+    order, test the last ``test``, validation the ``val`` before them."""
+    indices = np.arange(n)
+    state = np.random.get_state()
+    np.random.seed(1)
+    np.random.shuffle(indices)
+    np.random.set_state(state)
+    return {"train": np.sort(indices[:-(test + val)]), "val": np.sort(indices[n - test - val:n - test]),
+            "test": np.sort(indices[-test:])}
+
+
+def test_20newsgroups_reads_the_19997_layout_and_splits_as_the_released_code(tmp_path, monkeypatch):
     staging, root = tmp_path / "staging", tmp_path / "data"
     ids = {group: ["99", "100", str(51000 + i)] for i, group in enumerate(GROUPS)}
     unique = build_newsgroups(staging, "20_newsgroups", ids)
@@ -141,8 +152,9 @@ def test_20newsgroups_reads_the_19997_layout_and_splits_stratified(tmp_path, mon
     assert ds.sizes() == {"train": 20, "val": 20, "test": 20} and ds.num_classes == 20
     assert ds.meta["class_names"] == sorted(GROUPS) and ds.meta["pools"]["test"] == "all"
     assert (ds.input_shape, ds.train.x.dtype) == ((12,), torch.int64)
-    for split in ("train", "val", "test"):  # stratified: one message of every group in each split
-        np.testing.assert_array_equal(np.bincount(getattr(ds, split).y.numpy(), minlength=20), np.ones(20))
+    for split, expected in released_split(60, 20, 20).items():  # whatever split_seed
+        np.testing.assert_array_equal(ds.split_indices[split], expected)
+    assert data.load("20newsgroups", root=root, split_seed=0, val_size=20, test_size=20).split_hash == ds.split_hash
 
     order = _pool_order(ids, unique)
     vocabulary = ds.meta["vocabulary"]
@@ -156,17 +168,17 @@ def test_20newsgroups_reads_the_19997_layout_and_splits_stratified(tmp_path, mon
             ids_row = getattr(ds, split).x[row].tolist()
             # Keras order: "the {group} question again uniq{k} and more text café" -> last 12 ids, padded in front
             words = ["the", sorted(GROUPS)[label].split(".")[-1], "question", "again", f"uniq{k}", "and", "more", "text", "café"]
-            expected = [vocabulary.index(w) if w in vocabulary else UNKNOWN_ID for w in words]
-            assert ids_row == [0, 0, 0] + expected
-            # A message's own word is in the vocabulary exactly when the message is in the training split.
-            assert (f"uniq{k}" in vocabulary) == (split == "train")
+            assert ids_row == [0, 0, 0] + [vocabulary.index(w) for w in words]
+            # The vocabulary is fitted on every message (Keras' fit_on_texts before the split): a
+            # test message's own word has its id too.
+            assert f"uniq{k}" in vocabulary
     assert ds.meta["embedding_source"] == "random initialisation: no GloVe path in the config"
 
 
 def test_20newsgroups_defaults_are_the_papers_counts(monkeypatch):
     entry = data.spec("20newsgroups")
     assert entry.options() == {"val_size": 900, "test_size": 3999, "max_words": 20000, "sequence_length": 1000,
-                               "glove": None, "drop_unknown_words": False}
+                               "glove": None, "drop_unknown_words": True}
     assert data.spec("20newsgroups_bydate").options()["val_size"] == 900
     assert "test_size" not in data.spec("20newsgroups_bydate").options()
     counts = [997 if group == "soc.religion.christian" else 1000 for group in sorted(GROUPS)]  # the 19,997 release
@@ -179,12 +191,9 @@ def test_20newsgroups_defaults_are_the_papers_counts(monkeypatch):
     monkeypatch.setitem(registry._REGISTRY, "20newsgroups", dataclasses.replace(entry, loader=full_size_release))
     ds = data.load("20newsgroups", split_seed=0)
     assert ds.sizes() == {"train": 15098, "val": 900, "test": 3999}  # mukhoti2020 App. D
-    np.testing.assert_array_equal(np.bincount(ds.val.y.numpy()), np.full(20, 45))
-    again = data.load("20newsgroups", split_seed=0)
-    other = data.load("20newsgroups", split_seed=1)
-    assert again.split_hash == ds.split_hash and other.split_hash != ds.split_hash
-    expected = split_indices(labels, labels.size, {"val": 900, "test": 3999}, np.random.default_rng(0))
-    np.testing.assert_array_equal(ds.split_indices["test"], expected["test"])
+    for split, expected in released_split(19997, 900, 3999).items():  # ng_loader.py's split
+        np.testing.assert_array_equal(ds.split_indices[split], expected)
+    assert data.load("20newsgroups", split_seed=1).split_hash == ds.split_hash  # a fixed split
 
 
 def test_20newsgroups_glove_option(tmp_path, monkeypatch):
@@ -203,6 +212,20 @@ def test_20newsgroups_glove_option(tmp_path, monkeypatch):
     np.testing.assert_array_equal(matrix[vocabulary.index("question")], [0.5, -0.5])
     assert np.count_nonzero(np.abs(matrix).sum(1)) == 2
     assert ds.meta["embedding_source"] == "GloVe glove.test.2d.txt: 2 of 8 words found"
+    # Words outside the 10 ids are dropped (Keras' tokenizer), not id 1 taking a token slot: each
+    # row is its kept words' ids in order, left-padded.
+    index = {word: i for i, word in enumerate(vocabulary)}
+    pool_order = _pool_order({group: ["1", "2", "3"] for group in GROUPS},
+                             {(group, str(j)): 3 * g + j - 1 for g, group in enumerate(GROUPS) for j in (1, 2, 3)})
+    for split in ("train", "val", "test"):
+        x = getattr(ds, split).x.numpy()
+        assert not (x == UNKNOWN_ID).any()
+        for row, position in enumerate(ds.split_indices[split]):
+            label, k = pool_order[position]
+            words = ["the", sorted(GROUPS)[label].split(".")[-1], "question", "again", f"uniq{k}", "and", "more",
+                     "text", "café"]
+            kept = [index[w] for w in words if w in index]
+            assert len(kept) < len(words) and x[row].tolist() == [0] * (1000 - len(kept)) + kept
 
 
 def test_20newsgroups_bydate_keeps_the_official_test_set(tmp_path, monkeypatch):
@@ -220,10 +243,9 @@ def test_20newsgroups_bydate_keeps_the_official_test_set(tmp_path, monkeypatch):
     order = _pool_order(test_ids, test_unique)
     np.testing.assert_array_equal(ds.test.y.numpy(), [label for label, _ in order])
     vocabulary = ds.meta["vocabulary"]
-    for row, (label, k) in enumerate(order):  # a test message's own word is unknown, every other word known
+    for row, (label, k) in enumerate(order):  # fitted on both parts of the release: every word has its id
         words = ["the", sorted(GROUPS)[label].split(".")[-1], "question", "again", f"uniq{k}", "and", "more", "text", "café"]
-        assert ds.test.x[row].tolist() == [vocabulary.index(w) if w in vocabulary else UNKNOWN_ID for w in words]
-        assert ds.test.x[row, 4] == UNKNOWN_ID and (ds.test.x[row] != UNKNOWN_ID).sum() == 8
+        assert ds.test.x[row].tolist() == [vocabulary.index(w) for w in words]
 
 
 def test_missing_text_archives_say_where_to_put_them(tmp_path):
@@ -282,13 +304,15 @@ def test_sst_binary_encodes_trees_as_documented(tmp_path, monkeypatch):
     assert ds.meta["pools"] == {"train": "train", "val": "val", "test": "test"}
     assert ds.meta["class_names"] == ["negative", "positive"] and ds.meta["train_node_classes"] == 3
     assert ds.input_shape == (7, 4) and ds.train.x.dtype == torch.int64  # M = 7 nodes (the deepest test tree)
-    # Vocabulary of the kept training sentences: "good" twice, then first occurrences.
-    assert ds.meta["vocabulary"] == ["<pad>", "<unk>", "good", "It", "is", "-LRB-", "Not", "Great", "fun", "."]
+    # Vocabulary of the kept sentences of all three splits (the released vocab-cased.txt):
+    # "good" 3 times, "It" and "fun" twice, then the rest in order of first occurrence.
+    assert ds.meta["vocabulary"] == ["<pad>", "<unk>", "good", "It", "fun", "is", "-LRB-", "Not", "Great", ".",
+                                     "awful", "unseen", "bad", "x", "y", "z", "fine"]
     pad = [-1, -1, -1, -1]
     expected_x = [
-        [[-1, 1, 2, 2], [3, -1, -1, 0], [-1, 3, 4, 1], [4, -1, -1, 0], [2, -1, -1, 0], pad, pad],
-        [[-1, 1, 2, 2], [5, -1, -1, 0], [-1, 3, 4, 1], [6, -1, -1, 0], [2, -1, -1, 0], pad, pad],
-        [[-1, 1, 4, 2], [-1, 2, 3, 1], [7, -1, -1, 0], [8, -1, -1, 0], [9, -1, -1, 0], pad, pad],
+        [[-1, 1, 2, 2], [3, -1, -1, 0], [-1, 3, 4, 1], [5, -1, -1, 0], [2, -1, -1, 0], pad, pad],
+        [[-1, 1, 2, 2], [6, -1, -1, 0], [-1, 3, 4, 1], [7, -1, -1, 0], [2, -1, -1, 0], pad, pad],
+        [[-1, 1, 4, 2], [-1, 2, 3, 1], [8, -1, -1, 0], [4, -1, -1, 0], [9, -1, -1, 0], pad, pad],
     ]
     np.testing.assert_array_equal(ds.train.x.numpy(), expected_x)
     # Node classes: 0 negative (PTB 0, 1), 1 positive (3, 4), 2 neutral (2); padding -100.
@@ -298,10 +322,11 @@ def test_sst_binary_encodes_trees_as_documented(tmp_path, monkeypatch):
     assert sst.IGNORE_INDEX == -100
     np.testing.assert_array_equal(ds.val.y.numpy(), [0, 1])
     np.testing.assert_array_equal(ds.test.y.numpy(), [0, 1])
-    # Words not in the training sentences ("awful", "unseen", "x", "fine") are unknown (id 1).
-    np.testing.assert_array_equal(ds.val.x[0, :3].numpy(), [[-1, 1, 2, 1], [1, -1, -1, 0], [3, -1, -1, 0]])
-    np.testing.assert_array_equal(ds.test.x[1].numpy(), [[-1, 1, 2, 3], [1, -1, -1, 0], [-1, 3, 4, 2], [1, -1, -1, 0],
-                                                         [-1, 5, 6, 1], [1, -1, -1, 0], [1, -1, -1, 0]])
+    # Words of the dev and test sentences only ("awful", "x", "fine") have ids of their own: no word is unknown.
+    np.testing.assert_array_equal(ds.val.x[0, :3].numpy(), [[-1, 1, 2, 1], [10, -1, -1, 0], [3, -1, -1, 0]])
+    np.testing.assert_array_equal(ds.test.x[1].numpy(), [[-1, 1, 2, 3], [13, -1, -1, 0], [-1, 3, 4, 2], [14, -1, -1, 0],
+                                                         [-1, 5, 6, 1], [15, -1, -1, 0], [16, -1, -1, 0]])
+    assert not any((getattr(ds, split).x[:, :, 0] == UNKNOWN_ID).any() for split in ("train", "val", "test"))
     assert "val_size" not in data.spec("sst_binary").options()
     with pytest.raises(ValueError, match=r"unknown option\(s\) \['val_size'\] for dataset 'sst_binary'"):
         data.load("sst_binary", root=root, val_size=10)
@@ -325,11 +350,22 @@ def test_sst_downloads_the_zip_and_takes_glove(tmp_path, monkeypatch):
     archive = build_sst_zip(tmp_path / "trainDevTestTrees_PTB.zip")
     trust(monkeypatch, "SST_PTB", archive, serve=True)
     glove = tmp_path / "glove.840B.test.txt"
-    glove.write_text("good 1 0 0\nIt 0 1 0\n-LRB- 0 0 1\nit 5 5 5\n", encoding="utf-8")
+    glove.write_text("good 1 0 0\nIt 0 1 0\n-LRB- 0 0 1\nit 5 5 5\nfine 2 2 2\n", encoding="utf-8")
     ds = data.load("sst_binary", root=tmp_path / "data", download=True, glove=str(glove))
-    matrix = ds.meta["pretrained_embeddings"]
-    np.testing.assert_array_equal(matrix[2:6], [[1, 0, 0], [0, 1, 0], [0, 0, 0], [0, 0, 1]])  # cased lookup
-    assert ds.meta["embedding_source"] == "GloVe glove.840B.test.txt: 3 of 8 words found"
+    matrix, vocabulary = ds.meta["pretrained_embeddings"], ds.meta["vocabulary"]
+    found = {"good": [1, 0, 0], "It": [0, 1, 0], "-LRB-": [0, 0, 1], "fine": [2, 2, 2]}  # cased; "fine" only in test
+    for word, vector in found.items():
+        np.testing.assert_array_equal(matrix[vocabulary.index(word)], vector)
+    np.testing.assert_array_equal(matrix[:2], np.zeros((2, 3)))  # padding and unknown rows
+    # Words GloVe lacks, in vocabulary order: sst_train.py's normal_(-0.05, 0.05), i.e. N(mean -0.05, sd 0.05).
+    missing = [row for row, word in enumerate(vocabulary) if row >= 2 and word not in found]
+    assert [vocabulary[row] for row in missing] == ["fun", "is", "Not", "Great", ".", "awful", "unseen", "bad", "x",
+                                                    "y", "z"]
+    drawn = np.random.default_rng(0).normal(-0.05, 0.05, size=(len(missing), 3)).astype(np.float32)
+    np.testing.assert_array_equal(matrix[missing], drawn)
+    assert ds.meta["embedding_source"] == "GloVe glove.840B.test.txt: 4 of 15 words found"
+    again = data.load("sst_binary", root=tmp_path / "data", glove=str(glove))
+    np.testing.assert_array_equal(again.meta["pretrained_embeddings"], matrix)  # one draw, the same for every run
 
 
 # ---------------------------------------------------------------- stand-ins

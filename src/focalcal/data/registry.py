@@ -3,12 +3,14 @@
 Every dataset returns unsplit pools; this module alone decides the split, so all datasets
 split the same way: deterministic from ``split_seed`` (independent of the training seed),
 stratified by class, val (and test, where there is no official test set) carved first,
-the rest is train. A dataset with official val and test sets (SST's dev/test; registered
-with ``val_size=None``) keeps them as they are. ``subset_fraction`` then keeps that
-fraction of every class of the *train* split only ("CIFAR10-s" of charoenphakdee2021
-§6.2); the name ``<dataset>-s`` means ``subset_fraction=0.1``. Inputs fitted to the
-training split alone (a text vocabulary) are made last, once the split is decided, by the
-loader's ``RawData.finalise`` hook (see :class:`~focalcal.data.RawData`).
+the rest is train — unless the data set's authors split it by one fixed shuffle, which is
+then kept (``fixed_shuffle_seed``: 20 Newsgroups). A dataset with official val and test
+sets (SST's dev/test; registered with ``val_size=None``) keeps them as they are.
+``subset_fraction`` then keeps that fraction of every class of the *train* split only
+("CIFAR10-s" of charoenphakdee2021 §6.2); the name ``<dataset>-s`` means
+``subset_fraction=0.1``. Inputs that depend on the split (a text vocabulary fitted to the
+training split) are made last, once the split is decided, by the loader's
+``RawData.finalise`` hook (see :class:`~focalcal.data.RawData`).
 
 Options: every dataset takes ``val_size`` (unless it has an official val set) and
 ``test_size`` (unless it has an official test set), as a count or a fraction of the pool, plus the options its loader declares
@@ -54,6 +56,11 @@ class DatasetSpec:
     std: tuple[float, ...] | None
     needs_download: bool
     summary: str
+    # A data set whose authors split it by one fixed shuffle: numpy's legacy
+    # RandomState(seed).shuffle of the pool, test the last test_size, val the val_size before
+    # them, train the rest — whatever split_seed (20 Newsgroups: seed 1, ng_loader.py of
+    # mukhoti2020's released code). None: stratified by split_seed.
+    fixed_shuffle_seed: int | None = None
 
     def loader_options(self) -> dict:
         """The loader's keyword-only options and their defaults."""
@@ -77,7 +84,7 @@ _REGISTRY: dict[str, DatasetSpec] = {}
 
 def register(name: str, loader: Callable[..., RawData], *, task: str = "classification", num_classes: int,
              val_size, test_size=None, augmentation: dict, mean=None, std=None, needs_download: bool = False,
-             summary: str = "") -> None:
+             summary: str = "", fixed_shuffle_seed: int | None = None) -> None:
     """Add a dataset; ``loader(root, download, **options) -> RawData``.
 
     ``val_size=None`` (with ``test_size=None``): the loader returns official "train", "val"
@@ -93,7 +100,7 @@ def register(name: str, loader: Callable[..., RawData], *, task: str = "classifi
         raise ValueError(f"dataset {name!r}: val_size=None means official val and test sets, so test_size must be None")
     _REGISTRY[name] = DatasetSpec(name, loader, task, num_classes, val_size, test_size, dict(augmentation),
                                   None if mean is None else tuple(mean), None if std is None else tuple(std),
-                                  needs_download, summary)
+                                  needs_download, summary, fixed_shuffle_seed)
 
 
 def available(task: str | None = None) -> list[str]:
@@ -204,6 +211,18 @@ def _finalised(raw: RawData, pool: str, train_indices: np.ndarray, name: str) ->
     return done
 
 
+def fixed_shuffle_split(n: int, sizes: dict[str, int], seed: int) -> dict[str, np.ndarray]:
+    """A pool of ``n`` shuffled once by ``RandomState(seed)``; "test" is the last ``sizes["test"]``
+    positions, "val" the ``sizes["val"]`` before them, "train" the rest (each sorted)."""
+    order = np.arange(n)
+    np.random.RandomState(seed).shuffle(order)
+    test, val = sizes.get("test", 0), sizes["val"]
+    if val + test >= n:
+        raise ValueError(f"split sizes {sizes} leave no training samples from a pool of {n}")
+    parts = {"train": order[:n - val - test], "val": order[n - val - test:n - test], "test": order[n - test:]}
+    return {name: np.sort(part).astype(np.int64) for name, part in parts.items()}
+
+
 def load(name: str, root: str | Path = "data", split_seed: int = 0, subset_fraction: float | None = None,
          download: bool = False, n_folds: int | None = None, fold: int | None = None, **options) -> SplitDataset:
     """Load dataset ``name`` from ``root`` and split it deterministically by ``split_seed``.
@@ -235,6 +254,8 @@ def load(name: str, root: str | Path = "data", split_seed: int = 0, subset_fract
     stratify = labels.ndim == 1
     if entry.official_val:
         indices = {split: np.arange(len(raw.pools[split][1]), dtype=np.int64) for split in pool_of}
+    elif folds is None and entry.fixed_shuffle_seed is not None:
+        indices = fixed_shuffle_split(len(labels), carve, entry.fixed_shuffle_seed)
     elif folds is None:
         indices = split_indices(labels, len(labels), carve, rng, stratify=stratify)
     else:

@@ -29,9 +29,19 @@ Encoding (one contract for this set and :mod:`focalcal.data.synthetic_treebank`)
 Words are the leaves verbatim: cased (the released code's ``vocab-cased.txt`` and cased
 glove.840B.300d, ``sst_train.py``), brackets as the release escapes them (``-LRB-``,
 ``-RRB-``): the released code takes tokens as they are (``line.split()`` in
-``treeLSTM/dataset.py``), unescaping nothing. A literal parenthesis is always structure. The vocabulary comes from the training sentences only
-(the released code's covered all three splits; ours never sees a test word) and keeps
-every training word unless ``max_words`` caps it.
+``treeLSTM/dataset.py``), unescaping nothing. A literal parenthesis is always structure.
+
+Vocabulary and word vectors, as the released code: the vocabulary holds the words of all
+three splits (``vocab-cased.txt``, written from the train, dev and test token files by the
+preprocessing script, ``preprocess-sst.py``; ``sst_train.py`` reads it) unless ``max_words``
+caps it, and every word GloVe has starts from its GloVe vector. A word's pre-trained vector
+is not a label: knowing that a test sentence holds "wryly" and looking up its GloVe vector
+uses nothing a classifier of that sentence could not look up at test time, and training
+never moves the row of a word no training sentence holds. Words GloVe lacks start from
+``torch.Tensor.normal_(-0.05, 0.05)`` in ``sst_train.py`` — torch's ``normal_(mean, std)``,
+i.e. N(−0.05, 0.05²) per coordinate — drawn here once per vocabulary from a fixed seed
+(:data:`MISSING_WORD_SEED`), as the released code drew one matrix (``sst_embed.pth``) that
+every run reused.
 """
 
 from __future__ import annotations
@@ -58,6 +68,9 @@ CLASS_NAMES = ["negative", "positive"]
 COLUMNS = ("word", "left", "right", "height")
 PTB_TO_NODE_CLASS = {0: NEGATIVE, 1: NEGATIVE, 2: NEUTRAL, 3: POSITIVE, 4: POSITIVE}
 TREE_FILES = {"train": "train.txt", "val": "dev.txt", "test": "test.txt"}
+# sst_train.py: ``emb[...] = torch.Tensor(...).normal_(-0.05, 0.05)`` for a word GloVe lacks
+MISSING_WORD_MEAN, MISSING_WORD_STD = -0.05, 0.05
+MISSING_WORD_SEED = 0  # one draw per vocabulary, shared by every run (sst_embed.pth in the released code)
 
 _TOKEN = re.compile(r"\(|\)|[^\s()]+")
 
@@ -145,8 +158,8 @@ def _node_class(label: int, where: str) -> int:
 def binary_treebank(trees: dict[str, list[Node]], *, max_words: int | None, glove: Path | None, info: dict,
                     embedding_source: str | None = None) -> RawData:
     """RawData in the encoding of the module docstring from official "train"/"val"/"test" trees;
-    neutral roots are dropped, and ``finalise`` maps the words to ids of a vocabulary of the
-    training split. ``embedding_source`` replaces the "no GloVe path" sentence (synthetic words)."""
+    neutral roots are dropped, and ``finalise`` maps the words to ids of a vocabulary of all
+    three splits' words. ``embedding_source`` replaces the "no GloVe path" sentence (synthetic words)."""
     check_max_words(max_words)
     kept = {pool: [flatten(tree) for tree in pool_trees if _node_class(tree.label, pool) != NEUTRAL]
             for pool, pool_trees in trees.items()}
@@ -169,8 +182,7 @@ def binary_treebank(trees: dict[str, list[Node]], *, max_words: int | None, glov
         pools[pool] = (x, node_y if pool == "train" else node_y[:, 0].copy())
 
     def finalise(pool: str, train_indices: np.ndarray) -> RawData:
-        x_train = pools[pool][0][train_indices]
-        documents = ([table[w] for w in sentence[:, 0] if w >= 0] for sentence in x_train)
+        documents = ([table[w] for w in sentence[:, 0] if w >= 0] for x, _ in pools.values() for sentence in x)
         vocabulary = Vocabulary.from_documents(documents, max_words)
         to_id = np.asarray([vocabulary.index.get(word, UNKNOWN_ID) for word in table], dtype=np.int64)
         encoded = {}
@@ -179,7 +191,7 @@ def binary_treebank(trees: dict[str, list[Node]], *, max_words: int | None, glov
             leaf = x[:, :, 0] >= 0
             x[:, :, 0][leaf] = to_id[x[:, :, 0][leaf]]
             encoded[name] = (x, y)
-        text_info = vocabulary_info(vocabulary, glove)
+        text_info = vocabulary_info(vocabulary, glove, missing=missing_word_vectors)
         if embedding_source is not None and glove is None:
             text_info["embedding_source"] = embedding_source
         return RawData(pools=encoded, class_names=list(CLASS_NAMES), info={**full_info, **text_info})
@@ -187,6 +199,12 @@ def binary_treebank(trees: dict[str, list[Node]], *, max_words: int | None, glov
     full_info = {**info, "train_node_classes": len(NODE_CLASS_NAMES), "node_class_names": list(NODE_CLASS_NAMES),
                  "node_columns": list(COLUMNS), "max_nodes": int(max_nodes), "ignore_index": IGNORE_INDEX}
     return RawData(pools=pools, class_names=list(CLASS_NAMES), info=full_info, finalise=finalise)
+
+
+def missing_word_vectors(n: int, dim: int) -> np.ndarray:
+    """float32 (n, dim) starting vectors of words GloVe lacks: N(−0.05, 0.05²), seeded (module docstring)."""
+    rng = np.random.default_rng(MISSING_WORD_SEED)
+    return rng.normal(MISSING_WORD_MEAN, MISSING_WORD_STD, size=(n, dim)).astype(np.float32)
 
 
 def load_sst_binary(root, download: bool, *, max_words: int | None = None, glove: str | None = None) -> RawData:

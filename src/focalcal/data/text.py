@@ -10,23 +10,26 @@ library needs no Keras:
 * :func:`tokenise`: lower-case, every character of Keras' default filter set (punctuation,
   tab, newline) becomes a space, split on spaces, empty pieces dropped. The apostrophe is
   not filtered ("don't" stays one token).
-* :class:`Vocabulary`: built from the *training split only* (the released code fit the
-  tokenizer on all 19,997 documents, test included; ours never sees a test document — our
-  own choice, made possible by load's ``RawData.finalise`` hook). Id 0 = padding, 1 =
-  unknown, then words by decreasing count over the training documents, ties in order of
-  first occurrence (the order Keras' ``word_index`` gets from a stable sort of its
-  insertion-ordered counts), capped at ``max_words`` ids in all. Keras' ``num_words``
-  counts id 0 too, so ``max_words=20000`` gives a 20,000-row embedding matrix in both.
-* :func:`encode_sequences`: unknown words become id 1 (Keras without ``oov_token`` drops
-  them; ``drop_unknown=True`` does that); a longer document keeps its *last* ``length``
-  ids, a shorter one is left-padded with 0 (``pad_sequences``' ``padding="pre"``,
+* :class:`Vocabulary`: id 0 = padding, 1 = unknown, then words by decreasing count over the
+  documents it is fitted on, ties in order of first occurrence (the order Keras'
+  ``word_index`` gets from a stable sort of its insertion-ordered counts), capped at
+  ``max_words`` ids in all. Keras' ``num_words`` counts id 0 too, so ``max_words=20000``
+  gives a 20,000-row embedding matrix in both. :func:`sequence_data` fits it on the
+  training split, or on the documents a data set names (20 Newsgroups: all of them, as the
+  released code fit its tokenizer). Fitting a vocabulary reads words, never labels; a
+  word that occurs only in the test split gets a row, which training never moves (no
+  training document holds it), so the row is its pre-trained vector — the same vector a
+  lookup at test time would give.
+* :func:`encode_sequences`: unknown words become id 1, or with ``drop_unknown=True`` are
+  dropped, as Keras without ``oov_token`` drops them; a longer document keeps its *last*
+  ``length`` ids, a shorter one is left-padded with 0 (``pad_sequences``' ``padding="pre"``,
   ``truncating="pre"``).
 * :func:`load_glove`: a GloVe text file (``word v1 … vD`` per line). Rows of words GloVe
-  lacks — and of ids 0 and 1 — are zeros, as in the released code ("words not found in
-  embedding index will be all-zeros", ng_loader.py): a zero row adds nothing to a
-  convolution or a sum, and a tuned embedding moves it from there. (The released SST code
-  drew them at random, sst_train.py; zeros keep the matrix a pure function of file and
-  vocabulary.)
+  lacks — and of ids 0 and 1 — are zeros, as in the released 20 Newsgroups code ("words not
+  found in embedding index will be all-zeros", ng_loader.py): a zero row adds nothing to a
+  convolution or a sum, and a tuned embedding moves it from there. A data set may fill the
+  missing words' rows otherwise (SST: random, as the released sst_train.py;
+  :mod:`focalcal.data.sst`).
 """
 
 from __future__ import annotations
@@ -145,12 +148,13 @@ def check_glove_path(glove) -> Path | None:
     return path
 
 
-def load_glove(path: str | os.PathLike, vocabulary: Vocabulary) -> tuple[np.ndarray, int]:
+def load_glove(path: str | os.PathLike, vocabulary: Vocabulary, missing=None) -> tuple[np.ndarray, int]:
     """(float32 (len(vocabulary), D) matrix, number of vocabulary words found) from a GloVe text file.
 
     D is read from the first line. A word may contain spaces (glove.840B has a few): the last
-    D fields are the vector. The first line of a repeated word wins. Rows of words not in
-    the file, and of the padding and unknown ids, are zeros (see the module docstring).
+    D fields are the vector. The first line of a repeated word wins. Rows of the padding and
+    unknown ids are zeros; rows of words not in the file are zeros too, or ``missing(n, D)``
+    (n rows, in vocabulary order) when given (see the module docstring).
     """
     path = check_glove_path(path)
     index = vocabulary.index
@@ -175,16 +179,21 @@ def load_glove(path: str | os.PathLike, vocabulary: Vocabulary) -> tuple[np.ndar
                 found[row] = True
     if matrix is None:
         raise ValueError(f"{path} holds no word vectors")
+    if missing is not None:
+        absent = ~found
+        absent[:len(RESERVED_TOKENS)] = False
+        matrix[absent] = missing(int(absent.sum()), dim)
     return matrix, int(found.sum())
 
 
-def vocabulary_info(vocabulary: Vocabulary, glove: Path | None) -> dict:
-    """The ``RawData.info`` keys every text dataset carries: the vocabulary and its embeddings."""
+def vocabulary_info(vocabulary: Vocabulary, glove: Path | None, missing=None) -> dict:
+    """The ``RawData.info`` keys every text dataset carries: the vocabulary and its embeddings
+    (``missing``: how :func:`load_glove` fills the rows of words GloVe lacks; None: zeros)."""
     words = len(vocabulary) - len(RESERVED_TOKENS)
     if glove is None:
         embeddings, source = None, "random initialisation: no GloVe path in the config"
     else:
-        embeddings, found = load_glove(glove, vocabulary)
+        embeddings, found = load_glove(glove, vocabulary, missing)
         source = f"GloVe {Path(glove).name}: {found:,} of {words:,} words found"
     return {
         "vocabulary": list(vocabulary.tokens),
@@ -201,12 +210,14 @@ def vocabulary_info(vocabulary: Vocabulary, glove: Path | None) -> dict:
 
 def sequence_data(pools: dict[str, tuple[Sequence[Sequence[str]], np.ndarray]], *, class_names: list[str],
                   info: dict, max_words: int | None, sequence_length: int, glove: Path | None = None,
-                  drop_unknown: bool = False, embedding_source: str | None = None) -> RawData:
-    """RawData of tokenised documents whose ``finalise`` builds the vocabulary from the training
-    split and encodes every pool to int64 (N, sequence_length) ids.
+                  drop_unknown: bool = False, embedding_source: str | None = None,
+                  vocabulary_documents: Sequence[Sequence[str]] | None = None) -> RawData:
+    """RawData of tokenised documents whose ``finalise`` builds the vocabulary and encodes every
+    pool to int64 (N, sequence_length) ids.
 
-    ``embedding_source`` replaces the "no GloVe path" sentence where there can be none
-    (synthetic words).
+    The vocabulary is fitted on ``vocabulary_documents`` (in their order) when given, else on
+    the training split. ``embedding_source`` replaces the "no GloVe path" sentence where
+    there can be none (synthetic words).
     """
     check_max_words(max_words)
     check_length(sequence_length)
@@ -215,7 +226,8 @@ def sequence_data(pools: dict[str, tuple[Sequence[Sequence[str]], np.ndarray]], 
 
     def finalise(pool: str, train_indices: np.ndarray) -> RawData:
         documents = tokenised[pool][0]
-        vocabulary = Vocabulary.from_documents((documents[i] for i in train_indices), max_words)
+        fitted_on = (documents[i] for i in train_indices) if vocabulary_documents is None else vocabulary_documents
+        vocabulary = Vocabulary.from_documents(fitted_on, max_words)
         encoded = {name: (encode_sequences(docs, vocabulary, sequence_length, drop_unknown=drop_unknown), labels)
                    for name, (docs, labels) in tokenised.items()}
         text_info = vocabulary_info(vocabulary, glove)

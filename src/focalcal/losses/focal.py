@@ -278,15 +278,28 @@ class ScheduledFocalLoss(Loss):
 
     ``milestones`` are fractions of the run: γ = gammas[i] from epoch round(milestones[i−1]·E)
     on, E the run's epoch count. Defaults (2/7, 5/7), (5, 3, 1) are FLSc-531 — γ = 5, 3, 1 for
-    epochs 0–99, 100–249, 250–349 of the paper's 350 — scaled to any E. The trainer must call
-    ``set_epoch(epoch, num_epochs)`` before the first forward.
+    epochs 0–99, 100–249, 250–349 of the paper's 350 — scaled to any E. ``switch_at`` instead
+    names those epochs (0-based, increasing, below E), for schedules that are no fraction of
+    the run: mukhoti2020's released text scripts switch at epochs 3 and 7 of SST's 25
+    (sst_train.py) and 14 and 35 of 20 Newsgroups' 50 (20newsgroup_train.py:
+    int(E·100/350), int(E·250/350)). The trainer must call ``set_epoch(epoch, num_epochs)``
+    before the first forward.
     """
 
     name = "focal_scheduled"
 
     def __init__(self, *, milestones: Sequence[float] = (2 / 7, 5 / 7), gammas: Sequence[float] = (5.0, 3.0, 1.0),
-                 reduction: str = "mean", ignore_index: int | None = None) -> None:
+                 switch_at: Sequence[int] | None = None, reduction: str = "mean",
+                 ignore_index: int | None = None) -> None:
         super().__init__(reduction=reduction, ignore_index=ignore_index)
+        if switch_at is not None:
+            switch_at = tuple(switch_at)
+            if (len(switch_at) != len(tuple(milestones)) or any(isinstance(e, bool) or not isinstance(e, int) or e < 1
+                                                                for e in switch_at)
+                    or any(b <= a for a, b in zip(switch_at, switch_at[1:]))):
+                raise ValueError(f"switch_at must be {len(tuple(milestones))} increasing epochs >= 1 (0-based, one per "
+                                 f"γ after the first), got {switch_at!r}")
+        self.switch_at = switch_at
         self.milestones = check_sequence(milestones, "milestones")
         self.gammas = check_sequence(gammas, "gammas")
         if len(self.gammas) != len(self.milestones) + 1:
@@ -302,7 +315,11 @@ class ScheduledFocalLoss(Loss):
 
     def switch_epochs(self, num_epochs: int) -> list[int]:
         """First epoch (0-based) of each γ after the first, for a run of ``num_epochs``."""
-        return [round(m * num_epochs) for m in self.milestones]
+        if self.switch_at is None:
+            return [round(m * num_epochs) for m in self.milestones]
+        if self.switch_at[-1] >= num_epochs:
+            raise ValueError(f"switch_at {list(self.switch_at)} must stay below the run's {num_epochs} epochs")
+        return list(self.switch_at)
 
     def gamma_at(self, epoch: int, num_epochs: int) -> float:
         if isinstance(num_epochs, bool) or not isinstance(num_epochs, int) or num_epochs < 1:
@@ -323,4 +340,5 @@ class ScheduledFocalLoss(Loss):
         return focal_of_target(logits, index, self.gamma, reduction=reduction)
 
     def hyperparameters(self):
-        return {"milestones": self.milestones, "gammas": self.gammas, **super().hyperparameters()}
+        switch = {} if self.switch_at is None else {"switch_at": self.switch_at}
+        return {"milestones": self.milestones, "gammas": self.gammas, **switch, **super().hyperparameters()}

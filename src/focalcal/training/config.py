@@ -18,13 +18,13 @@ from typing import Any
 OPTIMIZERS = ("sgd", "adam", "adagrad")
 AUGMENTATIONS = ("dataset", "none", "crop_flip", "crop")
 DEVICES = ("auto", "cpu", "cuda")
-LOSS_REDUCTIONS = ("mean", "sum")
+LOSS_REDUCTIONS = ("mean", "sum", "mean_of_sums")
 SELECTIONS = ("final", "best_val_accuracy")
 # Recipe keys added after runs had been checkpointed, with their defaults: left out of the
 # fingerprint while at the default, so a checkpoint written before they existed (whose run
 # trained with exactly these defaults) still resumes.
 LATER_RECIPE_DEFAULTS = {"loss_reduction": "mean", "grad_clip_norm": None, "gradient_norm_epochs": [],
-                         "select": "final"}
+                         "select": "final", "embedding_lr": None}
 
 
 @dataclass
@@ -64,9 +64,16 @@ class Recipe:
     # What the gradient step descends: "mean" (default: the PyTorch convention, the project's
     # choice) the batch's per-sample (per-pixel) mean loss; "sum" that mean times the batch's
     # labelled count, i.e. the summed loss, as in the released code of mukhoti2020
-    # (train_utils.py; its MMCE is CE mean + λ·MMCE, times the batch size). The logged
-    # train_loss stays the per-sample mean either way.
+    # (train_utils.py; its MMCE is CE mean + λ·MMCE, times the batch size); "mean_of_sums"
+    # each sample's element losses summed (a tree's node losses), averaged over the batch's
+    # samples, i.e. the summed loss divided by the batch's samples (mukhoti2020's released
+    # treeLSTM/trainer.py). The logged train_loss stays the per-element mean either way.
     loss_reduction: str = "mean"
+    # Step the model's word vectors (its ``embedding``) by plain SGD at this rate — no momentum,
+    # no weight decay, no LR schedule — and the rest by ``optimizer``; None (default): the
+    # vectors are one more parameter of ``optimizer``. 0.1 in mukhoti2020's released SST code
+    # (treeLSTM/config.py ``--emblr``, applied in treeLSTM/trainer.py).
+    embedding_lr: float | None = None
     # Clip the total 2-norm of all parameter gradients to this before every step; None (default:
     # no clipping, the project's choice). 2 in the released code of mukhoti2020 (train_utils.py).
     grad_clip_norm: float | None = None
@@ -143,6 +150,10 @@ class RunConfig:
         if recipe.early_stopping_patience is not None and recipe.select != "final":
             raise ValueError(f"recipe.select = {recipe.select!r} conflicts with early stopping, which reports the epoch of "
                              "the best validation loss; set one of them")
+        rate = recipe.embedding_lr
+        if rate is not None and (isinstance(rate, bool) or not isinstance(rate, (int, float))
+                                 or not math.isfinite(rate) or rate <= 0):
+            raise ValueError(f"recipe.embedding_lr must be a finite number > 0 or null, got {rate!r}")
         clip = recipe.grad_clip_norm
         if clip is not None and (isinstance(clip, bool) or not isinstance(clip, (int, float))
                                  or not math.isfinite(clip) or clip <= 0):

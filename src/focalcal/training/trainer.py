@@ -77,9 +77,10 @@ class Trainer:
         self.ignore_index = int(self.dataset.meta.get("ignore_index", IGNORE_INDEX))
         if isinstance(self.loss_fn, torch.nn.Module):
             self.loss_fn.to(device)
-        if config.recipe.loss_reduction == "sum" and not getattr(self.loss_fn, "mean_over_elements", True):
-            raise ValueError(f"recipe.loss_reduction = 'sum' sums a per-sample (per-pixel) loss over the batch, but "
-                             f"loss {config.loss['name']!r} is a set-level loss with no per-element sum; use 'mean'")
+        if config.recipe.loss_reduction != "mean" and not getattr(self.loss_fn, "mean_over_elements", True):
+            raise ValueError(f"recipe.loss_reduction = {config.recipe.loss_reduction!r} sums a per-sample (per-pixel) "
+                             f"loss over the batch, but loss {config.loss['name']!r} is a set-level loss with no "
+                             f"per-element sum; use 'mean'")
         # Tree models train on every node's label, which may have a class the task lacks (SST's
         # neutral nodes): the training targets' class count comes from the data set.
         train_classes = int(self.dataset.meta.get("train_node_classes") or self.dataset.num_classes)
@@ -94,6 +95,7 @@ class Trainer:
                     raise ValueError(f"dataset {config.dataset['name']!r}, {split} split: {error}") from None
             self.loss_fn.validate_inputs = False
         self.optimizer = build_optimizer(self.model, config)
+        self.embedding_optimizer = build_embedding_optimizer(self.model, config)  # stateless: not checkpointed
         self.scheduler = build_scheduler(self.optimizer, config)
         self.history: list[dict] = []
         self.reliability: list[pd.DataFrame] = []
@@ -257,11 +259,15 @@ class Trainer:
                     raise self._diverged("the model's logits became non-finite", epoch, batch, n_batches)
                 raise self._diverged(f"the loss became {loss_value}", epoch, batch, n_batches)
             self.optimizer.zero_grad(set_to_none=True)
+            if self.embedding_optimizer is not None:
+                self.embedding_optimizer.zero_grad(set_to_none=True)
             self.objective(loss, targets).backward()
             if recipe.grad_clip_norm is not None:
                 # bf16 autocast runs without a GradScaler, so the gradients are unscaled here
                 torch.nn.utils.clip_grad_norm_(self.model.parameters(), recipe.grad_clip_norm)
             self.optimizer.step()
+            if self.embedding_optimizer is not None:
+                self.embedding_optimizer.step()
             loss_sum += loss_value * targets.shape[0]
             if logits.dim() == 2:
                 kept_logits.append(logits.detach())
@@ -287,14 +293,16 @@ class Trainer:
     def objective(self, loss: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         """What the step descends: the batch's mean loss, or with ``recipe.loss_reduction: sum`` that
         mean times the batch's labelled samples (pixels), which is the summed loss — for MMCE
-        N·(CE + λ·MMCE), as in mukhoti2020's released code — and 0 for an all-ignored batch. One
-        loss module stays mean-reduced, so validation loss, logged train_loss and loss state are
-        the same under both reductions."""
-        if self.config.recipe.loss_reduction == "mean":
+        N·(CE + λ·MMCE), as in mukhoti2020's released code — and 0 for an all-ignored batch; with
+        ``mean_of_sums`` the summed loss divided by the batch's samples (for trees: each tree's
+        summed node losses, averaged over the batch's trees). One loss module stays mean-reduced,
+        so validation loss, logged train_loss and loss state are the same under every reduction."""
+        reduction = self.config.recipe.loss_reduction
+        if reduction == "mean":
             return loss
         ignore_index = getattr(self.loss_fn, "ignore_index", None)
         labelled = targets.numel() if ignore_index is None else (targets != ignore_index).sum()  # no host sync
-        return loss * labelled
+        return loss * labelled if reduction == "sum" else loss * labelled / targets.shape[0]
 
     def _diverged(self, what: str, epoch: int, batch: int, n_batches: int) -> TrainingDiverged:
         return TrainingDiverged(
@@ -528,14 +536,38 @@ def resolve_augmentation(name: str, meta: dict) -> dict:
 
 
 def build_optimizer(model: torch.nn.Module, config: RunConfig) -> torch.optim.Optimizer:
+    """The recipe's optimiser over the model's parameters (its word vectors excepted when
+    ``recipe.embedding_lr`` steps them: :func:`build_embedding_optimizer`)."""
     opt = config.recipe.optimizer
+    vectors = _word_vectors(model, config)
+    parameters = [p for p in model.parameters() if p is not vectors]
     if opt.name == "sgd":
         return torch.optim.SGD(
-            model.parameters(), lr=opt.lr, momentum=opt.momentum, weight_decay=opt.weight_decay, nesterov=opt.nesterov
+            parameters, lr=opt.lr, momentum=opt.momentum, weight_decay=opt.weight_decay, nesterov=opt.nesterov
         )
     if opt.name == "adagrad":  # mukhoti2020 App. D's SST recipe (Tai et al. 2015's optimiser)
-        return torch.optim.Adagrad(model.parameters(), lr=opt.lr, weight_decay=opt.weight_decay)
-    return torch.optim.Adam(model.parameters(), lr=opt.lr, betas=tuple(opt.betas), weight_decay=opt.weight_decay)
+        return torch.optim.Adagrad(parameters, lr=opt.lr, weight_decay=opt.weight_decay)
+    return torch.optim.Adam(parameters, lr=opt.lr, betas=tuple(opt.betas), weight_decay=opt.weight_decay)
+
+
+def build_embedding_optimizer(model: torch.nn.Module, config: RunConfig) -> torch.optim.Optimizer | None:
+    """Plain SGD (no momentum, no weight decay) on the word vectors at ``recipe.embedding_lr``, or None."""
+    vectors = _word_vectors(model, config)
+    return None if vectors is None else torch.optim.SGD([vectors], lr=config.recipe.embedding_lr, momentum=0.0,
+                                                        weight_decay=0.0)
+
+
+def _word_vectors(model: torch.nn.Module, config: RunConfig) -> torch.nn.Parameter | None:
+    """The embedding weight ``recipe.embedding_lr`` steps, or None when it is not set."""
+    if config.recipe.embedding_lr is None:
+        return None
+    embedding = getattr(model, "embedding", None)
+    if not isinstance(embedding, torch.nn.Embedding):
+        raise ValueError(f"recipe.embedding_lr steps a model's word vectors, but model {config.model['name']!r} has none")
+    if not embedding.weight.requires_grad:
+        raise ValueError(f"recipe.embedding_lr steps the word vectors, but model {config.model['name']!r} freezes them "
+                         "(freeze_embeddings: true); set one of the two")
+    return embedding.weight
 
 
 def build_scheduler(optimizer: torch.optim.Optimizer, config: RunConfig):
