@@ -100,3 +100,87 @@ def test_every_loss_of_the_registry_trains_the_tree_lstm_on_its_nodes(name):
     assert torch.isfinite(loss) and all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
     padding = (trees[:, :, 3] < 0).unsqueeze(1).expand_as(logits)
     assert padding.any() and float(logits.grad[padding].abs().max()) == 0.0
+
+
+def _sst_recipe_trainer(tmp_path, **recipe):
+    from focalcal.training.trainer import Trainer
+
+    config = RunConfig.from_dict({
+        "dataset": {"name": "synthetic_treebank", "n_sentences": 60},
+        "model": {"name": "tree_lstm", "embedding_dim": 8, "memory_dim": 6, "dropout": 0.0},
+        "loss": {"name": "cross_entropy"}, "seed": 0, "device": "cpu",
+        "recipe": {"epochs": 1, "batch_size": 1000, "optimizer": {"name": "adagrad", "lr": 0.05, "weight_decay": 1e-4},
+                   **recipe},
+    })
+    return Trainer(config, tmp_path / "run", data_root=tmp_path / "data", progress=False)
+
+
+def test_sst_recipe_steps_word_vectors_by_plain_sgd_and_the_rest_by_adagrad_on_summed_tree_losses(tmp_path):
+    """One step of the released SST recipe (treeLSTM/trainer.py), computed by hand: the objective
+    is each tree's summed node losses over the batch's trees; the word vectors move by
+    −0.1 × gradient (no decay), every other weight by AdaGrad's first step with decay 1e-4."""
+    import copy
+
+    import torch
+    import torch.nn.functional as F
+
+    trainer = _sst_recipe_trainer(tmp_path, loss_reduction="mean_of_sums", embedding_lr=0.1)
+    before = copy.deepcopy(trainer.model)
+    trainer.train_one_epoch(1)  # batch 1000 > 42 training trees: one step
+    before.train()
+    trees = trainer.train_y.shape[0]
+    node_losses = F.cross_entropy(before(trainer.train_x), trainer.train_y, ignore_index=-100, reduction="none")
+    per_tree = node_losses.sum(dim=1)  # padding nodes add 0
+    (per_tree.sum() / trees).backward()
+    vectors, gradient = before.embedding.weight.detach(), before.embedding.weight.grad
+    torch.testing.assert_close(trainer.model.embedding.weight.detach(), vectors - 0.1 * gradient, rtol=0, atol=1e-6)
+    untouched = gradient.abs().sum(dim=1) == 0  # ids 0 and 1 (no tree holds them): no decay moves them
+    assert untouched[:2].all()
+    assert torch.equal(trainer.model.embedding.weight[untouched], vectors[untouched])
+    weight = before.classifier.weight.detach()
+    decayed = before.classifier.weight.grad + 1e-4 * weight
+    adagrad = weight - 0.05 * decayed / (decayed.abs() + 1e-10)  # first step: sqrt(g²) = |g|
+    torch.testing.assert_close(trainer.model.classifier.weight.detach(), adagrad, rtol=0, atol=1e-6)
+    # The trainer's objective for this reduction is that scaling of the per-node mean loss.
+    targets = torch.tensor([[0, 2, 1, -100], [1, -100, -100, -100]])
+    assert float(trainer.objective(torch.tensor(0.6), targets)) == pytest.approx(0.6 * 4 / 2, rel=1e-7)
+
+
+def test_embedding_lr_refuses_a_model_whose_vectors_are_frozen(tmp_path):
+    config = RunConfig.from_dict({
+        "dataset": dict(TOPICS), "model": {"name": "global_pooling_cnn", "embedding_dim": 8, "filters": 8, "hidden": 8},
+        "loss": {"name": "cross_entropy"}, "device": "cpu", "recipe": {"epochs": 1, "embedding_lr": 0.1}})
+    from focalcal.training.trainer import Trainer
+
+    with pytest.raises(ValueError, match="recipe.embedding_lr steps the word vectors, but model 'global_pooling_cnn' "
+                                         "freezes them"):
+        Trainer(config, tmp_path / "run", data_root=tmp_path / "data", progress=False)
+    with pytest.raises(ValueError, match="recipe.embedding_lr must be a finite number > 0"):
+        RunConfig.from_dict({**config.to_dict(), "recipe": {"embedding_lr": 0.0}})
+
+
+def test_the_study_files_text_grids_switch_flsc_gamma_at_the_released_scripts_epochs():
+    """sst_train.py switches γ at epochs 3 and 7 of 25; 20newsgroup_train.py at int(50·100/350) = 14
+    and int(50·250/350) = 35 of 50 (0-based epochs)."""
+    from pathlib import Path
+
+    import yaml
+
+    from focalcal import losses
+
+    study = yaml.safe_load((Path(__file__).resolve().parents[1] / "config/studies/mukhoti2020.yaml").read_text())
+    expected = {"sst": [3, 7], "20newsgroups": [14, 35]}
+    seen = set()
+    for grid in study["studies"]["mukhoti2020"]["grids"]:
+        dataset = grid["datasets"][0]
+        epochs = study["recipes"][grid["recipe"]]["epochs"]
+        for key in grid["losses"]:
+            loss = losses.build(study["losses"][key])
+            if not isinstance(loss, losses.ScheduledFocalLoss):
+                continue
+            gammas = [loss.gamma_at(epoch, epochs) for epoch in range(epochs)]
+            switches = [epoch for epoch in range(1, epochs) if gammas[epoch] != gammas[epoch - 1]]
+            assert switches == expected.get(dataset, [round(2 / 7 * epochs), round(5 / 7 * epochs)]), (dataset, key)
+            assert gammas[0] == 5.0 and gammas[-1] in (1.0, 2.0)
+            seen.add(dataset)
+    assert {"sst", "20newsgroups"} <= seen
