@@ -157,3 +157,23 @@ def test_ets_mixes_in_the_uniform_prediction_for_an_overconfident_uninformative_
     labels = rng.integers(0, 3, size=5000)
     ets = EnsembleTemperatureScaling().fit(logits, labels)
     assert ets.weights_[2] > 0.5
+
+
+def test_above_twenty_classes_lbfgs_reaches_the_optimum_newton_reaches(monkeypatch):
+    """K = 21: the L-BFGS-B path (no dense Hessian) against Newton's method on the same problem."""
+    from focalcal.calibration import scaling
+
+    rng = np.random.default_rng(4)
+    logits, labels = draw(rng, 300, 21)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        by_lbfgs = DirichletCalibration(off_diagonal_l2=1.0, bias_l2=1.0).fit(logits, labels)
+        monkeypatch.setattr(scaling, "NEWTON_MAX_CLASSES", 21)
+        by_newton = DirichletCalibration(off_diagonal_l2=1.0, bias_l2=1.0).fit(logits, labels)
+    features = log_softmax(logits, axis=1)
+    values = [_odir_objective(np.concatenate([fit.weight_.ravel(), fit.bias_]), features, labels, 1.0, 1.0)[0]
+              for fit in (by_lbfgs, by_newton)]
+    assert abs(values[0] - values[1]) <= 1e-10 * values[1]
+    np.testing.assert_allclose(by_lbfgs.weight_, by_newton.weight_, atol=1e-5)
+    with pytest.warns(ConvergenceWarning, match=r"^dirichlet calibration did not converge: 5 iterations"):
+        DirichletCalibration(max_iter=5).fit(logits, labels)  # the L-BFGS-B path's cap warns too

@@ -133,3 +133,21 @@ def test_declared_probabilities_that_are_none_are_refused_naming_the_entry(tmp_p
         content["test_logits"][2, 2] = -0.5  # the row still sums to 1
     with pytest.raises(ValueError, match=message):
         read_logits(write_npz(tmp_path, content), inputs="probabilities")
+
+
+def test_an_imported_run_declared_as_probabilities_stores_their_log(tmp_path):
+    from focalcal.pipeline.jobs import import_logits
+
+    content = probability_arrays()
+    source = write_npz(tmp_path, content)
+    identity = {"dataset": {"name": "cifar10"}, "model": {"name": "logits_file", "path": str(source),
+                                                          "inputs": "probabilities"},
+                "loss": {"name": "cross_entropy"}, "recipe": None, "seed": 0}
+    paths = [tmp_path / name for name in ("logits.npz", "run.json", "run_config.json")]
+    import_logits(source, identity, *paths)
+    with np.load(paths[0]) as stored:
+        np.testing.assert_array_equal(stored["val_logits"], np.log(content["val_logits"]))
+    identity["model"].pop("inputs")  # undeclared: refused, nothing written
+    with pytest.raises(ValueError, match="looks like probabilities"):
+        import_logits(source, identity, *(tmp_path / f"again_{path.name}" for path in paths))
+    assert not (tmp_path / "again_logits.npz").exists()

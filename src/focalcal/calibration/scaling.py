@@ -5,12 +5,12 @@ in the parameters (the logits are linear in them). Vector scaling's 2K parameter
 by damped Newton steps with the exact Hessian (a (2K, 2K) system from three (N, K)ᵀ(N, K)
 products; ~10 steps, a few ms each, where L-BFGS took ~350 evaluations for K = 100). Matrix
 scaling's K² + K are fitted the same way up to K = :data:`NEWTON_MAX_CLASSES` (a dense
-(K² + K)² Hessian), above that by full-batch L-BFGS with strong-Wolfe line search (torch,
-imported only then). On logits of a confident model the problem is badly conditioned: L-BFGS
-capped at 500 iterations stopped short of the optimum on a few hundred samples, so both fits
-stop on a tolerance — the largest gradient entry below ``tol``, or no decrease left at float64
-resolution — and a fit that reaches ``max_iter`` first warns with scikit-learn's
-``ConvergenceWarning``, naming the calibrator. Matrix scaling has K² + K parameters and
+(K² + K)² Hessian), above that by scipy's L-BFGS-B. On logits of a confident model the problem
+is badly conditioned (L-BFGS needs thousands of iterations: capped at 500 it stopped short of
+the optimum on a few hundred samples), so both fits stop on a tolerance — the largest
+gradient entry below ``tol``, or no decrease left at float64 resolution — and a fit that
+reaches ``max_iter`` first warns with scikit-learn's ``ConvergenceWarning``, naming the
+calibrator. Neither imports torch. Matrix scaling has K² + K parameters and
 overfits with many classes; ``off_diagonal_l2``/``bias_l2`` add the ODIR penalty of Kull et
 al. 2019 ("Beyond temperature scaling", Dirichlet calibration):
 λ_od / (K(K−1)) Σ_{i≠j} W_ij² + λ_b / K Σ_j b_j².
@@ -48,42 +48,6 @@ def warn_unconverged(calibrator: str, iterations: int, gradient: float, tol: flo
     warnings.warn(f"{calibrator} calibration did not converge: {iterations} iterations (max_iter) ended with the "
                   f"largest gradient entry {gradient:.3g} > tol = {tol:.3g}; raise max_iter or the L2 penalties",
                   ConvergenceWarning, stacklevel=3)
-
-
-def _fit_lbfgs(parameters, logits, labels, predict, penalty, max_iter: int, tol: float) -> tuple[bool, int, float]:
-    """Minimise mean NLL(predict(logits)) + penalty() over ``parameters`` in place; returns
-    (converged, iterations, largest gradient entry at the end). Converged: the gradient is
-    below ``tol``, or the line search found no decrease before ``max_iter`` (float64's
-    resolution of the objective)."""
-    import torch
-
-    logits_t = torch.as_tensor(logits, dtype=torch.float64)
-    labels_t = torch.as_tensor(labels, dtype=torch.int64)
-    optimiser = torch.optim.LBFGS(
-        parameters,
-        lr=1.0,
-        max_iter=max_iter,
-        max_eval=2 * max_iter,
-        tolerance_grad=tol,
-        tolerance_change=0.0,  # stop on the gradient (or a failed line search), not on a slow objective
-        history_size=20,
-        line_search_fn="strong_wolfe",
-    )
-
-    def closure():
-        optimiser.zero_grad()
-        loss = torch.nn.functional.cross_entropy(predict(logits_t), labels_t) + penalty()
-        loss.backward()
-        return loss
-
-    optimiser.step(closure)
-    for parameter in parameters:
-        if not torch.isfinite(parameter).all():
-            raise RuntimeError("scaling fit diverged (non-finite parameters); try a positive L2 penalty")
-    closure()
-    gradient = max(float(parameter.grad.abs().max()) for parameter in parameters)
-    iterations = int(optimiser.state[optimiser._params[0]]["n_iter"])
-    return gradient <= tol or iterations < max_iter, iterations, gradient
 
 
 #: Matrix scaling by Newton's method up to this many classes: the dense Hessian has (K² + K)²
@@ -208,6 +172,32 @@ def _fit_vector_scaling_newton(logits, labels, l2: float, max_iter: int):
     return scale, bias
 
 
+def fit_matrix_scaling_lbfgs(logits, labels, penalty_weights, max_iter: int, tol: float):
+    """What :func:`fit_matrix_scaling_newton` returns, by scipy's L-BFGS-B (no dense Hessian):
+    it stops when the largest gradient entry is below ``tol`` or the objective stops falling
+    at float64 resolution (``ftol=0``: no relative-decrease shortcut)."""
+    from scipy.optimize import minimize
+
+    n, k = logits.shape
+    design = np.column_stack([logits, np.ones(n)])
+    one_hot = np.zeros((n, k))
+    one_hot[np.arange(n), labels] = 1.0
+
+    def value_and_gradient(flat):
+        params = flat.reshape(k, k + 1)
+        value, probs = _matrix_scaling_objective(params, design, labels, penalty_weights)
+        return value, ((probs - one_hot).T @ design / n + 2 * penalty_weights * params).ravel()
+
+    start = np.column_stack([np.eye(k), np.zeros(k)]).ravel()
+    result = minimize(value_and_gradient, start, jac=True, method="L-BFGS-B",
+                      options={"ftol": 0.0, "gtol": tol, "maxiter": max_iter, "maxfun": 2 * max_iter, "maxcor": 20})
+    params = result.x.reshape(k, k + 1)
+    if not np.isfinite(params).all():
+        raise RuntimeError("matrix scaling fit diverged (non-finite parameters); try a positive L2 penalty")
+    # status 1: the iteration or evaluation cap; 0 and 2 (no decrease left in the line search) are optima
+    return params, (result.status != 1, int(result.nit), float(np.abs(result.jac).max()))
+
+
 class VectorScaling(Calibrator):
     """softmax(scale_ ⊙ logits + bias_): one scale and one bias per class.
 
@@ -258,34 +248,15 @@ class MatrixScaling(Calibrator):
 
     def _fit(self, logits, labels):
         n_classes = logits.shape[1]
-        if n_classes <= NEWTON_MAX_CLASSES:
-            penalty_weights = np.zeros((n_classes, n_classes + 1))
-            penalty_weights[:, :n_classes] = self.off_diagonal_l2 / (n_classes * (n_classes - 1))
-            penalty_weights[np.arange(n_classes), np.arange(n_classes)] = 0.0
-            penalty_weights[:, n_classes] = self.bias_l2 / n_classes
-            params, outcome = fit_matrix_scaling_newton(logits, labels, penalty_weights, self.max_iter, self.tol)
-            self.weight_, self.bias_ = params[:, :n_classes].copy(), params[:, n_classes].copy()
-        else:
-            self.weight_, self.bias_, outcome = self._fit_lbfgs(logits, labels)
-        converged, iterations, gradient = outcome
+        penalty_weights = np.zeros((n_classes, n_classes + 1))
+        penalty_weights[:, :n_classes] = self.off_diagonal_l2 / (n_classes * (n_classes - 1))
+        penalty_weights[np.arange(n_classes), np.arange(n_classes)] = 0.0
+        penalty_weights[:, n_classes] = self.bias_l2 / n_classes
+        solve = fit_matrix_scaling_newton if n_classes <= NEWTON_MAX_CLASSES else fit_matrix_scaling_lbfgs
+        params, (converged, iterations, gradient) = solve(logits, labels, penalty_weights, self.max_iter, self.tol)
+        self.weight_, self.bias_ = params[:, :n_classes].copy(), params[:, n_classes].copy()
         if not converged:
             warn_unconverged(self.name, iterations, gradient, self.tol)
-
-    def _fit_lbfgs(self, logits, labels):
-        import torch
-
-        n_classes = logits.shape[1]
-        weight = torch.eye(n_classes, dtype=torch.float64, requires_grad=True)
-        bias = torch.zeros(n_classes, dtype=torch.float64, requires_grad=True)
-        off_diagonal = ~torch.eye(n_classes, dtype=torch.bool)
-
-        def penalty():
-            off = (weight[off_diagonal] ** 2).sum() / (n_classes * (n_classes - 1))
-            return self.off_diagonal_l2 * off + self.bias_l2 * (bias**2).sum() / n_classes
-
-        outcome = _fit_lbfgs([weight, bias], logits, labels, lambda z: z @ weight.T + bias, penalty,
-                             self.max_iter, self.tol)
-        return weight.detach().numpy().copy(), bias.detach().numpy().copy(), outcome
 
     def _transform(self, logits):
         return softmax(logits @ self.weight_.T + self.bias_, axis=1)
