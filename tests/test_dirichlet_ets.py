@@ -72,7 +72,7 @@ def test_dirichlet_odir_matches_an_independent_lbfgsb_solution(off_l2, bias_l2):
 @pytest.mark.parametrize("seed, scale", [(0, 3.0), (0, 8.0), (1, 8.0), (2, 8.0)])
 def test_dirichlet_reaches_the_odir_optimum_of_a_few_hundred_confident_samples(seed, scale):
     """K = 10, 300 validation samples of an overconfident model (log q down to about -100):
-    a badly conditioned problem where 500 L-BFGS iterations stopped ~2 % above the optimum.
+    a badly conditioned problem where 500 L-BFGS iterations stop ~2 % above the optimum.
     The fit must end within 1e-7 (relative) of a tight scipy L-BFGS-B solve, without a warning."""
     rng = np.random.default_rng(seed)
     logits, labels = draw(rng, 300, 10, temperature=0.5, scale=scale)

@@ -6,7 +6,7 @@ by damped Newton steps with the exact Hessian (a (2K, 2K) system from three (N, 
 products; ~10 steps, a few ms each, where L-BFGS took ~350 evaluations for K = 100). Matrix
 scaling's K² + K are fitted the same way up to K = :data:`NEWTON_MAX_CLASSES` (a dense
 (K² + K)² Hessian), above that by scipy's L-BFGS-B. On logits of a confident model the problem
-is badly conditioned (L-BFGS needs thousands of iterations: capped at 500 it stopped short of
+is badly conditioned (L-BFGS needs thousands of iterations: capped at 500 it stops short of
 the optimum on a few hundred samples), so both fits stop on a tolerance — the largest
 gradient entry below ``tol``, or no decrease left at float64 resolution — and a fit that
 reaches ``max_iter`` first warns with scikit-learn's ``ConvergenceWarning``, naming the
