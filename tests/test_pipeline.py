@@ -93,7 +93,7 @@ def test_defaults_are_filled_in(test_config):
         test_config.pop(key, None)
     test_config["training"] = {}
     config = validate_config(test_config, SCHEMA)
-    assert config["download"] is False and config["compile"] is False and config["device"] == "auto"
+    assert config["download"] is False and config["compile"] == "auto" and config["device"] == "auto"
     assert config["training"] == {"threads": 1, "mem_mb": 2000, "runtime": 30, "gpu": 0, "retries": 1, "by_recipe": {}}
 
 
@@ -208,7 +208,7 @@ def test_run_directory_with_other_settings_fails_loudly(tmp_path, test_config):
 
 def test_run_directory_with_the_same_settings_or_another_device_is_reused(tmp_path, test_config):
     plan = build_plan(validate_config(test_config, SCHEMA))
-    _write_run_config(tmp_path, plan, plan.runs["digits/cnn_small/ce/tiny/seed0"], device="cuda", compile=True)
+    _write_run_config(tmp_path, plan, plan.runs["digits/cnn_small/ce/tiny/seed0"], device="cuda", compile="cudagraphs")
     _write_run_config(tmp_path, plan, plan.runs["digits/cnn_small/focal1/tiny/seed0"])
     check_run_directories(plan, tmp_path)  # device and compile do not change a run's numbers
 
