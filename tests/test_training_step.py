@@ -155,7 +155,7 @@ def step_training(name, reduction, clip, step_class=TrainStep, mode="none", chec
     optimizer = optimizer_of(model, reduction, batches)
     ignore = getattr(loss_fn, "ignore_index", None)
     step = step_class(model, model, loss_fn, optimizer, lambda loss, y: descended(loss, y, reduction, ignore),
-                      contextlib.nullcontext, grad_clip_norm=clip, ignore_index=IGNORE,
+                      None, grad_clip_norm=clip, ignore_index=IGNORE,
                       plan=CompilePlan(mode, mode), device=torch.device("cpu"))
     totals = []
     for epoch in range(EPOCHS):
@@ -204,7 +204,7 @@ def test_epoch_totals_match_the_batches_and_a_replayed_divergence_names_its_batc
         return value * float("nan") if calls["n"] == 8 else value
 
     optimizer = optimizer_of(model)
-    step = ReplayedStep(model, model, poisoned, optimizer, lambda loss, y: loss, contextlib.nullcontext,
+    step = ReplayedStep(model, model, poisoned, optimizer, lambda loss, y: loss, None,
                         grad_clip_norm=None, ignore_index=IGNORE, plan=CompilePlan("cudagraphs", "cudagraphs"),
                         device=torch.device("cpu"))
     step.begin_epoch()
@@ -216,7 +216,7 @@ def test_epoch_totals_match_the_batches_and_a_replayed_divergence_names_its_batc
     # without poison: the totals are the sums over the batches, computed here from the logits
     model, loss_fn, batches = make_problem("cross_entropy", seed=1)
     optimizer = optimizer_of(model)
-    step = TrainStep(model, model, loss_fn, optimizer, lambda loss, y: loss, contextlib.nullcontext,
+    step = TrainStep(model, model, loss_fn, optimizer, lambda loss, y: loss, None,
                      grad_clip_norm=None, ignore_index=IGNORE, plan=CompilePlan("none", "none"), device=torch.device("cpu"))
     step.begin_epoch()
     expected = {"loss_sum": 0.0, "nll_sum": 0.0, "correct": 0}
@@ -308,3 +308,14 @@ def test_compile_reads_a_yes_no_as_the_two_modes_it_meant():
     assert run_config(True).fingerprint() == run_config("cudagraphs").fingerprint()  # not part of the identity
     with pytest.raises(ValueError, match=r"compile = 'graphs' is not one of"):
         run_config("graphs")
+
+
+def test_autocast_keeps_no_weight_cache_under_cuda_graphs():
+    """A graph replays the casts it recorded; a cache of cast weights would outlive the capture."""
+    model = torch.nn.Linear(3, 2)
+    for mode, cached in (("none", True), ("cudagraphs", False)):
+        step = TrainStep(model, model, None, None, None, torch.bfloat16, grad_clip_norm=None, ignore_index=IGNORE,
+                         plan=CompilePlan(mode, mode), device=torch.device("cpu"))
+        with step.autocast():
+            assert torch.is_autocast_enabled("cpu") and torch.is_autocast_cache_enabled() == cached
+            assert model(torch.ones(1, 3)).dtype == torch.bfloat16

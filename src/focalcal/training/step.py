@@ -26,6 +26,7 @@ On the CPU, and with an optimiser torch cannot capture (Adagrad), the graph mode
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 import torch
@@ -133,12 +134,13 @@ class TrainStep:
     an epoch's first batch, ``end_epoch()`` after its last returns its :class:`EpochTotals`.
 
     ``forward`` is the model (or its compiled wrapper); ``objective(loss, targets)`` what the
-    step descends; ``autocast`` a context factory (bf16 on CUDA)."""
+    step descends; ``autocast_dtype`` the forward's autocast type (bf16 on CUDA; None: full
+    precision)."""
 
-    def __init__(self, model, forward, loss_fn, optimizer, objective, autocast, *, grad_clip_norm: float | None,
-                 ignore_index: int, plan: CompilePlan, device: torch.device) -> None:
+    def __init__(self, model, forward, loss_fn, optimizer, objective, autocast_dtype: torch.dtype | None, *,
+                 grad_clip_norm: float | None, ignore_index: int, plan: CompilePlan, device: torch.device) -> None:
         self.model, self.forward, self.loss_fn, self.optimizer = model, forward, loss_fn, optimizer
-        self.objective, self.autocast = objective, autocast
+        self.objective, self.autocast_dtype = objective, autocast_dtype
         self.grad_clip_norm, self.ignore_index = grad_clip_norm, ignore_index
         self.plan, self.device = plan, device
         self.parameters = list(model.parameters())
@@ -169,6 +171,13 @@ class TrainStep:
             self._warm_up(inputs, targets)
         else:
             self._capture(inputs, targets)
+
+    def autocast(self):
+        if self.autocast_dtype is None:
+            return contextlib.nullcontext()
+        # A graph replays the casts it recorded; autocast's cache of cast weights would outlive
+        # the capture, so it is off under CUDA graphs (as torch's CUDA-graph notes ask).
+        return torch.autocast(self.device.type, dtype=self.autocast_dtype, cache_enabled=self.plan.mode != "cudagraphs")
 
     def _train(self, inputs: torch.Tensor, targets: torch.Tensor) -> None:
         """The step itself: everything here stays on the device."""

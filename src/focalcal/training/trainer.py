@@ -100,7 +100,7 @@ class Trainer:
         # The step calls through the trainer's forward and loss_fn, so a wrapper set on them takes effect.
         self.step = TrainStep(self.model, lambda inputs: self.forward(inputs),
                               lambda logits, targets: self.loss_fn(logits, targets), self.optimizer, self.objective,
-                              self.setup.autocast, grad_clip_norm=config.recipe.grad_clip_norm,
+                              self.setup.autocast_dtype, grad_clip_norm=config.recipe.grad_clip_norm,
                               ignore_index=self.ignore_index, plan=self.compile_plan, device=device)
         self.history: list[dict] = []
         self.reliability: list[pd.DataFrame] = []
