@@ -29,14 +29,22 @@ check_run_directories(PLAN)
 os.environ.setdefault("FOCALCAL_KERNEL_BUILD", "never")
 
 DATA_ROOT = config["data_root"]
+
+
 # On a cluster one run's train, export and calibrate (or segmentation evaluation) jobs are one
 # group: one submission, one allocation, one queue wait; each stays its own rule and target.
 # Ignored locally. profiles/slurm sets how many runs' groups share a submission; runs that
 # share GPUs (training.runs_per_gpu = N > 1) are their own group, N of them per submission.
-RUN_GROUP = lambda wildcards: PLAN.run_group(PLAN.run(wildcards))
-if SHARED_GPU_GROUP not in workflow.group_settings.group_components:  # --group-components can still say
-    workflow.group_settings.group_components = workflow.group_settings.group_components.set(
-        SHARED_GPU_GROUP, config["training"]["runs_per_gpu"]
+def RUN_GROUP(wildcards):
+    return PLAN.run_group(PLAN.run(wildcards))
+
+
+# N runs sharing GPUs per submission, unless --group-components names the group itself
+if SHARED_GPU_GROUP not in workflow.group_settings.group_components:
+    workflow.group_settings.group_components = (
+        workflow.group_settings.group_components.set(
+            SHARED_GPU_GROUP, config["training"]["runs_per_gpu"]
+        )
     )
 RUN = RUN_PATTERN
 # The model wildcard of the rules that train (or use a checkpoint) and of import_logits: a
