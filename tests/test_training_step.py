@@ -237,7 +237,7 @@ def test_epoch_totals_match_the_batches_and_a_replayed_divergence_names_its_batc
 
 
 def test_the_feature_norm_hook_keeps_no_python_state_so_compile_traces_once():
-    """A Python counter in the hook changed on every batch and made torch.compile recompile."""
+    """A Python counter in the hook would change on every batch and make torch.compile recompile."""
     from torch._dynamo.testing import CompileCounter
 
     torch._dynamo.reset()
