@@ -190,12 +190,13 @@ def time_reference(model_name: str, device: str = "cuda") -> dict:
 
 
 # -------------------------------------------------------------------------- packing
-def pack_worker(barrier: str, n: int, index: int, data_root: str) -> None:
+def pack_worker(barrier: str, n: int, index: int, data_root: str, model: str = "resnet50",
+                device: str = "cuda") -> None:
     """One of ``n`` concurrent runs: warm up, wait until all are warm, time one epoch, print JSON."""
     with tempfile.TemporaryDirectory() as run_dir:
-        trainer = our_trainer("resnet50", "cudagraphs", run_dir, data_root)
+        trainer = our_trainer(model, "cudagraphs", run_dir, data_root, device=device)
         trainer.train_one_epoch(1)
-        torch.cuda.synchronize()
+        synchronize(device)
         Path(barrier, f"ready{index}").touch()
         while len(list(Path(barrier).glob("ready*"))) < n:
             time.sleep(0.05)
@@ -205,10 +206,12 @@ def pack_worker(barrier: str, n: int, index: int, data_root: str) -> None:
         print(json.dumps(measurement(int(trainer.train_y.shape[0]), seconds)), flush=True)
 
 
-def time_packing(n: int, data_root: str) -> dict:
+def time_packing(n: int, data_root: str, model: str = "resnet50", device: str = "cuda") -> dict:
     with tempfile.TemporaryDirectory() as barrier:
-        workers = [subprocess.Popen([sys.executable, "-m", "bench.bench_gpu", "--pack-worker", barrier, str(n),
-                                     str(i), data_root], stdout=subprocess.PIPE, text=True, cwd=BENCH_DIR.parent)
+        arguments = [barrier, str(n), "0", data_root, model, device, str(STEPS), str(BATCH)]
+        workers = [subprocess.Popen([sys.executable, "-m", "bench.bench_gpu", "--pack-worker",
+                                     *arguments[:2], str(i), *arguments[3:]], stdout=subprocess.PIPE, text=True,
+                                    cwd=BENCH_DIR.parent)
                    for i in range(n)]
         results = []
         for worker in workers:
@@ -232,14 +235,16 @@ def git_commit() -> str:
 def ratios(results: dict) -> dict:
     out = {}
     for arch, rows in results["architectures"].items():
+        ours = {k: v for k, v in rows.items() if k not in ("reference", "fp32 none") and "error" not in v}
+        if not ours or "error" in rows["reference"] or "error" in rows["fp32 none"]:
+            continue
         reference, fp32 = rows["reference"]["images_per_s"], rows["fp32 none"]["images_per_s"]
-        ours = {k: v for k, v in rows.items() if k not in ("reference", "fp32 none")}
         best = max(ours, key=lambda k: ours[k]["images_per_s"])
         out[arch] = {"fastest": best, "vs_reference": round(ours[best]["images_per_s"] / reference, 2),
                      "vs_own_fp32_eager": round(ours[best]["images_per_s"] / fp32, 2)}
     packing = results.get("packing") or []
     reference = results["architectures"].get("resnet50", {}).get("reference")
-    if packing and reference:
+    if packing and reference and "error" not in reference:
         out["packing_vs_reference_one_run"] = {str(p["runs"]): round(p["images_per_s"] / reference["images_per_s"], 2)
                                                for p in packing}
     return out
@@ -251,16 +256,22 @@ def table(results: dict) -> str:
              f"seconds per epoch scaled to {PAPER_TRAIN_IMAGES:,} images.", "",
              "| architecture | loop | s / epoch | images/s | × reference |", "|---|---|---|---|---|"]
     for arch, rows in results["architectures"].items():
-        reference = rows["reference"]["images_per_s"]
+        reference = rows["reference"].get("images_per_s")
         for name, row in rows.items():
-            lines.append(f"| {arch} | {name} | {row['s_per_epoch_45k']:.2f} | {row['images_per_s']:,.0f} | "
-                         f"{row['images_per_s'] / reference:.2f}× |")
+            if "error" in row:
+                lines.append(f"| {arch} | {name} | failed: {row['error']} | | |")
+                continue
+            ratio = f"{row['images_per_s'] / reference:.2f}×" if reference else "–"
+            lines.append(f"| {arch} | {name} | {row['s_per_epoch_45k']:.2f} | {row['images_per_s']:,.0f} | {ratio} |")
     if results.get("packing"):
         lines += ["", "| ResNet-50 runs on the GPU (cudagraphs) | images/s, all runs | × reference, one run |",
                   "|---|---|---|"]
+        by_runs = results["ratios"].get("packing_vs_reference_one_run", {})
         for row in results["packing"]:
-            ratio = results["ratios"]["packing_vs_reference_one_run"][str(row["runs"])]
-            lines.append(f"| {row['runs']} | {row['images_per_s']:,.0f} | {ratio:.2f}× |")
+            ratio = f"{by_runs[str(row['runs'])]:.2f}×" if str(row["runs"]) in by_runs else "–"
+            lines.append(f"| {row['runs']} | {row['images_per_s']:,.0f} | {ratio} |")
+    if results.get("packing_error"):
+        lines += ["", f"Packing stopped: {results['packing_error']}"]
     return "\n".join(lines)
 
 
@@ -285,33 +296,58 @@ def main(quick: bool = False) -> None:
                "commit": git_commit(), "batch_size": BATCH, "steps_per_epoch": STEPS, "architectures": {}}
     with tempfile.TemporaryDirectory() as data_root:
         for arch in architectures:
-            rows = {"reference": time_reference(arch), "fp32 none": time_ours(arch, "none", data_root, True),
-                    "bf16 none": time_ours(arch, "none", data_root), "bf16 cudagraphs": time_ours(arch, "cudagraphs", data_root)}
+            loops = {"reference": (time_reference, arch), "fp32 none": (time_ours, arch, "none", data_root, True),
+                     "bf16 none": (time_ours, arch, "none", data_root),
+                     "bf16 cudagraphs": (time_ours, arch, "cudagraphs", data_root)}
             if arch == "resnet50" and not quick:
-                rows["bf16 default"] = time_ours(arch, "default", data_root)
-            results["architectures"][arch] = rows
-            for name, row in rows.items():
-                print(f"{arch:22s} {name:16s} {row['s_per_epoch_45k']:7.2f} s/epoch {row['images_per_s']:9,.0f} images/s "
-                      f"({time.perf_counter() - started:.0f} s so far)", flush=True)
+                loops["bf16 default"] = (time_ours, arch, "default", data_root)
+            rows = results["architectures"][arch] = {}
+            for name, (function, *arguments) in loops.items():
+                rows[name] = attempt(function, *arguments)
+                row = rows[name]
+                figures = (f"{row['s_per_epoch_45k']:7.2f} s/epoch {row['images_per_s']:9,.0f} images/s"
+                           if "error" not in row else f"failed: {row['error']}")
+                print(f"{arch:22s} {name:16s} {figures} ({time.perf_counter() - started:.0f} s so far)", flush=True)
+        write_results(results, started)  # the per-architecture figures are kept if packing fails
         results["packing"] = []
         for n in PACKING[:2] if quick else PACKING:
-            results["packing"].append(time_packing(n, data_root))
+            try:
+                results["packing"].append(time_packing(n, data_root))
+            except RuntimeError as error:
+                results["packing_error"] = str(error)
+                print(f"packing stopped: {error}", flush=True)
+                break
             print(f"packing {n}: {results['packing'][-1]['images_per_s']:,.0f} images/s", flush=True)
-    results["ratios"] = ratios(results)
-    results["total_s"] = round(time.perf_counter() - started, 1)
-    RESULTS.write_text(json.dumps(results, indent=1) + "\n")
-    write_table(table(results))
+    write_results(results, started)
     print(json.dumps(results["ratios"], indent=1))
     print(f"wrote {RESULTS} and the table in {README} ({results['total_s']:.0f} s)")
 
 
+def attempt(function, *arguments) -> dict:
+    """One measurement, or its error: one failing loop must not lose the run's other figures."""
+    try:
+        return function(*arguments)
+    except Exception as error:  # noqa: BLE001 - recorded in the results and the table
+        torch.cuda.empty_cache()
+        return {"error": f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"[:300]}
+
+
+def write_results(results: dict, started: float) -> None:
+    results["ratios"] = ratios(results)
+    results["total_s"] = round(time.perf_counter() - started, 1)
+    RESULTS.write_text(json.dumps(results, indent=1) + "\n")
+    write_table(table(results))
+
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser()
-    parser.add_argument("--pack-worker", nargs=4, metavar=("BARRIER", "N", "INDEX", "DATA_ROOT"))
+    parser.add_argument("--pack-worker", nargs=8,
+                        metavar=("BARRIER", "N", "INDEX", "DATA_ROOT", "MODEL", "DEVICE", "STEPS", "BATCH"))
     arguments = parser.parse_args()
     if arguments.pack_worker:
-        barrier, n, index, root = arguments.pack_worker
+        barrier, n, index, root, model, device, STEPS, BATCH = arguments.pack_worker
+        STEPS, BATCH = int(STEPS), int(BATCH)
         os.environ.setdefault("OMP_NUM_THREADS", "1")
-        pack_worker(barrier, int(n), int(index), root)
+        pack_worker(barrier, int(n), int(index), root, model, device)
     else:
         main()

@@ -35,6 +35,29 @@ def test_both_loops_run_on_the_cpu(monkeypatch, tmp_path):
         assert row["s_per_epoch_45k"] == pytest.approx(45_000 / row["images_per_s"], rel=1e-2)
 
 
+def test_packed_runs_train_together_on_the_cpu(monkeypatch, tmp_path):
+    """The packing path (worker processes behind a barrier), 2 small runs on the CPU."""
+    monkeypatch.setattr(bench_gpu, "STEPS", 2)
+    monkeypatch.setattr(bench_gpu, "BATCH", 16)
+    bench_gpu.time_ours("resnet8", "none", str(tmp_path), device="cpu")  # the data, made once before the workers
+    packed = bench_gpu.time_packing(2, str(tmp_path), model="resnet8", device="cpu")
+    assert packed["runs"] == 2 and [row["images"] for row in packed["per_run"]] == [32, 32]
+    assert packed["images_per_s"] == pytest.approx(sum(row["images_per_s"] for row in packed["per_run"]), abs=0.2)
+
+
+def test_a_failing_loop_is_recorded_and_the_others_kept():
+    def broken():
+        raise RuntimeError("CUDA error: operation not permitted when stream is capturing\nmore")
+
+    assert bench_gpu.attempt(broken) == {"error": "RuntimeError: CUDA error: operation not permitted when stream is capturing"}
+    rows = {"reference": bench_gpu.measurement(100, 1.0), "fp32 none": bench_gpu.measurement(100, 0.5),
+            "bf16 cudagraphs": bench_gpu.attempt(broken), "bf16 none": bench_gpu.measurement(100, 0.25)}
+    results = {"device": "GPU", "torch": "2.x", "date": "today", "commit": "abc", "architectures": {"resnet50": rows}}
+    results["ratios"] = bench_gpu.ratios(results)
+    assert results["ratios"]["resnet50"]["fastest"] == "bf16 none"
+    assert "| resnet50 | bf16 cudagraphs | failed: RuntimeError" in bench_gpu.table(results)
+
+
 def test_the_table_and_ratios(monkeypatch, tmp_path):
     def row(rate):
         return bench_gpu.measurement(12_800, 12_800 / rate)
