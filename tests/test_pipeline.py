@@ -93,8 +93,9 @@ def test_defaults_are_filled_in(test_config):
         test_config.pop(key, None)
     test_config["training"] = {}
     config = validate_config(test_config, SCHEMA)
-    assert config["download"] is False and config["compile"] is False and config["device"] == "auto"
-    assert config["training"] == {"threads": 1, "mem_mb": 2000, "runtime": 30, "gpu": 0, "retries": 1, "by_recipe": {}}
+    assert config["download"] is False and config["compile"] == "auto" and config["device"] == "auto"
+    assert config["training"] == {"threads": 1, "mem_mb": 2000, "runtime": 30, "gpu": 0, "runs_per_gpu": 1, "retries": 1,
+                                  "by_recipe": {}}
 
 
 def test_schema_recipe_matches_the_trainer_recipe():
@@ -154,9 +155,23 @@ def test_chained_method_carries_the_temperature_scaling_it_follows():
 def test_training_resources_default_and_per_recipe_override():
     plan = build_plan(validated(STUDIES / "mukhoti2020.yaml"))
     run = plan.runs["cifar10/resnet50/ce/cifar_350/seed0"]
-    assert plan.train_resources(run) == {"threads": 8, "mem_mb": 32000, "runtime": 2880, "gpu": 1}
+    assert plan.train_resources(run) == {"threads": 8, "mem_mb": 32000, "runtime": 2880, "gpu": 1, "gpu_slots": 1,
+                                         "gres": None}
     plan = build_plan(validated(ROOT / "config" / "test.yaml"))
-    assert plan.train_resources(next(iter(plan.runs.values()))) == {"threads": 1, "mem_mb": 1000, "runtime": 10, "gpu": 0}
+    assert plan.train_resources(next(iter(plan.runs.values()))) == {"threads": 1, "mem_mb": 1000, "runtime": 10, "gpu": 0,
+                                                                     "gpu_slots": 0, "gres": None}
+
+
+def test_runs_sharing_a_gpu_ask_for_it_once_per_submission():
+    """runs_per_gpu > 1: the GPU is asked for as a --gres string, which Snakemake does not sum over
+    the parallel jobs of a group (an integer ``gpu`` it would: N runs, N GPUs)."""
+    config = validated(STUDIES / "mukhoti2020.yaml")
+    config["training"]["runs_per_gpu"] = 4
+    plan = build_plan(config)
+    gpu_run, cpu_run = plan.runs["cifar10/resnet50/ce/cifar_350/seed0"], plan.runs["sst/tree_lstm/ce/sst_adagrad_25/seed0"]
+    assert plan.train_resources(gpu_run) == {"threads": 8, "mem_mb": 32000, "runtime": 2880, "gpu": 0, "gpu_slots": 1,
+                                             "gres": "gpu:1"}
+    assert plan.train_resources(cpu_run)["gres"] is None and plan.train_resources(cpu_run)["gpu_slots"] == 0
 
 
 # Training jobs each paper's grid implies (see the comment at the top of each study file).
@@ -208,7 +223,7 @@ def test_run_directory_with_other_settings_fails_loudly(tmp_path, test_config):
 
 def test_run_directory_with_the_same_settings_or_another_device_is_reused(tmp_path, test_config):
     plan = build_plan(validate_config(test_config, SCHEMA))
-    _write_run_config(tmp_path, plan, plan.runs["digits/cnn_small/ce/tiny/seed0"], device="cuda", compile=True)
+    _write_run_config(tmp_path, plan, plan.runs["digits/cnn_small/ce/tiny/seed0"], device="cuda", compile="cudagraphs")
     _write_run_config(tmp_path, plan, plan.runs["digits/cnn_small/focal1/tiny/seed0"])
     check_run_directories(plan, tmp_path)  # device and compile do not change a run's numbers
 

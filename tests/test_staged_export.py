@@ -24,7 +24,7 @@ IDENTITY = {
     "recipe": {"epochs": 3, "batch_size": 64, "optimizer": {"name": "sgd", "lr": 0.1, "momentum": 0.9}},
     "seed": 1,
 }
-EXECUTION = {"device": "cpu", "compile": False}
+EXECUTION = {"device": "cpu", "compile": "none"}
 
 
 @pytest.fixture

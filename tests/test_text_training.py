@@ -65,7 +65,7 @@ def test_the_workflow_training_job_stages_a_tree_runs_root_logits_for_export(tmp
                 "recipe": {"epochs": 1, "batch_size": 50, "optimizer": {"name": "adagrad", "lr": 0.05, "weight_decay": 0.0},
                            "reliability_epochs": [1], "gradient_norm_epochs": [1]}}
     run_dir = tmp_path / "run"
-    jobs.train(identity, {"device": "cpu", "compile": False}, run_dir, tmp_path / "data", threads=1)
+    jobs.train(identity, {"device": "cpu", "compile": "none"}, run_dir, tmp_path / "data", threads=1)
     jobs.export_logits(run_dir, tmp_path / "data", threads=1)
     logits = np.load(run_dir / "logits.npz")
     assert logits["val_logits"].shape[1] == 2 and logits["test_labels"].ndim == 1

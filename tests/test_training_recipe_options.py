@@ -225,7 +225,7 @@ def test_run_config_json_records_both_keys(tmp_path, data_root):
                 if key != "device"}
     threads = torch.get_num_threads()
     try:
-        jobs.train(identity, {"device": "cpu", "compile": False}, tmp_path, data_root, threads=threads)
+        jobs.train(identity, {"device": "cpu", "compile": "none"}, tmp_path, data_root, threads=threads)
     finally:
         torch.set_num_threads(threads)
     recorded = json.loads((tmp_path / "run_config.json").read_text())

@@ -213,7 +213,7 @@ def _assert_rewritten_not_retrained(workdir: Path, before: dict) -> None:
     assert "epoch 1/15" not in log
 
 
-@pytest.mark.parametrize("setting", ["device: auto", "compile: true"])
+@pytest.mark.parametrize("setting", ["device: auto", "compile: cudagraphs"])
 def test_execution_settings_do_not_replan_finished_runs(finished_copy, tmp_path, setting):
     changed = tmp_path / "changed.yaml"
     changed.write_text(re.sub(r"^device: cpu$", setting, TEST_CONFIG.read_text(), flags=re.M))

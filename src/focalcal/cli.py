@@ -1,5 +1,5 @@
 """Command line: ``focalcal calibrate``, ``focalcal train``, ``focalcal export-logits``,
-``focalcal build-kernels`` (also ``python -m focalcal``)."""
+``focalcal plan``, ``focalcal build-kernels`` (also ``python -m focalcal``)."""
 
 from __future__ import annotations
 
@@ -32,7 +32,15 @@ def main(argv: list[str] | None = None) -> int:
             sub.add_argument("--progress", choices=("auto", "bar", "lines"), default="auto")
     commands.add_parser("build-kernels", help="compile the fused CPU loss kernels once (shared by every checkout)")
     _add_calibrate_parser(commands)
+    sub = commands.add_parser("plan", help="each study's training budget in GPU-hours, before it runs")
+    sub.add_argument("configfile", help="workflow config (e.g. config/studies/mukhoti2020.yaml)")
+    sub.add_argument("--gpu-results", default="bench/gpu_results.json",
+                     help="what `python -m bench gpu` measured (default: bench/gpu_results.json)")
+    sub.add_argument("--gpu", help="the GPU the studies will run on (default: the one measured)")
+    sub.add_argument("--schema", default="workflow/schemas/config.schema.yaml", help="the workflow's config schema")
     args = parser.parse_args(argv)
+    if args.command == "plan":
+        return _plan(args)
     if args.command == "build-kernels":
         return _build_kernels()
     if args.command == "calibrate":
@@ -52,6 +60,20 @@ def main(argv: list[str] | None = None) -> int:
         export_run_logits(config, args.run_dir, data_root=args.data_root)
     return 0
 
+
+
+def _plan(args) -> int:
+    from focalcal.pipeline import ConfigError, build_plan, load_config_file, validate_config
+    from focalcal.pipeline.budget import describe, load_gpu_results, study_budgets
+
+    try:
+        plan = build_plan(validate_config(load_config_file(args.configfile), args.schema))
+        results = load_gpu_results(args.gpu_results)
+    except (ConfigError, ValueError, OSError) as error:
+        print(f"focalcal plan: {error}", file=sys.stderr)
+        return 2
+    print(describe(study_budgets(plan, results), results, args.gpu_results, args.gpu))
+    return 0
 
 
 def _add_calibrate_parser(commands) -> None:

@@ -22,6 +22,7 @@ rule calibrate:
     resources:
         mem_mb=2000,
         runtime=30,
+        gres=run_resource("gres"),  # the same as its group's training job (runs sharing a GPU)
     params:
         calibrators=lambda wildcards: PLAN.calibrators[PLAN.run(wildcards).path],
         ece_bins=config["ece_bins"],

@@ -9,7 +9,7 @@ from focalcal.pipeline import (
     check_run_directories,
     validate_config,
 )
-from focalcal.pipeline.plan import RUN_PATTERN
+from focalcal.pipeline.plan import RUN_PATTERN, SHARED_GPU_GROUP
 from focalcal.report.rules import one_of
 
 check_config_files(workflow.overwrite_configfiles or workflow.configfiles)
@@ -29,10 +29,23 @@ check_run_directories(PLAN)
 os.environ.setdefault("FOCALCAL_KERNEL_BUILD", "never")
 
 DATA_ROOT = config["data_root"]
+
+
 # On a cluster one run's train, export and calibrate (or segmentation evaluation) jobs are one
 # group: one submission, one allocation, one queue wait; each stays its own rule and target.
-# Ignored locally. profiles/slurm sets how many runs' groups share a submission.
-RUN_GROUP = "run"
+# Ignored locally. profiles/slurm sets how many runs' groups share a submission; runs that
+# share GPUs (training.runs_per_gpu = N > 1) are their own group, N of them per submission.
+def RUN_GROUP(wildcards):
+    return PLAN.run_group(PLAN.run(wildcards))
+
+
+# N runs sharing GPUs per submission, unless --group-components names the group itself
+if SHARED_GPU_GROUP not in workflow.group_settings.group_components:
+    workflow.group_settings.group_components = (
+        workflow.group_settings.group_components.set(
+            SHARED_GPU_GROUP, config["training"]["runs_per_gpu"]
+        )
+    )
 RUN = RUN_PATTERN
 # The model wildcard of the rules that train (or use a checkpoint) and of import_logits: a
 # run's model key says which of the two makes its files.
@@ -48,7 +61,7 @@ def data_root_from_marker(marker):
 
 
 def run_resource(name):
-    """The resource ``name`` (threads, mem_mb, runtime, gpu) of the run a job's wildcards
+    """The resource ``name`` (threads, mem_mb, runtime, gpu, gpu_slots, gres) of the run a job's wildcards
     name: training, logit export and segmentation evaluation load the run's model and data.
     """
     return lambda wildcards: PLAN.train_resources(PLAN.run(wildcards))[name]

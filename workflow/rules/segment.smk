@@ -32,6 +32,8 @@ rule evaluate_segmentation:
         mem_mb=run_resource("mem_mb"),
         runtime=30,
         gpu=run_resource("gpu"),
+        gpu_slots=run_resource("gpu_slots"),
+        gres=run_resource("gres"),
     params:
         run_dir=lambda wildcards: PLAN.run(wildcards).run_dir,
         data_root=lambda wildcards, input: data_root_from_marker(input.data),

@@ -27,6 +27,8 @@ rule train:
         mem_mb=run_resource("mem_mb"),
         runtime=run_resource("runtime"),
         gpu=run_resource("gpu"),
+        gpu_slots=run_resource("gpu_slots"),
+        gres=run_resource("gres"),
     params:
         run_identity=lambda wildcards: PLAN.run_identity(PLAN.run(wildcards)),
         run_dir=lambda wildcards: PLAN.run(wildcards).run_dir,

@@ -8,6 +8,7 @@ override ``reduce_valid`` instead.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Sequence
 
@@ -17,6 +18,30 @@ from torch import nn
 from focalcal._validation import real_array
 
 REDUCTIONS = ("mean", "sum", "none")
+
+_SYNC_FREE_FORCED = [0]  # depth of nested ``sync_free()`` blocks
+
+
+@contextlib.contextmanager
+def sync_free():
+    """Inside this block every loss takes its sync-free path, on any device (see ``avoid_host_sync``)."""
+    _SYNC_FREE_FORCED[0] += 1
+    try:
+        yield
+    finally:
+        _SYNC_FREE_FORCED[0] -= 1
+
+
+def avoid_host_sync(tensor: torch.Tensor) -> bool:
+    """Whether a loss must not read a value back to the host for ``tensor``.
+
+    A read-back (``float(t)``, ``bool(t)``, a boolean-mask index) stalls a GPU until its queue
+    drains and cannot be captured in a CUDA graph or traced by ``torch.compile``, so on a GPU,
+    while compiling, and inside :func:`sync_free` losses branch on the device instead
+    (``torch.where`` over both branches). On the CPU a read-back costs nothing and the
+    branching paths skip work, so they stay the default there. Both paths give the same loss.
+    """
+    return bool(_SYNC_FREE_FORCED[0]) or tensor.device.type != "cpu" or torch.compiler.is_compiling()
 
 
 class Loss(nn.Module):

@@ -30,6 +30,8 @@ import torch
 import torch.nn.functional as F
 from torch.autograd.function import once_differentiable
 
+from ._base import avoid_host_sync
+
 
 @dataclass
 class SoftmaxParts:
@@ -67,6 +69,9 @@ class SoftmaxParts:
         (computed only for those rows)."""
         finfo = torch.finfo(self.rest.dtype)
         log_rest = torch.log(self.rest)
+        if avoid_host_sync(self.rest):  # the logsumexp for every row, kept where it is needed
+            others = torch.logsumexp(self.log_p.scatter(1, self.top, float("-inf")), dim=1, keepdim=True)
+            return torch.where(self.rest < finfo.tiny / finfo.eps, others, log_rest)
         if float(self.rest.amin()) < finfo.tiny / finfo.eps:  # below this the sum has lost precision
             underflow = self.rest < finfo.tiny / finfo.eps
             pixels = underflow.squeeze(1)

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import torch
 
-from ._base import Loss, cast_like, check_number, check_targets
+from ._base import Loss, avoid_host_sync, cast_like, check_number, check_targets
 from .focal import focal_of_target
 
 BIN_BY = ("true_class", "predicted")
@@ -152,7 +152,9 @@ class AdaFocalLoss(Loss):
         return self.reduced(logits, index, "none")
 
     def reduced(self, logits, index, reduction):
-        return focal_of_target(logits, index, self._gamma_of_prediction, has_inverse=self._has_inverse(),
+        # Sync-free, every element takes the γ-signed formula, which equals the focal one where γ ≥ 0.
+        has_inverse = True if avoid_host_sync(logits) else self._has_inverse()
+        return focal_of_target(logits, index, self._gamma_of_prediction, has_inverse=has_inverse,
                                reduction=reduction)
 
     def hyperparameters(self):

@@ -50,7 +50,7 @@ import torch.nn.functional as F
 from torch.autograd.function import once_differentiable
 
 from . import _fused
-from ._base import Loss, check_number
+from ._base import Loss, avoid_host_sync, check_number
 
 NORMALIZATIONS = ("count", "weight")
 #: The released code's constants: added to each count product, and under the square root.
@@ -128,6 +128,34 @@ def _mmce_weights(confidence, one_minus_confidence, correct, weighted):
     if not both:
         return torch.zeros_like(confidence), None
     return weight_correct / totals[0] - weight_wrong / totals[1], totals
+
+
+def _mmce_norm_on_device(confidence, one_minus_confidence, correct, member, *, bandwidth: float, weighted: bool,
+                         normalization: str) -> torch.Tensor:
+    """The regulariser of ``mmce_norm`` over the samples ``member`` marks, with the group counts
+    and totals kept on the device (every branch a ``torch.where``): no read-back, so it can be
+    captured in a CUDA graph. The same value as the eager estimators, by autograd."""
+    dtype = confidence.dtype
+    kernel = torch.exp(-(confidence.unsqueeze(0) - confidence.unsqueeze(1)).abs() / bandwidth)
+    in_correct, in_wrong = (correct & member).to(dtype), (~correct & member).to(dtype)
+    if not weighted:
+        w = torch.where(correct, one_minus_confidence, -confidence) * member.to(dtype) / member.sum().clamp_min(1)
+        return _norm_from_square(w @ kernel @ w)
+    u_correct, u_wrong = one_minus_confidence * in_correct, confidence * in_wrong
+    if normalization == "count":
+        m, n = in_correct.sum(), in_wrong.sum()
+        both = (m > 0) & (n > 0)
+        m, n = torch.where(both, m, 1.0), torch.where(both, n, 1.0)
+        a, b, c = (1.0 / (m * m * (m * m + COUNT_EPSILON)), 1.0 / (n * n * (n * n + COUNT_EPSILON)),
+                   1.0 / (m * n * (m * n + COUNT_EPSILON)))
+        square = (a * (u_correct @ kernel @ u_correct) + b * (u_wrong @ kernel @ u_wrong)
+                  - 2 * c * (u_correct @ kernel @ u_wrong))
+        return torch.where(both, _norm_from_square(square + ROOT_EPSILON), 0.0)
+    total_correct, total_wrong = u_correct.sum(), u_wrong.sum()
+    both = (total_correct > 0) & (total_wrong > 0)
+    w = u_correct / torch.where(both, total_correct, 1.0) - u_wrong / torch.where(both, total_wrong, 1.0)
+    w = torch.where(both, w, 0.0)
+    return _norm_from_square(w @ kernel @ w)
 
 
 class _CrossEntropyPlusMMCE(torch.autograd.Function):
@@ -294,6 +322,8 @@ class MMCELoss(Loss):
                          weighted=self.weighted, normalization=self.normalization)
 
     def reduce_valid(self, logits, index, valid):
+        if avoid_host_sync(logits):
+            return self._reduce_on_device(logits, index, valid)
         if logits.dim() > 2:
             return self._reduce_elements(logits, index, valid)
         arguments = (self.lam, self.bandwidth, self.weighted, self.normalization)
@@ -328,6 +358,25 @@ class MMCELoss(Loss):
         loss = torch.zeros(keep.shape, dtype=per_element.dtype, device=per_element.device).masked_scatter(keep, per_element)
         shape = (logits.shape[0], *logits.shape[2:])
         return self._reduce(loss.view(shape).unsqueeze(1), keep.view(shape))
+
+    def _reduce_on_device(self, logits, index, valid):
+        """Per element −log p_y + λ · MMCE of the labelled elements, by autograd and without a
+        read-back (``avoid_host_sync``): (N, K) samples or (N, K, *) tree nodes, 0 where ignored."""
+        if logits.dim() > 2 and index.numel() > MAX_ELEMENTS:  # the labelled count would need a read-back
+            raise ValueError(f"mmce compares every pair of samples (quadratic in the batch): {index.numel():,} "
+                             f"elements of logits {tuple(logits.shape)} exceed {MAX_ELEMENTS:,}")
+        shape = (logits.shape[0], *logits.shape[2:])
+        flat_logits = logits.movedim(1, -1).reshape(-1, logits.shape[1])
+        flat_index = index.movedim(1, -1).reshape(-1, 1)
+        member = torch.ones_like(flat_index.view(-1), dtype=torch.bool) if valid is None else valid.reshape(-1)
+        log_p = torch.log_softmax(flat_logits, dim=1)
+        log_confidence, predicted = log_p.max(dim=1, keepdim=True)
+        log_rest = torch.logsumexp(log_p.scatter(1, predicted, float("-inf")), dim=1)
+        correct = predicted.view(-1) == flat_index.view(-1)
+        norm = _mmce_norm_on_device(log_confidence.view(-1).exp(), log_rest.exp(), correct, member,
+                                    bandwidth=self.bandwidth, weighted=self.weighted, normalization=self.normalization)
+        per_element = log_p.gather(1, flat_index).view(-1).neg() + self.lam * norm
+        return self._reduce(per_element.view(shape).unsqueeze(1), valid)
 
     def hyperparameters(self):
         return {"lam": self.lam, "bandwidth": self.bandwidth, "weighted": self.weighted,

@@ -24,7 +24,7 @@ from torch.autograd.function import once_differentiable
 from focalcal._validation import real_array
 
 from . import _fused
-from ._base import Loss, check_number, class_weight_tensor
+from ._base import Loss, avoid_host_sync, check_number, class_weight_tensor
 from ._classwise import choose, classwise_loss
 
 
@@ -284,7 +284,7 @@ class GeneralizedDiceLoss(Loss):
         self.per_image = per_image
 
     def reduce_valid(self, logits, index, valid):
-        if valid is None and not self.per_image:
+        if valid is None and not self.per_image and not avoid_host_sync(logits):  # the closed form reads sums back
             return _fused.batch_dice(logits, index) if _fused.usable(logits) else self._batch_dice_loss(logits, index)
         n, k = logits.shape[:2]
         probs = torch.softmax(logits, dim=1).reshape(n, k, -1)  # (N, K, pixels); 1 pixel for (N, K)

@@ -28,6 +28,10 @@ IDENTITY_KEYS = ("dataset", "model", "loss", "recipe", "seed")  # what determine
 # How a run is executed, not what it computes: read by the train job from the config, never a rule
 # param, so changing them does not re-plan finished runs.
 EXECUTION_KEYS = ("device", "compile")
+# Snakemake groups of a run's jobs (train, export, calibrate or segmentation evaluation): one
+# cluster submission each, or ``group-components`` of them packed into one.
+RUN_GROUP = "run"
+SHARED_GPU_GROUP = "gpu_run"  # runs_per_gpu of these share one submission and its GPUs
 
 
 # The recipe part of an imported run's path when its grid names no recipe (logits files only).
@@ -143,10 +147,32 @@ class Plan:
         return {**self.run_identity(run), **execution_settings(self.config)}
 
     def train_resources(self, run: Run) -> dict:
+        """What a job that loads the run's model asks the scheduler for: ``threads``, ``mem_mb``,
+        ``runtime`` and ``gpu`` from ``training`` (per recipe under ``by_recipe``), plus
+
+        * ``gpu_slots`` — 1 for a job on a GPU, else 0: ``snakemake --resources gpu_slots=N`` lets
+          N training jobs share a machine's GPUs at once (several runs per GPU);
+        * ``gres`` — with ``training.runs_per_gpu`` > 1, the GPU request as SLURM's ``--gres``
+          string (and ``gpu`` 0): Snakemake sums a group's integer resources over its parallel
+          jobs but passes a string once, so the runs one submission packs share its GPU. None
+          (no such resource) otherwise, so CPU runs packed with GPU runs ask for nothing.
+        """
         training = self.config["training"]
         resources = {key: training[key] for key in ("threads", "mem_mb", "runtime", "gpu")}
         resources.update(training["by_recipe"].get(run.recipe, {}))
+        gpus = resources["gpu"]
+        resources["gpu_slots"] = 1 if gpus else 0
+        shared = gpus and training.get("runs_per_gpu", 1) > 1
+        resources["gres"] = f"gpu:{gpus}" if shared else None
+        if shared:
+            resources["gpu"] = 0
         return resources
+
+    def run_group(self, run: Run) -> str:
+        """The Snakemake group of a run's jobs: :data:`SHARED_GPU_GROUP` for runs that share GPUs
+        (``training.runs_per_gpu`` > 1), :data:`RUN_GROUP` for the others; one submission packs
+        runs of one group only, so every job in it asks for the same ``gres``."""
+        return SHARED_GPU_GROUP if self.train_resources(run)["gres"] else RUN_GROUP
 
     def dataset_keys(self) -> list[str]:
         return sorted({run.dataset for run in self.runs.values()})

@@ -18,6 +18,8 @@ from typing import Any
 OPTIMIZERS = ("sgd", "adam", "adagrad")
 AUGMENTATIONS = ("dataset", "none", "crop_flip", "crop")
 DEVICES = ("auto", "cpu", "cuda")
+# How the training step runs (focalcal.training.step, which documents each); not part of a run's identity.
+COMPILE_MODES = ("auto", "none", "default", "cudagraphs")
 LOSS_REDUCTIONS = ("mean", "sum", "mean_of_sums")
 SELECTIONS = ("final", "best_val_accuracy")
 # Recipe keys added after runs had been checkpointed, with their defaults: left out of the
@@ -92,7 +94,7 @@ class RunConfig:
     recipe: Recipe = field(default_factory=Recipe)
     seed: int = 0
     device: str = "auto"
-    compile: bool = False
+    compile: str = "auto"
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -118,6 +120,8 @@ class RunConfig:
                 raise ValueError(f"run config is missing {key!r}")
             if not isinstance(raw[key], dict) or "name" not in raw[key]:
                 raise ValueError(f"run config {key!r} must be a mapping with a 'name', got {raw[key]!r}")
+        if isinstance(raw.get("compile"), bool):  # a yes/no: torch.compile the model, or not
+            raw["compile"] = "default" if raw["compile"] else "none"
         recipe = dict(raw.pop("recipe", {}) or {})
         _reject_unknown(recipe, Recipe, "recipe")
         optimizer = dict(recipe.pop("optimizer", {}) or {})
@@ -133,6 +137,7 @@ class RunConfig:
         _check_choice("recipe.optimizer.name", recipe.optimizer.name, OPTIMIZERS)
         _check_choice("recipe.augmentation", recipe.augmentation, AUGMENTATIONS)
         _check_choice("device", self.device, DEVICES)
+        _check_choice("compile", self.compile, COMPILE_MODES)
         _check_choice("recipe.loss_reduction", recipe.loss_reduction, LOSS_REDUCTIONS)
         _check_choice("recipe.select", recipe.select, SELECTIONS)
         if recipe.epochs < 1:

@@ -97,8 +97,11 @@ class LastLayerInputs:
     """
 
     def __init__(self, layer: torch.nn.Module) -> None:
-        self._sum: torch.Tensor | None = None
-        self._count = 0
+        # Device tensors updated in place, never rebound: a CUDA graph replays the additions and
+        # torch.compile sees no Python state change (a Python counter would recompile it every batch).
+        device = next(layer.parameters()).device
+        self._sum = torch.zeros((), dtype=torch.float64, device=device)
+        self._count = torch.zeros((), dtype=torch.int64, device=device)
         self._kept: list[torch.Tensor] | None = None
         self.handle = layer.register_forward_hook(self._hook)
 
@@ -106,19 +109,17 @@ class LastLayerInputs:
         features = inputs[0].detach()
         if module.training:
             # over features (channels): one norm per sample or pixel; summed on the device, no sync
-            total = torch.linalg.vector_norm(features, dim=1, dtype=torch.float32).sum()
-            if self._sum is None:
-                self._sum = torch.zeros((), dtype=torch.float64, device=total.device)
-            self._sum += total
-            self._count += features.numel() // features.shape[1]
+            self._sum.add_(torch.linalg.vector_norm(features, dim=1, dtype=torch.float32).sum())
+            self._count.add_(features.numel() // features.shape[1])
         elif self._kept is not None:
             self._kept.append(features.float().cpu())
 
     def epoch_mean_norm(self) -> float:
         """Mean feature norm over the training batches seen since the last call (NaN if none)."""
-        mean = float(self._sum) / self._count if self._count else float("nan")
-        self._sum, self._count = None, 0
-        return mean
+        total, count = torch.stack([self._sum, self._count.double()]).tolist()
+        self._sum.zero_()
+        self._count.zero_()
+        return total / count if count else float("nan")
 
     def keeping(self):
         """Context manager: keep eval-mode features; ``.features`` holds them concatenated after."""

@@ -9,7 +9,6 @@ stopped and, on CPU, ends with bit-identical logits.
 
 from __future__ import annotations
 
-import math
 import platform
 import time
 from pathlib import Path
@@ -17,7 +16,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
-import torch.nn.functional as F
 
 from focalcal import data as data_lib
 from focalcal import losses as loss_lib
@@ -32,6 +30,7 @@ from focalcal.training.checkpoint import load_checkpoint
 from focalcal.training.lock import RunLock
 from focalcal.training.progress import Progress, log
 from focalcal.training.run_files import RunPaths, checkpoint_sha256
+from focalcal.training.step import TrainStep, descended, optimizer_options, plan_compile
 
 # Inputs with at most this many features are dumped with the logits (for scores-vs-x plots).
 LOW_DIMENSIONAL = 2
@@ -71,7 +70,9 @@ class Trainer:
         self.last_layer_inputs = LastLayerInputs(model_lib.last_layer(self.model))
         if self.setup.channels_last and self.train_x.dim() == 4:
             self.model.to(memory_format=torch.channels_last)
-        self.forward = torch.compile(self.model) if config.compile else self.model
+        # how the step runs (focalcal.training.step): the speed, never the numbers
+        self.compile_plan = plan_compile(config.compile, device, config.recipe.optimizer.name)
+        self.forward = torch.compile(self.model) if self.compile_plan.mode == "default" else self.model
         self.loss_fn = build_loss(config, self.dataset)
         # targets the data marks as unlabelled (segmentation void pixels, a tree batch's padding nodes)
         self.ignore_index = int(self.dataset.meta.get("ignore_index", IGNORE_INDEX))
@@ -94,9 +95,16 @@ class Trainer:
                 except ValueError as error:
                     raise ValueError(f"dataset {config.dataset['name']!r}, {split} split: {error}") from None
             self.loss_fn.validate_inputs = False
-        self.optimizer = build_optimizer(self.model, config)
+        self.optimizer = build_optimizer(self.model, config, **optimizer_options(
+            config.recipe.optimizer.name, device, self.compile_plan.mode))
         self.embedding_optimizer = build_embedding_optimizer(self.model, config)  # stateless: not checkpointed
         self.scheduler = build_scheduler(self.optimizer, config)
+        # The step calls through the trainer's forward and loss_fn, so a wrapper set on them takes effect.
+        self.step = TrainStep(self.model, lambda inputs: self.forward(inputs),
+                              lambda logits, targets: self.loss_fn(logits, targets), self.optimizer, self.objective,
+                              self.setup.autocast_dtype, grad_clip_norm=config.recipe.grad_clip_norm,
+                              ignore_index=self.ignore_index, plan=self.compile_plan, device=device,
+                              embedding_optimizer=self.embedding_optimizer)
         self.history: list[dict] = []
         self.reliability: list[pd.DataFrame] = []
         self.gradient_norms: list[pd.DataFrame] = []
@@ -232,14 +240,8 @@ class Trainer:
         n = self.train_y.shape[0]
         order = torch.randperm(n, generator=generator, device=device)
         n_batches = (n + recipe.batch_size - 1) // recipe.batch_size
-        loss_sum = 0.0
-        # Classification: keep each batch's detached logits (a list append, no kernel) and
-        # score the whole epoch at once; segmentation logits are too big to keep, so they
-        # are scored per batch.
-        kept_logits, kept_targets = [], []
-        nll_sum = torch.zeros((), dtype=torch.float64, device=device)
-        correct = torch.zeros((), dtype=torch.int64, device=device)
         progress = Progress(n_batches, f"epoch {epoch}/{recipe.epochs}", self.progress)
+        self.step.begin_epoch()
         for batch in range(n_batches):
             index = order[batch * recipe.batch_size : (batch + 1) * recipe.batch_size]
             inputs, targets = self.train_x[index], self.train_y[index]
@@ -248,61 +250,27 @@ class Trainer:
                 inputs = self.normalise(inputs)
             if self.setup.channels_last and inputs.dim() == 4:
                 inputs = inputs.contiguous(memory_format=torch.channels_last)
-            with self.setup.autocast():
-                logits = self.forward(inputs)
-            logits = logits.float()
-            loss = self.loss_fn(logits, targets)
-            loss_value = float(loss.detach())  # one sync per batch: the NaN stop must name the batch
-            if not math.isfinite(loss_value):
-                progress.close()
-                if not bool(torch.isfinite(logits).all()):
-                    raise self._diverged("the model's logits became non-finite", epoch, batch, n_batches)
-                raise self._diverged(f"the loss became {loss_value}", epoch, batch, n_batches)
-            self.optimizer.zero_grad(set_to_none=True)
-            if self.embedding_optimizer is not None:
-                self.embedding_optimizer.zero_grad(set_to_none=True)
-            self.objective(loss, targets).backward()
-            if recipe.grad_clip_norm is not None:
-                # bf16 autocast runs without a GradScaler, so the gradients are unscaled here
-                torch.nn.utils.clip_grad_norm_(self.model.parameters(), recipe.grad_clip_norm)
-            self.optimizer.step()
-            if self.embedding_optimizer is not None:
-                self.embedding_optimizer.step()
-            loss_sum += loss_value * targets.shape[0]
-            if logits.dim() == 2:
-                kept_logits.append(logits.detach())
-                kept_targets.append(targets)
-            else:
-                detached = logits.detach()
-                nll_sum += F.cross_entropy(detached, targets, reduction="sum", ignore_index=self.ignore_index).double()
-                correct += (detached.argmax(1) == targets).sum()
+            self.step.step(inputs, targets)
             progress.update()
         progress.close()
-        if kept_logits:
-            epoch_logits, epoch_targets = torch.cat(kept_logits), torch.cat(kept_targets)
-            nll_sum = F.cross_entropy(epoch_logits.double(), epoch_targets, reduction="sum")
-            correct = (epoch_logits.argmax(1) == epoch_targets).sum()
+        # The epoch's one read-back: a non-finite loss stops the run here, naming its first batch
+        # (the steps after it ran on non-finite weights; the checkpoint of the epoch before is kept).
+        totals = self.step.end_epoch().read()
+        if totals["first_bad"] >= 0:
+            what = ("the model's logits became non-finite" if totals["bad_logits"]
+                    else f"the loss became {totals['bad_loss']}")
+            raise self._diverged(what, epoch, totals["first_bad"], n_batches)
         labelled = int((self.train_y != self.ignore_index).sum())  # samples, pixels or tree nodes
         return {
-            "train_loss": float(loss_sum) / n,
-            "train_nll": float(nll_sum) / labelled,
-            "train_error": 1.0 - float(correct) / labelled,
+            "train_loss": totals["loss_sum"] / n,
+            "train_nll": totals["nll_sum"] / labelled,
+            "train_error": 1.0 - totals["correct"] / labelled,
             "train_feature_norm": self.last_layer_inputs.epoch_mean_norm(),
         }
 
     def objective(self, loss: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        """What the step descends: the batch's mean loss, or with ``recipe.loss_reduction: sum`` that
-        mean times the batch's labelled samples (pixels), which is the summed loss — for MMCE
-        N·(CE + λ·MMCE), as in mukhoti2020's released code — and 0 for an all-ignored batch; with
-        ``mean_of_sums`` the summed loss divided by the batch's samples (for trees: each tree's
-        summed node losses, averaged over the batch's trees). One loss module stays mean-reduced,
-        so validation loss, logged train_loss and loss state are the same under every reduction."""
-        reduction = self.config.recipe.loss_reduction
-        if reduction == "mean":
-            return loss
-        ignore_index = getattr(self.loss_fn, "ignore_index", None)
-        labelled = targets.numel() if ignore_index is None else (targets != ignore_index).sum()  # no host sync
-        return loss * labelled if reduction == "sum" else loss * labelled / targets.shape[0]
+        """What the step descends (:func:`focalcal.training.step.descended`)."""
+        return descended(loss, targets, self.config.recipe.loss_reduction, getattr(self.loss_fn, "ignore_index", None))
 
     def _diverged(self, what: str, epoch: int, batch: int, n_batches: int) -> TrainingDiverged:
         return TrainingDiverged(
@@ -447,6 +415,7 @@ class Trainer:
             "split_sizes": {s: int(getattr(self.dataset, s)[1].shape[0]) for s in ("train", "val", "test")},
             "parameters": sum(p.numel() for p in self.model.parameters()),
             "device": self.setup.describe(),
+            "compile": self.compile_plan.record(),  # the step's mode: asked for, used, and why
             "train_time_s": self.history[-1]["wall_time_s"] if self.history else 0.0,
             "versions": {
                 "python": platform.python_version(),
@@ -535,19 +504,21 @@ def resolve_augmentation(name: str, meta: dict) -> dict:
     return dict(meta.get("augmentation") or {}) if name == "dataset" else dict(AUGMENTATION_PRESETS[name])
 
 
-def build_optimizer(model: torch.nn.Module, config: RunConfig) -> torch.optim.Optimizer:
+def build_optimizer(model: torch.nn.Module, config: RunConfig, **implementation) -> torch.optim.Optimizer:
     """The recipe's optimiser over the model's parameters (its word vectors excepted when
-    ``recipe.embedding_lr`` steps them: :func:`build_embedding_optimizer`)."""
+    ``recipe.embedding_lr`` steps them: :func:`build_embedding_optimizer`); ``implementation``
+    picks torch's kernels (``fused``, ``foreach``, ``capturable``:
+    :func:`focalcal.training.step.optimizer_options`), not the update."""
     opt = config.recipe.optimizer
     vectors = _word_vectors(model, config)
     parameters = [p for p in model.parameters() if p is not vectors]
     if opt.name == "sgd":
-        return torch.optim.SGD(
-            parameters, lr=opt.lr, momentum=opt.momentum, weight_decay=opt.weight_decay, nesterov=opt.nesterov
-        )
+        return torch.optim.SGD(parameters, lr=opt.lr, momentum=opt.momentum, weight_decay=opt.weight_decay,
+                               nesterov=opt.nesterov, **implementation)
     if opt.name == "adagrad":  # mukhoti2020 App. D's SST recipe (Tai et al. 2015's optimiser)
-        return torch.optim.Adagrad(parameters, lr=opt.lr, weight_decay=opt.weight_decay)
-    return torch.optim.Adam(parameters, lr=opt.lr, betas=tuple(opt.betas), weight_decay=opt.weight_decay)
+        return torch.optim.Adagrad(parameters, lr=opt.lr, weight_decay=opt.weight_decay, **implementation)
+    return torch.optim.Adam(parameters, lr=opt.lr, betas=tuple(opt.betas), weight_decay=opt.weight_decay,
+                            **implementation)
 
 
 def build_embedding_optimizer(model: torch.nn.Module, config: RunConfig) -> torch.optim.Optimizer | None:
