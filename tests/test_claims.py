@@ -73,7 +73,7 @@ def test_threshold_moves_the_line():
 
 
 def test_fewer_than_three_pairs_is_inconclusive_and_says_so():
-    pairs = Pairs([-1.0, -2.0], ["a", "b"])
+    pairs = Pairs([-1.0, -2.0], [("d", "m", "r", 0), ("d", "m", "r", 1)], ["a", "b"])
     outcome = judge(pairs, Direction.BELOW)
     assert outcome.verdict == INCONCLUSIVE and "only 2 pair" in outcome.reason and outcome.mean == -1.5
     assert judge(NotTestable("no FL-3"), Direction.BELOW).verdict == NOT_TESTABLE
@@ -81,7 +81,7 @@ def test_fewer_than_three_pairs_is_inconclusive_and_says_so():
 
 def test_a_non_finite_difference_is_refused():
     with pytest.raises(ValueError, match="non-finite"):
-        Pairs().add(math.nan, "u")
+        Pairs().add(math.nan, ("d", "m", "r", 0), "u")
 
 
 # ------------------------------------------------------------------ mukhoti2020 on tables
@@ -122,8 +122,9 @@ def test_unhealthy_runs_are_left_out_and_listed():
     frame = ece_table(lambda s: 0.10 + 0.01 * s, lambda s: 0.03 + 0.012 * s, status={("ce", 1): "collapsed"})
     ev = evidence(frame)
     outcome = evaluate_claim(claim("m20-fl3-ece-pre"), ev)
-    assert outcome.n_pairs == 3 and not any("seed1" in unit for unit in outcome.units)
-    assert "mnist1d/cnn/ce/r/seed1 (collapsed)" in ev.exclusion_note()
+    assert outcome.n_pairs == 3 and not any(unit[3] == 1 for unit in outcome.pairs.units)
+    assert "mnist1d/cnn/ce/r/seed1 (collapsed: test accuracy (segmentation: mean IoU) within 2 points of chance" \
+        in ev.exclusion_note()
     row = claims_table([ev]).set_index("claim").loc["m20-fl3-ece-pre"]
     assert "collapsed" in row["excluded_runs"] and row["verdict"] == HOLDS
 
@@ -177,7 +178,7 @@ def test_weight_norm_ordering_at_the_end():
              for loss, n in norms.items() for s in (0, 1)}
     outcome = evaluate_claim(claim("m20-weight-norm-reverses"), evidence(frame, history=lambda p: paths[p]))
     assert outcome.verdict == HOLDS and outcome.n_pairs == 4
-    assert sorted(outcome.units)[0].startswith("mnist1d/cnn/r/seed0: focal1 − ce")
+    assert sorted(zip(outcome.pairs.units, outcome.pairs.labels))[0] == (("mnist1d", "cnn", "r", 0), "focal1 − ce")
 
 
 # --------------------------------------------------------------------- charoenphakdee2021
