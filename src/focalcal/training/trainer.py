@@ -19,6 +19,7 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
+from focalcal import numerics
 from focalcal import data as data_lib
 from focalcal import losses as loss_lib
 from focalcal import models as model_lib
@@ -447,6 +448,7 @@ class Trainer:
                 "focalcal": _focalcal_version(),
             },
             "host": platform.node(),
+            "numerics": numerics.record(),  # what picked the CPU kernels (focalcal.numerics)
             "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             "health": self.health,
             # text data sets: GloVe vectors or a random initialisation, in words (focalcal.data.text)
