@@ -34,10 +34,15 @@ def main(argv: list[str] | None = None) -> int:
         if name == "train":
             sub.add_argument("--no-export", action="store_true", help="train only; do not write logits.npz")
             sub.add_argument("--progress", choices=("auto", "bar", "lines"), default="auto")
-    commands.add_parser("build-kernels", help="compile the fused CPU loss kernels once (shared by every checkout)")
+    kernels = commands.add_parser("build-kernels", help="compile the fused CPU loss kernels once (shared by every checkout)")
+    kernels.add_argument("--numerics", choices=("pinned", "native"), default="pinned",
+                         help="build for the pinned AVX2 target (default, what workflow jobs load) or the machine's own")
     _add_calibrate_parser(commands)
     args = parser.parse_args(argv)
     if args.command == "build-kernels":
+        from focalcal.numerics import pin
+
+        pin(args.numerics, 1, reexec=True)  # the kernels are built for torch's CPU capability, which this pins
         return _build_kernels()
     if args.command == "calibrate":
         return _calibrate(args)

@@ -6,8 +6,15 @@
 # Figures read run files, stored calibrators and study tables: they never refit.
 
 from focalcal.report.rules import one_of, rst_text, study_artifact_names
-from focalcal.report.targets import (CLAIMS_FIGURES, CLAIMS_INDEX, CLAIMS_PAIRS, CLAIMS_TABLE, PAPERS,
-                                     THEORY_FIGURES, report_plan)
+from focalcal.report.targets import (
+    CLAIMS_FIGURES,
+    CLAIMS_INDEX,
+    CLAIMS_PAIRS,
+    CLAIMS_TABLE,
+    PAPERS,
+    THEORY_FIGURES,
+    report_plan,
+)
 
 REPORT_PLAN = report_plan(PLAN)
 FIGURE_STUDIES, FIGURE_NAMES = study_artifact_names(REPORT_PLAN, "figure")
