@@ -63,6 +63,22 @@ def test_a_pinned_cpu_run_reproduces_the_committed_logits(name, tmp_path):
         f"torch {produced['versions']['torch']}, numpy {produced['versions']['numpy']}")
 
 
+def test_pin_sets_every_variable_and_refuses_once_torch_is_loaded():
+    from focalcal.numerics import NATIVE, PINNED, pin, pinned_environment
+
+    environ = {"OMP_NUM_THREADS": "8"}
+    assert pin(PINNED, 2, environ) == pinned_environment(2) and environ == pinned_environment(2)
+    assert environ["ATEN_CPU_CAPABILITY"] == "avx2" and environ["OMP_NUM_THREADS"] == "2"
+    assert pin(NATIVE, 2, {}) == {}
+    with pytest.raises(ValueError, match="training.numerics must be one of"):
+        pin("fast", 1, {})
+    # a process that imported torch before pinning cannot be pinned: it says so instead of running unpinned
+    code = "import torch\nfrom focalcal.numerics import pin\npin('pinned', 1)"
+    clean = {key: value for key, value in os.environ.items() if key not in pinned_environment(1)}
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=clean)
+    assert result.returncode != 0 and "torch and numpy were imported before the numerics were pinned" in result.stderr
+
+
 def write_golden(workdir: Path) -> dict:
     """Train both runs here and write their hashes to :data:`GOLDEN`."""
     produced = {name: train_and_hash(name, workdir) for name in sorted(RUNS)}

@@ -48,9 +48,11 @@ def claims_forest_figure(board: pd.DataFrame, pairs: pd.DataFrame, title: str = 
             ax.hlines(0, row.ci_low, row.ci_high, color=color, linewidth=3, zorder=4)
         if np.isfinite(row.mean):
             ax.scatter([row.mean], [0], marker="D", s=40, color=color, edgecolor="black", linewidth=0.6, zorder=5)
-        else:
+        else:  # no pairs: no axis to read
             ax.text(0.5, 0.5, row.verdict, transform=ax.transAxes, ha="center", va="center", color=color,
                     fontsize=BASE_FONT_SIZE - 1)
+            ax.set_xticks([])
+        ax.margins(x=0.08)
         ax.set_yticks([])
         ax.set_ylim(-1, 1)
         ax.tick_params(axis="x", labelsize=BASE_FONT_SIZE - 3, pad=1)
