@@ -41,7 +41,7 @@ PRESEEDED = {"komisarenko2024_fig6_closest_temperature_k3": 3, "komisarenko2024_
 def snakemake(workdir: Path, *args: str) -> subprocess.CompletedProcess:
     command = [str(BIN / "snakemake"), "-s", str(SNAKEFILE), "--directory", str(workdir), "--configfile",
                str(TEST_CONFIG), *args]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=900, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    result = subprocess.run(command, capture_output=True, text=True, timeout=1500, env=dict(os.environ, OMP_NUM_THREADS="1"))
     if result.returncode != 0:
         raise AssertionError(f"snakemake {' '.join(args)} failed:\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}")
     return result

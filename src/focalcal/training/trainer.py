@@ -435,6 +435,7 @@ class Trainer:
             "stopped_early": self.stopped_early,
             "best_epoch": self.best["epoch"] or self.epochs_done,
             "split_hash": self.dataset.split_hash,
+            "numerics": numerics.record(),  # what picked the CPU kernels (focalcal.numerics)
             "dataset": self.dataset.record(),
             "num_classes": self.dataset.num_classes,
             "split_sizes": {s: int(getattr(self.dataset, s)[1].shape[0]) for s in ("train", "val", "test")},
@@ -448,7 +449,6 @@ class Trainer:
                 "focalcal": _focalcal_version(),
             },
             "host": platform.node(),
-            "numerics": numerics.record(),  # what picked the CPU kernels (focalcal.numerics)
             "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             "health": self.health,
             # text data sets: GloVe vectors or a random initialisation, in words (focalcal.data.text)
