@@ -50,6 +50,8 @@ rule all:
     input:
         PLAN.table_targets(),
         CLAIMS_TABLE,
+        CLAIMS_PAIRS,
+        [claims_forest(page) for page in [*PAPERS, CLAIMS_INDEX]],
         REPORT_PLAN.figure_targets(),
         REPORT_PLAN.table_targets(),
         "results/report/index.html",

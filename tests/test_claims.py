@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -15,6 +16,7 @@ from focalcal.claims.evidence import StudyEvidence
 from focalcal.claims.verdict import decide, t_interval
 from focalcal.report.naming import loss_info
 
+ROOT = Path(__file__).resolve().parents[1]
 LOSSES = {"ce": {"name": "cross_entropy"}, "focal1": {"name": "focal", "gamma": 1},
           "focal3": {"name": "focal", "gamma": 3}, "flsd53": {"name": "flsd53"}, "brier": {"name": "brier"},
           "focal1_ls": {"name": "focal", "gamma": 1, "smoothing": 0.1},
@@ -73,7 +75,7 @@ def test_threshold_moves_the_line():
 
 
 def test_fewer_than_three_pairs_is_inconclusive_and_says_so():
-    pairs = Pairs([-1.0, -2.0], ["a", "b"])
+    pairs = Pairs([-1.0, -2.0], [("d", "m", "r", 0), ("d", "m", "r", 1)], ["a", "b"])
     outcome = judge(pairs, Direction.BELOW)
     assert outcome.verdict == INCONCLUSIVE and "only 2 pair" in outcome.reason and outcome.mean == -1.5
     assert judge(NotTestable("no FL-3"), Direction.BELOW).verdict == NOT_TESTABLE
@@ -81,7 +83,7 @@ def test_fewer_than_three_pairs_is_inconclusive_and_says_so():
 
 def test_a_non_finite_difference_is_refused():
     with pytest.raises(ValueError, match="non-finite"):
-        Pairs().add(math.nan, "u")
+        Pairs().add(math.nan, ("d", "m", "r", 0), "u")
 
 
 # ------------------------------------------------------------------ mukhoti2020 on tables
@@ -122,8 +124,9 @@ def test_unhealthy_runs_are_left_out_and_listed():
     frame = ece_table(lambda s: 0.10 + 0.01 * s, lambda s: 0.03 + 0.012 * s, status={("ce", 1): "collapsed"})
     ev = evidence(frame)
     outcome = evaluate_claim(claim("m20-fl3-ece-pre"), ev)
-    assert outcome.n_pairs == 3 and not any("seed1" in unit for unit in outcome.units)
-    assert "mnist1d/cnn/ce/r/seed1 (collapsed)" in ev.exclusion_note()
+    assert outcome.n_pairs == 3 and not any(unit[3] == 1 for unit in outcome.pairs.units)
+    assert "mnist1d/cnn/ce/r/seed1 (collapsed: test accuracy (segmentation: mean IoU) within 2 points of chance" \
+        in ev.exclusion_note()
     row = claims_table([ev]).set_index("claim").loc["m20-fl3-ece-pre"]
     assert "collapsed" in row["excluded_runs"] and row["verdict"] == HOLDS
 
@@ -177,7 +180,7 @@ def test_weight_norm_ordering_at_the_end():
              for loss, n in norms.items() for s in (0, 1)}
     outcome = evaluate_claim(claim("m20-weight-norm-reverses"), evidence(frame, history=lambda p: paths[p]))
     assert outcome.verdict == HOLDS and outcome.n_pairs == 4
-    assert sorted(outcome.units)[0].startswith("mnist1d/cnn/r/seed0: focal1 − ce")
+    assert sorted(zip(outcome.pairs.units, outcome.pairs.labels))[0] == (("mnist1d", "cnn", "r", 0), "focal1 − ce")
 
 
 # --------------------------------------------------------------------- charoenphakdee2021
@@ -279,3 +282,116 @@ def test_claims_table_and_scoreboard():
     assert kl["verdict"] == HOLDS and kl["study"] == "posterior"
     untested = board.set_index("claim").loc["c21-tsfl-psi"]
     assert untested["verdict"] == NOT_TESTABLE and untested["study"] == "posterior, paradigms"
+
+
+# ------------------------------------------------------------------ evidence, by hand
+
+T_975_3 = 3.182446305284263  # t_{0.975, 3}: four pairs
+CE_ECE, FL3_ECE, FLSD_ECE = [0.12, 0.15, 0.11, 0.14, 0.5], [0.05, 0.07, 0.06, 0.04, 0.06], [0.16, 0.18, 0.15, 0.19, 0.2]
+CE_T, FL3_T = [2.5, 2.0, 2.6, 1.9, 2.2], [2.1, 2.3, 2.0, 2.2, 1.0]
+CE_S99, FL3_S99 = [0.30, 0.20, 0.25, 0.22, 0.9], [0.28, 0.21, 0.22, 0.24, 0.1]
+
+
+def evidence_study():
+    """A mukhoti2020 study of 5 seeds whose CE seed 4 collapsed: every claim pairs seeds 0-3."""
+    frame = table({("ce", "raw", "ece", 15): CE_ECE.__getitem__, ("focal3", "raw", "ece", 15): FL3_ECE.__getitem__,
+                   ("flsd53", "raw", "ece", 15): FLSD_ECE.__getitem__,
+                   ("ce", "ts_ece", "temperature", None): CE_T.__getitem__,
+                   ("focal3", "ts_ece", "temperature", None): FL3_T.__getitem__,
+                   ("ce", "ts_ece", "s99_share", None): CE_S99.__getitem__,
+                   ("focal3", "ts_ece", "s99_share", None): FL3_S99.__getitem__},
+                  seeds=range(5), status={("ce", 4): "collapsed"})
+    return evidence(frame)
+
+
+def by_hand(candidate, baseline):
+    """Differences over seeds 0-3, their mean, and the 95 % Student-t interval, written out."""
+    d = [candidate[s] - baseline[s] for s in range(4)]
+    mean = sum(d) / 4
+    sd = math.sqrt(sum((x - mean) ** 2 for x in d) / 3)
+    return d, mean, mean - T_975_3 * sd / 2, mean + T_975_3 * sd / 2, sd
+
+
+def needed_by_scan(mean, sd):
+    """The first m >= 4 whose interval half-width is below |mean|: a plain scan."""
+    m = 4
+    while stats.t.ppf(0.975, m - 1) * sd / math.sqrt(m) >= abs(mean):
+        m += 1
+    return m
+
+
+def test_evidence_numbers_equal_those_recomputed_by_hand_for_each_verdict():
+    from focalcal.claims import evaluate
+    from focalcal.training.health import status_rules
+
+    claims, pairs = evaluate([evidence_study()])
+    rows = claims.set_index("claim")
+    cases = {  # claim: (verdict, candidate, baseline, pairs the paper's way)
+        "m20-fl3-ece-pre": (HOLDS, FL3_ECE, CE_ECE, 4),
+        "m20-flsd53-ece-pre": (FAILS, FLSD_ECE, CE_ECE, 0),
+        "m20-focal-lower-temperature": (INCONCLUSIVE, FL3_T, CE_T, 2),
+        "m20-s99-after-ts": (INCONCLUSIVE, FL3_S99, CE_S99, 2),
+    }
+    for key, (verdict, candidate, baseline, paper_way) in cases.items():
+        d, mean, low, high, sd = by_hand(candidate, baseline)
+        row = rows.loc[key]
+        assert row["verdict"] == verdict, key
+        assert (row["n_pairs"], row["n_paper_way"]) == (4, paper_way), key
+        assert (row["mean"], row["ci_low"], row["ci_high"]) == pytest.approx((mean, low, high), rel=1e-12), key
+        mine = pairs[pairs["claim"] == key].sort_values("seed")
+        assert list(mine["seed"]) == [0, 1, 2, 3] and set(mine["dataset"]) == {"mnist1d"}, key
+        assert list(mine["difference"]) == pytest.approx(d, rel=1e-12), key
+        assert mine["paper_way"].sum() == paper_way, key
+        assert "mnist1d/cnn/ce/r/seed4 (collapsed: " + status_rules()["collapsed"] + ")" in row["excluded_runs"]
+    assert rows.loc["m20-fl3-ece-pre", "interval_contains"] == "only values below 0"
+    assert rows.loc["m20-flsd53-ece-pre", "interval_contains"] == "only values above 0"
+    assert pd.isna(rows.loc["m20-fl3-ece-pre", "pairs_needed"])
+    # inconclusive, the mean on the paper's side (T: FL-3 below CE): pairs that would exclude 0
+    d, mean, low, high, sd = by_hand(FL3_T, CE_T)
+    assert mean < 0 and rows.loc["m20-focal-lower-temperature", "interval_contains"] == "the threshold 0"
+    assert rows.loc["m20-focal-lower-temperature", "pairs_needed"] == needed_by_scan(mean, sd)
+    assert f"{needed_by_scan(mean, sd)} pairs would exclude 0" in rows.loc["m20-focal-lower-temperature", "reason"]
+    # inconclusive, the mean on the other side (|S99|: the paper says FL-3 above CE): no number would
+    assert by_hand(FL3_S99, CE_S99)[1] < 0 and pd.isna(rows.loc["m20-s99-after-ts", "pairs_needed"])
+    assert "the mean lies on the other side of 0" in rows.loc["m20-s99-after-ts", "reason"]
+    # not testable: no per-epoch history for the training-dynamics claims, and no pair rows
+    assert rows.loc["m20-weight-norm-reverses", "verdict"] == NOT_TESTABLE
+    assert (pairs["claim"] == "m20-weight-norm-reverses").sum() == 0
+    assert rows.loc["m20-weight-norm-reverses", "n_paper_way"] == 0
+
+
+def test_pairs_needed_with_no_spread_and_too_few_pairs():
+    from focalcal.claims.verdict import pairs_needed
+
+    assert pairs_needed(-0.1, 0.0, 2, Direction.BELOW) == 3  # no spread: the floor of 3 pairs decides
+    assert pairs_needed(0.1, 0.05, 4, Direction.BELOW) is None  # the mean is on the other side
+    assert pairs_needed(0.0, 0.05, 4, Direction.AT_MOST) is None  # at the threshold: never excluded
+    outcome = judge(Pairs([-1.0, -2.0], [("d", "m", "r", 0), ("d", "m", "r", 1)], ["a", "b"]), Direction.BELOW)
+    assert outcome.pairs_needed == needed_by_scan(-1.5, math.sqrt(0.5)) and outcome.n_paper_way == 2
+
+
+# ------------------------------------------------------------------ claim notes
+
+
+@pytest.mark.parametrize("note, figure", [
+    ("over 21 pairs the interval is -0.4 to +2.5", "21 pairs"), ("CE measures 14.6 % ECE", "14.6 %"),
+    ("FL-3 ends at T = 2.7", "T = 2.7"), ("lowest on 3 of 5 seeds", "3 of 5"), ("a mean of −0.005", "−0.005"),
+    ("0.82-0.83 in every fold", "0.82-0.83"), ("the budget measures 1.46×", "1.46×"),
+    ("3.0 px below CE's", "3.0 px")])
+def test_a_note_that_states_a_measured_figure_is_refused_with_its_key_path(note, figure):
+    from focalcal.claims.notes import measured_figures
+    from focalcal.pipeline import ConfigError, load_config_file, validate_config
+
+    assert figure in measured_figures(note)
+    config = load_config_file(ROOT / "config" / "config.yaml")
+    config["report"]["claim_notes"]["m20-error-on-par"] = note
+    with pytest.raises(ConfigError, match=r"report\.claim_notes\.m20-error-on-par: states figure\(s\) the run measures"):
+        validate_config(config, ROOT / "workflow" / "schemas" / "config.schema.yaml")
+
+
+def test_a_note_of_reasons_with_settings_and_sources_passes():
+    from focalcal.claims.notes import measured_figures
+
+    note = ("The paper's §6 models are underconfident at every γ > 0 (§6.1, Fig 4; Table 1); ours train FL-3 and "
+            "FLSD-53 with γ = 0-3, LS 0.1 and 3 seeds on MNIST-1D, 5,000 validation signals.")
+    assert measured_figures(note) == []

@@ -61,13 +61,13 @@ def test_every_grid_a_claim_compares_has_at_least_three_seeds_and_more_than_the_
     assert raised >= 8
 
 
-def test_it_passes_the_workflows_checks_and_plans_the_measured_170_training_runs(configs):
+def test_it_passes_the_workflows_checks_and_plans_its_170_training_runs(configs):
     example, _ = configs
     config = validate_config(copy.deepcopy(example), SCHEMA)
     check_entries(config)
     plan = build_plan(config)
     trained = [run for run in plan.runs.values() if not run.imported]
-    assert len(trained) == 170  # the figure in the file's header
+    assert len(trained) == 170  # the count in the file's header
 
 
 def test_its_notes_name_known_claims(configs):

@@ -41,7 +41,7 @@ PRESEEDED = {"komisarenko2024_fig6_closest_temperature_k3": 3, "komisarenko2024_
 def snakemake(workdir: Path, *args: str) -> subprocess.CompletedProcess:
     command = [str(BIN / "snakemake"), "-s", str(SNAKEFILE), "--directory", str(workdir), "--configfile",
                str(TEST_CONFIG), *args]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=900, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    result = subprocess.run(command, capture_output=True, text=True, timeout=1500, env=dict(os.environ, OMP_NUM_THREADS="1"))
     if result.returncode != 0:
         raise AssertionError(f"snakemake {' '.join(args)} failed:\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}")
     return result
@@ -112,7 +112,9 @@ def test_report_pages_load_in_headless_chromium(workdir):
     outcome = check_report(workdir / "results/report")
     assert outcome["failures"] == []
     images = {name: len(info["images"]) for name, info in outcome["pages"].items()}
-    assert images["komisarenko2024.html"] == 8 and images["mukhoti2020.html"] == 8  # Figs 4a, 6, 7, 8 + 4 from runs (2, 3, 4b-d, 10)
+    # Figs 4a, 6, 7, 8 + 4 from runs (2, 3, 4b-d, 10), and the claims' forest plot
+    assert images["komisarenko2024.html"] == 9 and images["mukhoti2020.html"] == 9
+    assert any(image["src"].endswith("figures/claims/index.png") for image in outcome["pages"]["index.html"]["images"])
     assert (workdir / "results/report/index.png").stat().st_size > 10_000
 
 
@@ -164,17 +166,35 @@ def test_claims_table_is_its_own_target_and_every_paper_page_shows_claims(workdi
     # the collapsed lr-100 run is left out of its study's claims, which say so, and warned about at the end
     collapsed = "digits/cnn_small/ce/tiny_lr100/seed0"
     digits = claims[claims["study"] == "test_digits"]
-    assert digits["excluded_runs"].str.contains(f"{collapsed} (collapsed)", regex=False).all()
+    assert digits["excluded_runs"].str.contains(f"{collapsed} (collapsed: test accuracy", regex=False).all()
     assert claims[claims["study"] != "test_digits"]["excluded_runs"].isna().all()
     warnings = [line for line in (workdir / "snakemake.out").read_text().splitlines() if "focalcal: WARNING" in line]
     assert len(warnings) == 1 and collapsed in warnings[0] and "collapsed" in warnings[0]
+    # every pair behind a verdict, with its unit, in the side table; the report shows them and the forest plots
+    pairs = pd.read_csv(workdir / "results/tables/claims_pairs.csv")
+    tested = claims[claims["n_pairs"] > 0]
+    counted = pairs.groupby(["study", "claim"]).size()
+    assert {key: counted.get(key, 0) for key in zip(tested["study"], tested["claim"])} == \
+        dict(zip(zip(tested["study"], tested["claim"]), tested["n_pairs"]))
+    psi = pairs[(pairs["study"] == "test_posterior") & (pairs["claim"] == "c21-psi-recovers-posterior")]
+    assert list(psi["dataset"]) == ["synthetic1d"] and psi["difference"].iloc[0] == pytest.approx(fl["mean"])
     for paper in CLAIMS:
         page = (workdir / f"results/report/{paper}.html").read_text()
         assert "Claims: does the paper hold here?" in page, paper
+        assert (workdir / f"results/figures/claims/{paper}.png").stat().st_size > 5_000, paper
+    page = (workdir / "results/report/charoenphakdee2021.html").read_text()
+    assert "pair(s) point the paper&#x27;s way" in page or "pair(s) point the paper's way" in page
+    assert f"{psi['difference'].iloc[0]:+.4g}" in page  # the pair itself, with its unit
     index = (workdir / "results/report/index.html").read_text()
     assert "Does each paper hold here?" in index and "c21-psi-recovers-posterior" in index
+    assert "../figures/claims/index.png" in index and "synthetic1d/mlp/" in index
     path = workdir / "results/tables/claims.csv"
     path.unlink()
     assert planned_jobs(snakemake(workdir, "-n", "results/tables/claims.csv")) == {"claims": 1, "total": 1}
     snakemake(workdir, "--cores", "1", "results/tables/claims.csv")
     assert pd.read_csv(path).equals(claims)
+    pairs_path = workdir / "results/tables/claims_pairs.csv"
+    pairs_path.unlink()
+    assert planned_jobs(snakemake(workdir, "-n", "results/tables/claims_pairs.csv")) == {"claims": 1, "total": 1}
+    snakemake(workdir, "--cores", "1", "results/tables/claims_pairs.csv")
+    assert pd.read_csv(pairs_path).equals(pairs)

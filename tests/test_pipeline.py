@@ -94,7 +94,8 @@ def test_defaults_are_filled_in(test_config):
     test_config["training"] = {}
     config = validate_config(test_config, SCHEMA)
     assert config["download"] is False and config["compile"] == "auto" and config["device"] == "auto"
-    assert config["training"] == {"threads": 1, "mem_mb": 2000, "runtime": 30, "gpu": 0, "runs_per_gpu": 1, "retries": 1,
+    assert config["training"] == {"threads": 1, "numerics": "pinned", "mem_mb": 2000, "runtime": 30, "gpu": 0,
+                                  "runs_per_gpu": 1, "retries": 1,
                                   "by_recipe": {}}
 
 

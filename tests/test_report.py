@@ -413,3 +413,77 @@ def test_the_scoreboard_wraps_long_notes_inside_the_page_width(tmp_path):
     (tmp_path / "index.html").write_text(build_index(report.manifest(config), inventory, "", [], claims))
     info = inspect_page(tmp_path / "index.html", ensure_chromium())
     assert info["scroll_width"] <= info["viewport_width"], info
+
+
+def forest_tables(n_claims: int, seed: int = 0):
+    """A claims board of ``n_claims`` rows (cycling through the verdicts, not testable without
+    pairs) and its pairs, as claims.csv and claims_pairs.csv hold them."""
+    from focalcal.claims import VERDICTS
+    from focalcal.claims.verdict import t_interval
+
+    rng = np.random.default_rng(seed)
+    rows, pairs = [], []
+    for i in range(n_claims):
+        verdict = VERDICTS[i % len(VERDICTS)]
+        scale = 10.0 ** rng.integers(-3, 2)  # each claim in its own unit: ECE, temperature, px
+        threshold = 0.01 * scale if i % 5 == 4 else 0.0
+        row = {"paper": "mukhoti2020", "claim": f"claim-{i}", "study": "s", "direction": "<" if i % 2 else ">",
+               "threshold": threshold, "verdict": verdict, "n_pairs": 0, "n_paper_way": 0, "mean": np.nan,
+               "ci_low": np.nan, "ci_high": np.nan}
+        if verdict != "not testable with this config":
+            d = scale * (rng.normal(size=4 + i % 3) + (-1) ** i)
+            mean, low, high = t_interval(d)
+            row.update(n_pairs=len(d), n_paper_way=int(np.sum(d < threshold)), mean=mean, ci_low=low, ci_high=high)
+            pairs += [{"claim": row["claim"], "study": "s", "difference": value} for value in d]
+        rows.append(row)
+    return pd.DataFrame(rows), pd.DataFrame(pairs, columns=["claim", "study", "difference"])
+
+
+@pytest.mark.parametrize("n_claims", [1, 30])
+def test_the_claims_forest_plots_render_one_row_per_claim_with_every_pair(n_claims, tmp_path):
+    from matplotlib.image import imread
+
+    from focalcal.claims.verdict import VERDICT_COLORS
+    from focalcal.plots import save
+    from focalcal.plots.claims_forest import claims_forest_compact, claims_forest_figure
+
+    board, pairs = forest_tables(n_claims)
+    figure = claims_forest_figure(board, pairs, "page")
+    axes = [ax for ax in figure.axes if ax.get_title(loc="left")]
+    assert len(axes) == n_claims
+    for ax, row in zip(axes, board.itertuples()):
+        low, high = ax.get_xlim()
+        shown = pairs.loc[pairs["claim"] == row.claim, "difference"].to_list() + [row.threshold]
+        assert low <= min(shown) and max(shown) <= high, row.claim  # every pair and the threshold are on the row
+        dots = [point for collection in ax.collections for point in collection.get_offsets()[:, 0]]
+        assert len(dots) >= len(shown) - 1, row.claim
+        assert ax.get_title(loc="left").startswith(f"{row.claim} (s): {row.verdict}, {row.n_paper_way} of {row.n_pairs}")
+    compact = claims_forest_compact(board, pairs, "index")
+    assert [t.get_text() for t in compact.axes[0].get_yticklabels()] == [f"{c} (s)" for c in board["claim"]]
+    for name, drawn in (("page", figure), ("index", compact)):
+        height = drawn.get_size_inches()[1]
+        path = save(drawn, tmp_path / f"{name}.png")
+        image = imread(path)[..., :3]
+        assert image.shape[0] > 50 and (n_claims == 1 or height > 5), (name, height)
+        for verdict in set(board["verdict"]) - {"not testable with this config"}:  # every verdict's colour is drawn
+            rgb = np.array([int(VERDICT_COLORS[verdict][k:k + 2], 16) / 255 for k in (1, 3, 5)])
+            assert (np.abs(image - rgb).max(axis=-1) < 0.02).sum() > 20, (name, verdict)
+
+
+def test_the_index_shows_the_forest_plot_and_every_pair_with_its_unit():
+    from focalcal.claims import evaluate
+    from test_claims import ece_table, evidence
+
+    config = load_config("config/test.yaml")
+    report = report_plan(build_plan(config))
+    claims, pairs = evaluate([evidence(ece_table(lambda s: 0.10 + 0.01 * s, lambda s: 0.03 + 0.012 * s))])
+    inventory = pd.DataFrame([{"run": "x", "epochs": 3, "train_time_s": 60.0, "job_wall_s": 70.0, "device": "cpu",
+                               "host": "h", "parameters": 10, "finished_at": "t"}])
+    page = build_index(report.manifest(config), inventory, "", [], claims, pairs)
+    assert "<img src='../figures/claims/index.png'" in page
+    row = page[page.index("m20-fl3-ece-pre"):]
+    row = row[:row.index("</tr>")]
+    assert "4 of 4 pair(s) point the paper's way (&lt; 0)" in row and "only values below 0" in row
+    for seed in range(4):
+        d = 0.03 + 0.012 * seed - 0.10 - 0.01 * seed
+        assert f"mnist1d/cnn/r/seed{seed} — focal3 − ce: <strong>{d:+.4g}</strong>" in row

@@ -51,19 +51,20 @@ def test_default_config_plans_every_stage(tmp_path):
     # are komisarenko2024's and charoenphakdee2021's too, see config/config.yaml; 6 are its text stand-in runs) and
     # 18 segmentation runs (3 folds x 6 losses), each evaluated; hossain2021 adds a table and two figures (scores
     # over folds, overlays)
-    report = {"theory_figure": 15, "study_figure": 15, "paper_table": 16, "report_manifest": 1, "run_inventory": 1,
-              "report_notebook": 5, "report_index": 1}
+    # the claims' forest plots: one per paper page and the index's
+    report = {"theory_figure": 15, "study_figure": 15, "paper_table": 16, "claims_forest": 5, "report_manifest": 1,
+              "run_inventory": 1, "report_notebook": 5, "report_index": 1}
     assert counts == {"prepare_data": 7, "train": 86, "export_logits": 68, "calibrate": 68, "evaluate_segmentation": 18,
-                      "study_table": 5, "claims": 1, "all": 1, **report, "total": 308}
+                      "study_table": 5, "claims": 1, "all": 1, **report, "total": 313}
 
 
 def test_test_config_plans_a_handful_of_runs(tmp_path):
     counts = dry_run(tmp_path, ROOT / "config" / "test.yaml")
     # 4 classification runs and one at lr 100 (collapsed on purpose), 4 segmentation runs (2 folds x 2 losses)
-    report = {"theory_figure": 15, "study_figure": 7, "paper_table": 14, "report_manifest": 1, "run_inventory": 1,
-              "report_notebook": 5, "report_index": 1}
+    report = {"theory_figure": 15, "study_figure": 7, "paper_table": 14, "claims_forest": 5, "report_manifest": 1,
+              "run_inventory": 1, "report_notebook": 5, "report_index": 1}
     assert counts == {"prepare_data": 3, "train": 9, "export_logits": 5, "calibrate": 5, "evaluate_segmentation": 4,
-                      "study_table": 3, "claims": 1, "all": 1, **report, "total": 75}
+                      "study_table": 3, "claims": 1, "all": 1, **report, "total": 80}
 
 
 # Training jobs each paper implies; the comment atop each study file derives them.

@@ -27,10 +27,16 @@ def main(argv: list[str] | None = None) -> int:
         sub.add_argument("--config", required=True, help="run config (YAML or JSON): dataset, model, loss, recipe, seed")
         sub.add_argument("--run-dir", required=True, help="run directory (checkpoint, history.csv, logits.npz, run.json)")
         sub.add_argument("--data-root", default="data", help="where datasets live or are generated (default: data)")
+        sub.add_argument("--numerics", choices=("pinned", "native"), default="pinned",
+                         help="pinned (default): AVX2 kernels, bit-identical on every x86-64 machine; native: the "
+                              "machine's widest kernels (focalcal.numerics)")
+        sub.add_argument("--threads", type=int, default=1, help="CPU threads (pinned: part of the numerics; default 1)")
         if name == "train":
             sub.add_argument("--no-export", action="store_true", help="train only; do not write logits.npz")
             sub.add_argument("--progress", choices=("auto", "bar", "lines"), default="auto")
-    commands.add_parser("build-kernels", help="compile the fused CPU loss kernels once (shared by every checkout)")
+    kernels = commands.add_parser("build-kernels", help="compile the fused CPU loss kernels once (shared by every checkout)")
+    kernels.add_argument("--numerics", choices=("pinned", "native"), default="pinned",
+                         help="build for the pinned AVX2 target (default, what workflow jobs load) or the machine's own")
     _add_calibrate_parser(commands)
     sub = commands.add_parser("plan", help="each study's training budget in GPU-hours, before it runs")
     sub.add_argument("configfile", help="workflow config (e.g. config/studies/mukhoti2020.yaml)")
@@ -42,11 +48,21 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "plan":
         return _plan(args)
     if args.command == "build-kernels":
+        from focalcal.numerics import pin
+
+        pin(args.numerics, 1, reexec=True)  # the kernels are built for torch's CPU capability, which this pins
         return _build_kernels()
     if args.command == "calibrate":
         return _calibrate(args)
 
+    from focalcal.numerics import pin
+
+    pin(args.numerics, args.threads, reexec=True)  # numpy is loaded by now: restarts this command pinned
+    import torch
+
     from focalcal.training import RunConfig, export_run_logits, train_run
+
+    torch.set_num_threads(args.threads)
 
     try:
         config = RunConfig.from_dict(_read_config(args.config))

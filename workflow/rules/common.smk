@@ -9,6 +9,7 @@ from focalcal.pipeline import (
     check_run_directories,
     validate_config,
 )
+from focalcal.numerics import pin_workflow
 from focalcal.pipeline.plan import RUN_PATTERN, SHARED_GPU_GROUP
 from focalcal.report.rules import one_of
 
@@ -16,6 +17,9 @@ check_config_files(workflow.overwrite_configfiles or workflow.configfiles)
 validate_config(
     config, os.path.join(workflow.basedir, "workflow/schemas/config.schema.yaml")
 )
+# CPU numerics pinned to AVX2 kernels (training.numerics): set before torch is first imported
+# here, so the fused kernels are built for that target and every job inherits the pins.
+pin_workflow(config)
 # Builds every loss and calibrator of the config (imports torch, ~2 s): in the main
 # process only, not again in each job that re-parses this file (cluster jobs).
 if workflow.is_main_process:

@@ -6,7 +6,15 @@
 # Figures read run files, stored calibrators and study tables: they never refit.
 
 from focalcal.report.rules import one_of, rst_text, study_artifact_names
-from focalcal.report.targets import THEORY_FIGURES, report_plan
+from focalcal.report.targets import (
+    CLAIMS_FIGURES,
+    CLAIMS_INDEX,
+    CLAIMS_PAIRS,
+    CLAIMS_TABLE,
+    PAPERS,
+    THEORY_FIGURES,
+    report_plan,
+)
 
 REPORT_PLAN = report_plan(PLAN)
 FIGURE_STUDIES, FIGURE_NAMES = study_artifact_names(REPORT_PLAN, "figure")
@@ -15,6 +23,7 @@ TABLE_STUDIES, TABLE_NAMES = study_artifact_names(REPORT_PLAN, "table")
 
 localrules:
     paper_table,
+    claims_forest,
 
 
 rule theory_figure:
@@ -107,3 +116,21 @@ rule paper_table:
         ),
     script:
         "../scripts/table_paper.py"
+
+
+# The claims' evidence as pictures: per paper page one row per claim (pairs, mean, 95 %
+# interval, threshold, coloured by verdict); results/figures/claims/index.png: every claim.
+rule claims_forest:
+    input:
+        claims=CLAIMS_TABLE,
+        pairs=CLAIMS_PAIRS,
+    output:
+        f"{CLAIMS_FIGURES}/{{page}}.png",
+    log:
+        "results/logs/figures/claims/{page}.log",
+    wildcard_constraints:
+        page=one_of([*PAPERS, CLAIMS_INDEX]),
+    conda:
+        "../../envs/report.yaml"
+    script:
+        "../scripts/claims_forest.py"

@@ -7,7 +7,7 @@
 # it needs Debian's chromium package).
 
 from focalcal.report.rules import inventory_inputs, notebook_inputs, notebook_template
-from focalcal.report.targets import CLAIMS_TABLE
+from focalcal.report.targets import CLAIMS_PAIRS, CLAIMS_TABLE, claims_forest
 
 NOTEBOOKS = os.path.normpath(
     os.path.join(workflow.current_basedir, "..", "..", "notebooks")
@@ -81,6 +81,8 @@ rule report_index:
         manifest="results/report/manifest.json",
         inventory="results/report/runs.csv",
         claims=CLAIMS_TABLE,
+        claims_pairs=CLAIMS_PAIRS,
+        forest=claims_forest("index"),
         pages=expand("results/report/{notebook}.html", notebook=REPORT_PLAN.notebooks),
         linked=REPORT_PLAN.figure_targets() + REPORT_PLAN.table_targets(),
     output:

@@ -25,10 +25,11 @@ rule study_table:
 
 
 # Does the paper hold? Every paper's claims tested on the study tables (focalcal.claims):
-# one row per claim x study, its paired statistic, 95 % interval and verdict.
+# one row per claim x study, its paired statistic, 95 % interval, verdict and the evidence
+# behind it; every pair's difference with its unit in claims_pairs.csv (its own target).
 
 from focalcal.report.claims import claims_inputs
-from focalcal.report.targets import CLAIMS_TABLE
+from focalcal.report.targets import CLAIMS_PAIRS, CLAIMS_TABLE
 
 
 localrules:
@@ -39,7 +40,8 @@ rule claims:
     input:
         claims_inputs(PLAN),
     output:
-        CLAIMS_TABLE,
+        claims=CLAIMS_TABLE,
+        pairs=CLAIMS_PAIRS,
     log:
         "results/logs/claims.log",
     conda:

@@ -1,4 +1,5 @@
-"""Rule claims: results/tables/claims.csv, every paper's claims tested on the study tables."""
+"""Rule claims: results/tables/claims.csv, every paper's claims tested on the study tables, and
+claims_pairs.csv, every pair behind them."""
 
 import copy
 import sys
@@ -11,4 +12,4 @@ from focalcal.report.claims import write_claims
 
 with logged(snakemake.log[0]):
     plan = build_plan(copy.deepcopy(snakemake.config))  # validated and defaulted at parse time
-    write_claims(plan, snakemake.output[0])
+    write_claims(plan, snakemake.output.claims, snakemake.output.pairs)

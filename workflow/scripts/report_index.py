@@ -6,11 +6,12 @@ sys.path.insert(0, snakemake.scriptdir)
 from _common import logged
 
 from focalcal._io import read_csv, read_json
-from focalcal.report.claims import read_claims
+from focalcal.report.claims import read_claims, read_pairs
 from focalcal.report.index import write_index
 
 with logged(snakemake.log[0]):
     manifest = read_json(snakemake.input.manifest)
     inventory = read_csv(snakemake.input.inventory)
     claims = read_claims(snakemake.input.claims)
-    write_index(manifest, inventory, snakemake.output[0], snakemake.params.config_files, claims)
+    pairs = read_pairs(snakemake.input.claims_pairs)
+    write_index(manifest, inventory, snakemake.output[0], snakemake.params.config_files, claims, pairs)

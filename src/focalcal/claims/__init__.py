@@ -5,7 +5,11 @@
 
 Every claim of the study's paper gets one row: its statement and source, the paired
 difference it compares, the mean difference with its 95 % interval, and a verdict
-(:mod:`focalcal.claims.verdict`). Unhealthy runs are left out and the row says so.
+(:mod:`focalcal.claims.verdict`), with the evidence that decided it: how many pairs point the
+paper's way, what the interval contains and, for an inconclusive verdict, how many pairs of
+this mean and spread would decide it. Unhealthy runs are left out and the row names each with
+its status and the rule that flagged it. :func:`pairs_table` lists every pair's difference
+with its unit, one row per pair.
 """
 
 from __future__ import annotations
@@ -14,9 +18,9 @@ import pandas as pd
 
 from focalcal.claims import charoenphakdee2021, hossain2021, komisarenko2024, mukhoti2020
 from focalcal.claims.claim import Claim
-from focalcal.claims.evidence import StudyEvidence
+from focalcal.claims.evidence import UNIT_COLUMNS, StudyEvidence
 from focalcal.claims.verdict import (FAILS, HOLDS, INCONCLUSIVE, INTERVAL, NOT_TESTABLE, VERDICTS, Direction,
-                                     NotTestable, Outcome, Pairs, judge)
+                                     NotTestable, Outcome, Pairs, judge, on_paper_side)
 
 CLAIMS: dict[str, list[Claim]] = {
     "charoenphakdee2021": charoenphakdee2021.CLAIMS,
@@ -26,33 +30,50 @@ CLAIMS: dict[str, list[Claim]] = {
 }
 
 COLUMNS = ("paper", "claim", "study", "statement", "source", "compares", "direction", "threshold", "n_pairs",
-           "mean", "ci_low", "ci_high", "interval", "verdict", "reason", "excluded_runs")
+           "n_paper_way", "mean", "ci_low", "ci_high", "interval", "interval_contains", "verdict", "pairs_needed",
+           "reason", "excluded_runs")
+# One row per pair: the unit it was measured on (``seed`` holds the fold of a cross-validated run).
+PAIR_COLUMNS = ("paper", "claim", "study", *UNIT_COLUMNS, "pair", "difference", "paper_way")
 
 
 def evaluate_claim(claim: Claim, evidence: StudyEvidence) -> Outcome:
     return judge(claim.test(evidence), claim.direction, claim.threshold)
 
 
-def evaluate_study(evidence: StudyEvidence) -> list[dict]:
-    """One row per claim of the study's paper (none for a paper without claims)."""
-    rows = []
+def evaluate_study(evidence: StudyEvidence) -> list[tuple[dict, list[dict]]]:
+    """(claims row, its pairs' rows) per claim of the study's paper (none for a paper without claims)."""
+    results = []
     for claim in CLAIMS.get(evidence.paper, []):
         outcome = evaluate_claim(claim, evidence)
-        excluded = evidence.exclusion_note()
-        rows.append({
-            "paper": claim.paper, "claim": claim.key, "study": evidence.study, "statement": claim.statement,
-            "source": claim.source, "compares": claim.compares, "direction": claim.direction.symbol,
-            "threshold": claim.threshold, "n_pairs": outcome.n_pairs, "mean": outcome.mean, "ci_low": outcome.low,
-            "ci_high": outcome.high, "interval": INTERVAL if outcome.n_pairs else "", "verdict": outcome.verdict,
-            "reason": outcome.reason, "excluded_runs": excluded,
-        })
-    return rows
+        key = {"paper": claim.paper, "claim": claim.key, "study": evidence.study}
+        row = {
+            **key, "statement": claim.statement, "source": claim.source, "compares": claim.compares,
+            "direction": claim.direction.symbol, "threshold": claim.threshold, "n_pairs": outcome.n_pairs,
+            "n_paper_way": outcome.n_paper_way, "mean": outcome.mean, "ci_low": outcome.low, "ci_high": outcome.high,
+            "interval": INTERVAL if outcome.n_pairs else "", "interval_contains": outcome.contains,
+            "verdict": outcome.verdict, "pairs_needed": outcome.pairs_needed, "reason": outcome.reason,
+            "excluded_runs": evidence.exclusion_note(),
+        }
+        pairs = outcome.pairs
+        pair_rows = [{**key, **dict(zip(UNIT_COLUMNS, unit)), "pair": label, "difference": difference,
+                      "paper_way": on_paper_side(difference, claim.direction, claim.threshold)}
+                     for difference, unit, label in zip(pairs.differences, pairs.units, pairs.labels)]
+        results.append((row, pair_rows))
+    return results
+
+
+def evaluate(evidences) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(``results/tables/claims.csv``: one row per claim x study, ``claims_pairs.csv``: one row per pair)."""
+    results = [result for evidence in evidences for result in evaluate_study(evidence)]
+    table = pd.DataFrame([row for row, _ in results], columns=list(COLUMNS))
+    table["pairs_needed"] = table["pairs_needed"].astype("Int64")
+    pairs = pd.DataFrame([pair for _, rows in results for pair in rows], columns=list(PAIR_COLUMNS))
+    return table, pairs
 
 
 def claims_table(evidences) -> pd.DataFrame:
     """``results/tables/claims.csv``: one row per claim x study."""
-    rows = [row for evidence in evidences for row in evaluate_study(evidence)]
-    return pd.DataFrame(rows, columns=list(COLUMNS))
+    return evaluate(evidences)[0]
 
 
 def scoreboard(table: pd.DataFrame) -> pd.DataFrame:
@@ -71,6 +92,6 @@ def scoreboard(table: pd.DataFrame) -> pd.DataFrame:
     return board.sort_values("claim", key=lambda s: s.map(order), kind="stable").reset_index(drop=True)
 
 
-__all__ = ["CLAIMS", "COLUMNS", "Claim", "Direction", "FAILS", "HOLDS", "INCONCLUSIVE", "NOT_TESTABLE", "NotTestable",
-           "Outcome", "Pairs", "StudyEvidence", "VERDICTS", "claims_table", "evaluate_claim", "evaluate_study",
+__all__ = ["CLAIMS", "COLUMNS", "PAIR_COLUMNS", "Claim", "Direction", "FAILS", "HOLDS", "INCONCLUSIVE", "NOT_TESTABLE", "NotTestable",
+           "Outcome", "Pairs", "StudyEvidence", "VERDICTS", "claims_table", "evaluate", "evaluate_claim", "evaluate_study",
            "judge", "scoreboard"]

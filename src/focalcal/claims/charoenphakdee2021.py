@@ -8,7 +8,7 @@ accuracy on the test set: below 0 means underconfident.
 from __future__ import annotations
 
 from focalcal.claims.claim import Claim, NotTestable, compare_calibrators, ladder, trend
-from focalcal.claims.evidence import StudyEvidence, unit_label
+from focalcal.claims.evidence import StudyEvidence
 from focalcal.claims.verdict import Direction, Pairs
 
 PAPER = "charoenphakdee2021"
@@ -46,7 +46,7 @@ def _underconfident(evidence: StudyEvidence) -> Pairs | NotTestable:
     pairs = Pairs()
     for loss in focal:
         for unit, gap in _gap(evidence, loss, raw, datasets).items():
-            pairs.add(float(gap), f"{unit_label(unit)}: {loss}")
+            pairs.add(float(gap), unit, loss)
     return pairs
 
 
@@ -59,7 +59,7 @@ def _underconfidence_grows(evidence: StudyEvidence) -> Pairs | NotTestable:
     gaps = [(gamma, loss, _gap(evidence, loss, raw)) for gamma, loss in steps]
     for (g0, l0, low), (g1, l1, high) in zip(gaps, gaps[1:]):
         for unit in low.index.intersection(high.index):
-            pairs.add(float(high[unit] - low[unit]), f"{unit_label(unit)}: γ {g1:g} − γ {g0:g}")
+            pairs.add(float(high[unit] - low[unit]), unit, f"γ {g1:g} − γ {g0:g}")
     return pairs
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from focalcal.claims.evidence import StudyEvidence, unit_label
+from focalcal.claims.evidence import StudyEvidence
 from focalcal.claims.verdict import Direction, NotTestable, Pairs
 
 
@@ -38,7 +38,7 @@ def _missing(what: str) -> NotTestable:
 def pair_series(pairs: Pairs, a: pd.Series, b: pd.Series, label: str) -> None:
     """Add a − b for every unit the two series share."""
     for unit in a.index.intersection(b.index):
-        pairs.add(float(a[unit] - b[unit]), f"{unit_label(unit)}: {label}")
+        pairs.add(float(a[unit] - b[unit]), unit, label)
 
 
 def compare_losses(evidence: StudyEvidence, candidates: Sequence[str], baseline: str | None, metric: str,

@@ -99,9 +99,14 @@ class StudyEvidence:
         return {key for key, name in self.paper_datasets.items() if name in paper_datasets}
 
     def exclusion_note(self) -> str:
+        """Each run left out, with its health status and the rule that flagged it."""
         if not self.excluded:
             return ""
-        listed = "; ".join(f"{path} ({status})" for path, status in sorted(self.excluded.items()))
+        from focalcal.training.health import status_rules
+
+        rules = status_rules()
+        listed = "; ".join(f"{path} ({status}: {rules.get(status, 'not trained')})"
+                           for path, status in sorted(self.excluded.items()))
         return f"left out {len(self.excluded)} unhealthy run(s): {listed}"
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from focalcal.claims.claim import Claim, NotTestable, compare_calibrators, ladder, trend
-from focalcal.claims.evidence import StudyEvidence, unit_label
+from focalcal.claims.evidence import StudyEvidence
 from focalcal.claims.verdict import Direction, Pairs
 
 PAPER = "komisarenko2024"
@@ -57,8 +57,8 @@ def _temperature_rises_with_gamma_ev(evidence: StudyEvidence) -> Pairs | NotTest
             order = np.argsort(gammas)
             gammas, temperatures = gammas[order], temperatures[order]
             for i in range(len(gammas) - 1):
-                pairs.add(float(temperatures[i + 1] - temperatures[i]),
-                          f"{unit_label(unit)}: {loss}, T at γ_ev {gammas[i + 1]:g} − at {gammas[i]:g}")
+                pairs.add(float(temperatures[i + 1] - temperatures[i]), unit,
+                          f"{loss}, T at γ_ev {gammas[i + 1]:g} − at {gammas[i]:g}")
     if not len(pairs):
         return NotTestable("focal TS was fitted over a single γ_ev")
     return pairs

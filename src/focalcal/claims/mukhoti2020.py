@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 
 from focalcal.claims.claim import Claim, NotTestable, compare_losses, compare_with_best
-from focalcal.claims.evidence import StudyEvidence, unit_label
+from focalcal.claims.evidence import StudyEvidence
 from focalcal.claims.verdict import Direction, Pairs
 
 PAPER = "mukhoti2020"
@@ -102,7 +102,7 @@ def _history_change(column: str):
                 without_drop.append(unit[2])
                 continue
             values = history[column].to_numpy(dtype=float)
-            pairs.add(float(values[-1] - values[start]), f"{unit_label(unit)}: epoch {len(values)} − epoch {start + 1}")
+            pairs.add(float(values[-1] - values[start]), unit, f"epoch {len(values)} − epoch {start + 1}")
         if not pairs and without_drop:
             recipes = ", ".join(repr(recipe) for recipe in sorted(set(without_drop)))
             return NotTestable(f"recipe {recipes} never lowers the learning rate before its last epoch")
@@ -123,7 +123,7 @@ def _weight_norm_end(evidence: StudyEvidence) -> Pairs | NotTestable:
     for (loss, unit), value in last.items():
         base = last.get((ce, unit))
         if loss != ce and value is not None and base is not None:
-            pairs.add(value - base, f"{unit_label(unit)}: {loss} − {ce}")
+            pairs.add(value - base, unit, f"{loss} − {ce}")
     return pairs
 
 

@@ -28,10 +28,12 @@ FAILS = "does not hold"
 INCONCLUSIVE = "inconclusive"
 NOT_TESTABLE = "not testable with this config"
 VERDICTS = (HOLDS, FAILS, INCONCLUSIVE, NOT_TESTABLE)
+VERDICT_COLORS = {HOLDS: "#1a7f37", FAILS: "#b00020", INCONCLUSIVE: "#8a6d00", NOT_TESTABLE: "#666666"}  # report and plots
 
 MIN_PAIRS = 3  # the issue's floor: fewer pairs give no interval worth reading
 CONFIDENCE = 0.95
 INTERVAL = "Student-t 95 % over pairs"
+PAIRS_NEEDED_LIMIT = 100_000  # beyond this, "pairs needed" is reported as "more than"
 
 
 class Direction(str, Enum):
@@ -54,16 +56,20 @@ class Direction(str, Enum):
 
 @dataclass
 class Pairs:
-    """The paired differences of one claim, with a label per pair (for the reader)."""
+    """The paired differences of one claim: each with its unit (dataset, model, recipe, seed
+    or fold) and what it subtracts, in words ("focal3 − ce"), for the reader."""
 
     differences: list[float] = field(default_factory=list)
-    units: list[str] = field(default_factory=list)
+    units: list[tuple] = field(default_factory=list)
+    labels: list[str] = field(default_factory=list)
 
-    def add(self, difference: float, unit: str) -> None:
+    def add(self, difference: float, unit: tuple, label: str) -> None:
         if not math.isfinite(difference):
-            raise ValueError(f"non-finite difference {difference!r} for {unit}; its run should be marked unhealthy")
+            raise ValueError(f"non-finite difference {difference!r} for {unit} ({label}); its run should be "
+                             "marked unhealthy")
         self.differences.append(float(difference))
-        self.units.append(unit)
+        self.units.append(tuple(unit))
+        self.labels.append(label)
 
     def __len__(self) -> int:
         return len(self.differences)
@@ -88,6 +94,46 @@ def t_interval(differences, confidence: float = CONFIDENCE) -> tuple[float, floa
     return mean, mean - half, mean + half
 
 
+def on_paper_side(value: float, direction: Direction, threshold: float = 0.0) -> bool:
+    """Whether one difference points the paper's way (strictly, or touching for ≤ / ≥)."""
+    direction = Direction(direction)
+    if direction is Direction.BELOW:
+        return value < threshold
+    if direction is Direction.AT_MOST:
+        return value <= threshold
+    if direction is Direction.ABOVE:
+        return value > threshold
+    return value >= threshold
+
+
+def pairs_needed(mean: float, sd: float, n: int, direction: Direction, threshold: float = 0.0,
+                 confidence: float = CONFIDENCE, limit: int | None = None) -> int | None:
+    """How many pairs with this mean and spread (sample sd) a 95 % interval would need to lie
+    wholly on the paper's side of the threshold: the smallest m ≥ max(n, MIN_PAIRS) with
+    t_{0.975, m−1} · sd / √m < |mean − threshold|. None when no number would: the mean is on
+    the other side of (or at) the threshold, or more than ``limit`` pairs would be needed."""
+    from scipy import stats
+
+    limit = PAIRS_NEEDED_LIMIT if limit is None else limit
+    gap = mean - threshold
+    if not math.isfinite(gap) or not math.isfinite(sd) or gap == 0 or not on_paper_side(mean, direction, threshold):
+        return None
+    start = max(n, MIN_PAIRS)
+    if sd == 0:
+        return start
+
+    def excludes(m: int) -> bool:
+        return float(stats.t.ppf(0.5 + confidence / 2, m - 1)) * sd / math.sqrt(m) < abs(gap)
+
+    if not excludes(limit):
+        return None
+    low, high = start, limit  # t·sd/√m falls with m: bisect for the first m that excludes
+    while low < high:
+        middle = (low + high) // 2
+        low, high = (low, middle) if excludes(middle) else (middle + 1, high)
+    return low
+
+
 def decide(low: float, high: float, direction: Direction, threshold: float = 0.0) -> str:
     """The verdict of an interval [low, high] against a directional claim about its mean."""
     direction = Direction(direction)
@@ -102,7 +148,8 @@ def decide(low: float, high: float, direction: Direction, threshold: float = 0.0
 
 @dataclass
 class Outcome:
-    """A claim's verdict on one study, with its statistic and the reason when it is not plain."""
+    """A claim's verdict on one study, with its statistic, the evidence behind it and the
+    reason when it is not plain. ``pairs`` are the differences it was decided on."""
 
     verdict: str
     n_pairs: int = 0
@@ -110,7 +157,19 @@ class Outcome:
     low: float = math.nan
     high: float = math.nan
     reason: str = ""
-    units: list[str] = field(default_factory=list)
+    pairs: Pairs = field(default_factory=Pairs)
+    n_paper_way: int = 0  # pairs on the paper's side of the threshold
+    contains: str = ""  # what the interval contains, against the threshold
+    pairs_needed: int | None = None  # inconclusive: pairs an interval of this mean and spread would need
+
+
+def interval_contains(low: float, high: float, threshold: float = 0.0) -> str:
+    """What [low, high] contains, said against the threshold."""
+    if not (math.isfinite(low) and math.isfinite(high)):
+        return ""
+    if low <= threshold <= high:
+        return f"the threshold {threshold:g}"
+    return f"only values {'above' if low > threshold else 'below'} {threshold:g}"
 
 
 def judge(evidence: Pairs | NotTestable, direction: Direction, threshold: float = 0.0) -> Outcome:
@@ -120,13 +179,33 @@ def judge(evidence: Pairs | NotTestable, direction: Direction, threshold: float 
     n = len(evidence)
     if n == 0:
         return Outcome(NOT_TESTABLE, reason="no pair of runs to compare")
+    values = np.asarray(evidence.differences, dtype=float)
+    paper_way = sum(on_paper_side(value, direction, threshold) for value in values)
+    mean = float(values.mean())
+    sd = float(values.std(ddof=1)) if n > 1 else math.nan
     if n < MIN_PAIRS:
-        mean = float(np.mean(evidence.differences))
+        needed = pairs_needed(mean, sd, n, direction, threshold)
         return Outcome(INCONCLUSIVE, n, mean, reason=f"only {n} pair(s); a verdict needs at least {MIN_PAIRS} "
-                       "(add seeds)", units=list(evidence.units))
-    mean, low, high = t_interval(evidence.differences)
+                       f"(add seeds){_needed_text(needed, n, mean, direction, threshold)}", pairs=evidence,
+                       n_paper_way=paper_way, pairs_needed=needed)
+    mean, low, high = t_interval(values)
     verdict = decide(low, high, direction, threshold)
-    reason = ""
+    reason, needed = "", None
     if verdict == INCONCLUSIVE:
-        reason = f"the 95 % interval [{low:.4g}, {high:.4g}] contains {threshold:g}"
-    return Outcome(verdict, n, mean, low, high, reason, list(evidence.units))
+        needed = pairs_needed(mean, sd, n, direction, threshold)
+        reason = (f"the 95 % interval [{low:.4g}, {high:.4g}] contains {threshold:g}"
+                  + _needed_text(needed, n, mean, direction, threshold))
+    return Outcome(verdict, n, mean, low, high, reason, evidence, paper_way, interval_contains(low, high, threshold),
+                   needed)
+
+
+def _needed_text(needed: int | None, n: int, mean: float, direction: Direction, threshold: float) -> str:
+    if n < 2:
+        return "; one pair has no spread to extrapolate from"
+    if needed is not None:
+        return f"; with this mean and spread, {needed} pairs would exclude {threshold:g}"
+    if mean == threshold:
+        return f"; no number of pairs would make it hold: the mean lies at {threshold:g}"
+    if on_paper_side(mean, direction, threshold):
+        return f"; with this mean and spread, more than {PAIRS_NEEDED_LIMIT:,} pairs would be needed"
+    return f"; no number of pairs would make it hold: the mean lies on the other side of {threshold:g}"

@@ -7,7 +7,8 @@ Three layers, each failing with a message that names the offending key:
    filled in place, so the rest of the workflow never guesses a missing value.
 2. :func:`validate_config` then checks what a schema cannot: every key a study names
    exists in its table, study bin counts are among the computed ones, calibrator chains
-   point at a temperature scaling.
+   point at a temperature scaling, claim notes state no measured figure
+   (:mod:`focalcal.claims.notes`).
 3. :func:`check_configfile_conflicts` — Snakemake merges several ``--configfile`` files
    silently, the last one winning key by key; two files that define the same table key
    differently would give one run directory two meanings, so that is an error.
@@ -202,6 +203,9 @@ def _check_references(config: dict) -> None:
                 f"studies.{study_key}.ece_bins: {sorted(set(bins) - set(config['ece_bins']))} not among the computed "
                 f"ece_bins {config['ece_bins']}; add them to the top-level ece_bins"
             )
+    from focalcal.claims.notes import note_problems
+
+    problems += note_problems((config.get("report") or {}).get("claim_notes") or {})
     for recipe_key in config["training"]["by_recipe"]:
         if recipe_key not in config["recipes"]:
             problems.append(f"training.by_recipe.{recipe_key}: unknown recipes key; defined: {', '.join(config['recipes'])}")

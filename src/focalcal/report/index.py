@@ -19,7 +19,7 @@ import pandas as pd
 from focalcal._io import atomic_write_text
 from focalcal.report.claims import claims_html
 from focalcal.report.inventory import summary
-from focalcal.report.targets import OVERVIEW, PAPERS, REPORT
+from focalcal.report.targets import CLAIMS_INDEX, OVERVIEW, PAPERS, REPORT
 from focalcal.training.health import NOT_ASSESSED, UNHEALTHY
 
 STYLE = """
@@ -105,18 +105,23 @@ def _study_html(study: dict) -> str:
 
 
 def build_index(manifest: dict, inventory: pd.DataFrame, config_text: str, config_files=(),
-                claims: pd.DataFrame | None = None) -> str:
+                claims: pd.DataFrame | None = None, pairs: pd.DataFrame | None = None) -> str:
     """The index page as an HTML string (links relative to ``results/report/``); ``claims``
-    (``results/tables/claims.csv``) gives the scoreboard at the top."""
+    (``results/tables/claims.csv``) and ``pairs`` (``claims_pairs.csv``) give the scoreboard
+    at the top, under the compact forest plot of every claim."""
     pages = [OVERVIEW, *PAPERS]
     nav = " ".join(f'<a href="{_e(page)}.html">{_e(page)}</a>' for page in pages)
     sections = [f"<h1>focalcal report</h1><p class='note'>Generated {_e(time.strftime('%Y-%m-%d %H:%M:%S %Z'))}. "
                 f"Pages: </p><nav>{nav}</nav>"]
     if claims is not None:
+        forest = manifest["claims_forest"][CLAIMS_INDEX]
+        href = os.path.relpath(forest, REPORT).replace(os.sep, "/")
         sections.append("<h2 id='claims'>Does each paper hold here?</h2>"
                         f"<p class='note'>Every claim of the papers tested on this config's runs "
-                        f"({_link(manifest['claims'], manifest['claims'])}); details on each paper's page.</p>"
-                        + claims_html(claims, manifest.get("claim_notes"), with_paper=True))
+                        f"({_link(manifest['claims'], manifest['claims'])}, every pair in "
+                        f"{_link(manifest['claims_pairs'], manifest['claims_pairs'])}); details on each paper's page.</p>"
+                        f"<p><img src='{_e(href)}' alt='forest plot of every claim' style='max-width:100%'></p>"
+                        + claims_html(claims, manifest.get("claim_notes"), with_paper=True, pairs=pairs))
     sections.append("<h2>What was reproduced, per paper</h2>")
     for paper, title in PAPERS.items():
         about = manifest["papers"][paper]
@@ -135,10 +140,11 @@ def build_index(manifest: dict, inventory: pd.DataFrame, config_text: str, confi
             f"<style>{STYLE}</style></head><body>" + "\n".join(sections) + "</body></html>\n")
 
 
-def write_index(manifest: dict, inventory: pd.DataFrame, path, config_files=(), claims: pd.DataFrame | None = None) -> Path:
+def write_index(manifest: dict, inventory: pd.DataFrame, path, config_files=(), claims: pd.DataFrame | None = None,
+                pairs: pd.DataFrame | None = None) -> Path:
     import yaml
 
     config_text = yaml.safe_dump(manifest["config"], sort_keys=False, allow_unicode=True)
     path = Path(path)
-    atomic_write_text(build_index(manifest, inventory, config_text, config_files, claims), path)
+    atomic_write_text(build_index(manifest, inventory, config_text, config_files, claims, pairs), path)
     return path

@@ -100,13 +100,21 @@ def show_artifact(artifact: dict, root=".") -> None:
 
 
 def show_claims(manifest: dict, paper: str, root=".") -> None:
-    """Does the paper hold here? Its claims with our paired statistic, interval and verdict."""
-    from focalcal.report.claims import claims_html, read_claims
+    """Does the paper hold here? Its claims' forest plot, then each claim with the evidence
+    from this run (statistic, interval, pairs) and its verdict."""
+    from IPython.display import Image
+
+    from focalcal.report.claims import claims_html, read_claims, read_pairs
 
     table = read_claims(Path(root) / manifest["claims"])
+    pairs = read_pairs(Path(root) / manifest["claims_pairs"])
     mine = table[table["paper"] == paper]
-    _markdown(f"## Claims: does the paper hold here?\n`{manifest['claims']}`")
-    _html(claims_html(mine, manifest.get("claim_notes")))
+    forest = manifest["claims_forest"][paper]
+    _markdown(f"## Claims: does the paper hold here?\n`{manifest['claims']}`, `{manifest['claims_pairs']}`")
+    if not (Path(root) / forest).is_file():
+        raise ValueError(f"the claims' forest plot {forest} is missing; run its Snakemake target")
+    _display(Image(filename=str(Path(root) / forest), width=900))
+    _html(claims_html(mine, manifest.get("claim_notes"), pairs=pairs))
 
 
 def show_theory(manifest: dict, paper: str, root=".") -> None:

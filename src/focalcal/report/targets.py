@@ -32,6 +32,16 @@ OVERVIEW = "overview"
 INVENTORY = f"{REPORT}/runs.csv"
 CLAIMS = "claims"
 CLAIMS_TABLE = f"{TABLES}/{CLAIMS}.csv"  # every paper's claims tested on the study tables (focalcal.report.claims)
+CLAIMS_PAIRS = f"{TABLES}/{CLAIMS}_pairs.csv"  # every pair behind those verdicts, with its unit
+CLAIMS_FIGURES = f"{FIGURES}/{CLAIMS}"  # forest plots of the claims: <paper>.png per page, index.png for all
+CLAIMS_INDEX = "index"  # results/figures/claims/index.png: the compact plot of every claim
+
+
+def claims_forest(page: str) -> str:
+    """The forest plot of a paper page's claims (``page``: a paper) or of all claims (``index``)."""
+    if page not in (*PAPERS, CLAIMS_INDEX):
+        raise ValueError(f"no claims forest plot {page!r}; they are {[*PAPERS, CLAIMS_INDEX]}")
+    return f"{CLAIMS_FIGURES}/{page}.png"
 
 
 @dataclass
@@ -239,7 +249,7 @@ class ReportPlan:
             return [s.table for s in self.studies.values() if s.table]
         if notebook not in PAPERS:
             raise ValueError(f"no notebook {notebook!r}; they are {self.notebooks}")
-        paths = [CLAIMS_TABLE] + [a.path for a in self.theory if a.paper == notebook]
+        paths = [CLAIMS_TABLE, CLAIMS_PAIRS, claims_forest(notebook)] + [a.path for a in self.theory if a.paper == notebook]
         for study in self.studies.values():
             if study.paper == notebook:
                 paths += [a.path for a in study.artifacts] + ([study.table] if study.table else [])
@@ -256,6 +266,8 @@ class ReportPlan:
             "notebooks": self.notebooks,
             "inventory": INVENTORY,
             "claims": CLAIMS_TABLE,
+            "claims_pairs": CLAIMS_PAIRS,
+            "claims_forest": {page: claims_forest(page) for page in (*PAPERS, CLAIMS_INDEX)},
             "claim_notes": dict((config.get("report") or {}).get("claim_notes") or {}),
         }
 
@@ -264,7 +276,8 @@ def report_plan(plan) -> ReportPlan:
     """Plan every figure and table of the report for a :class:`focalcal.pipeline.Plan`."""
     if THEORY in plan.studies:
         raise ValueError(f"a study may not be called {THEORY!r}: results/figures/{THEORY}/ holds the theory figures")
-    if CLAIMS in plan.studies:
-        raise ValueError(f"a study may not be called {CLAIMS!r}: {TABLES}/{CLAIMS}.csv holds the claims table")
+    for reserved, path in ((CLAIMS, CLAIMS_TABLE), (f"{CLAIMS}_pairs", CLAIMS_PAIRS)):
+        if reserved in plan.studies:
+            raise ValueError(f"a study may not be called {reserved!r}: {path} holds the claims' evidence")
     grid = (plan.config.get("report") or {}).get("theory_grid", "paper")
     return ReportPlan(theory_artifacts(grid), {key: study_artifacts(plan, key) for key in plan.studies})

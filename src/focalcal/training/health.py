@@ -70,6 +70,19 @@ run at 60 % error drifting down by 1.5 points per epoch (noise of a hard task) i
 while one going 20 % → 15 % is."""
 
 
+def status_rules() -> dict[str, str]:
+    """The rule that flags each unhealthy status, in words, from the constants below (what
+    the claims table says of a run it leaves out)."""
+    return {
+        "diverged": "a non-finite training loss, or non-finite test logits",
+        "collapsed": (f"test accuracy (segmentation: mean IoU) within {COLLAPSE_MARGIN * 100:g} points of chance or "
+                      "of always predicting the majority class"),
+        "not converged": (f"over the last {CONVERGENCE_WINDOW_SHARE:.0%} of epochs (at least {MIN_CONVERGENCE_WINDOW}) "
+                          f"the train error still fell by more than {STILL_FALLING_PER_EPOCH * 100:g} point per epoch "
+                          f"and more than {STILL_FALLING_RELATIVE:.0%} relative"),
+    }
+
+
 def assess_health(history, test_labels=None, test_predictions=None, num_classes: int | None = None,
                   ignore_index: int | None = None, *, logits_finite: bool = True,
                   stopped_early: bool = False) -> dict:

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from focalcal import numerics
 from focalcal import data as data_lib
 from focalcal import losses as loss_lib
 from focalcal import models as model_lib
@@ -410,6 +411,7 @@ class Trainer:
             "stopped_early": self.stopped_early,
             "best_epoch": self.best["epoch"] or self.epochs_done,
             "split_hash": self.dataset.split_hash,
+            "numerics": numerics.record(),  # what picked the CPU kernels (focalcal.numerics)
             "dataset": self.dataset.record(),
             "num_classes": self.dataset.num_classes,
             "split_sizes": {s: int(getattr(self.dataset, s)[1].shape[0]) for s in ("train", "val", "test")},

@@ -1,0 +1,11 @@
+"""Rule claims_forest: the forest plot of a paper page's claims, or of every claim for the index."""
+
+import sys
+
+sys.path.insert(0, snakemake.scriptdir)
+from _common import logged
+
+from focalcal.report.claims import write_forest
+
+with logged(snakemake.log[0]):
+    write_forest(snakemake.wildcards.page, snakemake.input.claims, snakemake.input.pairs, snakemake.output[0])
