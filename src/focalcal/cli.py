@@ -1,5 +1,5 @@
 """Command line: ``focalcal calibrate``, ``focalcal train``, ``focalcal export-logits``,
-``focalcal build-kernels`` (also ``python -m focalcal``)."""
+``focalcal verify``, ``focalcal build-kernels`` (also ``python -m focalcal``)."""
 
 from __future__ import annotations
 
@@ -32,9 +32,12 @@ def main(argv: list[str] | None = None) -> int:
             sub.add_argument("--progress", choices=("auto", "bar", "lines"), default="auto")
     commands.add_parser("build-kernels", help="compile the fused CPU loss kernels once (shared by every checkout)")
     _add_calibrate_parser(commands)
+    _add_verify_parser(commands)
     args = parser.parse_args(argv)
     if args.command == "build-kernels":
         return _build_kernels()
+    if args.command == "verify":
+        return _verify(args)
     if args.command == "calibrate":
         return _calibrate(args)
 
@@ -90,6 +93,34 @@ def _calibrate(args) -> int:
     compare_calibrators(logits, args.out, args.calibrators, args.gamma, n_bins=args.bins, n_resamples=args.resamples,
                         seed=args.seed, smooth=not args.no_smooth, progress=lambda line: print(line, flush=True))
     return 0
+
+
+def _add_verify_parser(commands) -> None:
+    sub = commands.add_parser(
+        "verify", help="check every artefact under results/ against its checksum sidecar; list the damaged ones",
+        description="Hash every file under WORKDIR/results that has a <name>.sha256 sidecar and list each damaged "
+                    "or missing one with the command that re-makes it. Exit status 1 when any is damaged.")
+    sub.add_argument("workdir", nargs="?", default=".", metavar="WORKDIR",
+                     help="the workflow directory holding results/ (default: .)")
+    sub.add_argument("--configfile", nargs="+", default=[], metavar="FILE",
+                     help="the config file(s) the workflow ran with, named in the re-make commands")
+    sub.add_argument("--snakefile", help="the workflow's Snakefile, when it is not WORKDIR/Snakefile")
+
+
+def _verify(args) -> int:
+    from focalcal._remake import set_workflow
+    from focalcal.verify import verify_tree
+
+    set_workflow(args.snakefile, args.configfile)
+    try:
+        checked, damaged = verify_tree(args.workdir, progress=lambda line: print(line, flush=True))
+    except FileNotFoundError as error:
+        print(f"focalcal verify: {error}", file=sys.stderr)
+        return 2
+    for damage in damaged:
+        print(f"damaged: {damage.path}: {damage.problem}\n  re-make it: {damage.remake}")
+    print(f"focalcal verify: {checked} artefacts checked, {len(damaged)} damaged")
+    return 1 if damaged else 0
 
 
 def _build_kernels() -> int:

@@ -8,6 +8,7 @@ trainer resumes from it (and a finished run "retrains" in no time).
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 
@@ -15,6 +16,9 @@ from focalcal._io import atomic_write_json, atomic_write_text, read_json
 from focalcal.pipeline.plan import RUN_CONFIG
 from focalcal.training.run_files import (
     SEGMENTATION_METRICS,
+    DamagedCheckpointError,
+    RunPaths,
+    damaged_checkpoint_message,
     SEGMENTATION_SAMPLES,
     publish_staged_segmentation,
     record_staging,
@@ -88,7 +92,28 @@ def export_logits(run_dir, data_root, threads: int) -> None:
 
     config = RunConfig.from_dict(read_json(Path(run_dir) / RUN_CONFIG))
     torch.set_num_threads(max(1, int(threads)))
-    export_run_logits(config, run_dir, data_root=str(data_root))
+    with _checkpoint_problems(run_dir):
+        export_run_logits(config, run_dir, data_root=str(data_root))
+
+
+@contextlib.contextmanager
+def _checkpoint_problems(run_dir):
+    """An unreadable or missing checkpoint becomes a :class:`DamagedCheckpointError` that says
+    what the run keeps and the ways out."""
+    from focalcal._io import CorruptArtefactError
+    from focalcal.training.checkpoint import UnreadableCheckpointError, UnsafeCheckpointError
+
+    checkpoint = RunPaths(Path(run_dir)).checkpoint
+    try:
+        yield
+    except (CorruptArtefactError, FileNotFoundError) as error:
+        concerns_checkpoint = Path(getattr(error, "path", None) or getattr(error, "filename", None) or "") == checkpoint
+        if not concerns_checkpoint and checkpoint.exists():
+            raise
+        problem = error.problem if isinstance(error, CorruptArtefactError) else "it is missing"
+        raise DamagedCheckpointError(damaged_checkpoint_message(run_dir, problem)) from error
+    except (UnreadableCheckpointError, UnsafeCheckpointError) as error:
+        raise DamagedCheckpointError(damaged_checkpoint_message(run_dir, str(error).split(". Re-make it")[0])) from error
 
 
 def import_logits(source, run_identity: dict, logits_path, info_path, run_config_path) -> dict:

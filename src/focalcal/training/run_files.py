@@ -108,6 +108,46 @@ def publish_staged(run_dir, destinations: dict, **settings) -> str:
     return ""
 
 
+class DamagedCheckpointError(RuntimeError):
+    """A finished run's checkpoint cannot be read, so what it would re-make cannot be; the
+    message says what the run keeps and the ways out."""
+
+
+def damaged_checkpoint_message(run_dir, problem: str) -> str:
+    """Why ``run_dir``'s logits cannot be re-dumped (``problem``: what is wrong with its checkpoint),
+    what the run keeps, and the ways out: the staged copy, if it is byte-identical to the logits
+    the run published (its sha256 is the one recorded in ``logits.npz.sha256``), or retraining."""
+    from focalcal._remake import remake_command, snakemake_command
+
+    paths = RunPaths(Path(run_dir))
+    kept = {name: _state(paths.root / name) for name in (LOGITS, RUN_INFO)}
+    lines = [f"{paths.checkpoint} cannot be read ({problem}), so the logits cannot be re-dumped from it. "
+             f"The run keeps its outputs: {LOGITS} {kept[LOGITS]}, {RUN_INFO} {kept[RUN_INFO]} (Snakemake puts "
+             "them back after this failure, and the jobs after this one go on with them). Ways out:"]
+    staged = paths.staged_export
+    recorded = _sidecar.read(paths.logits) if _sidecar.sidecar_path(paths.logits).exists() else None
+    if recorded is not None and staged.logits.exists() and _sidecar.digest_file(staged.logits) == recorded:
+        names = [staged.root / name for name in (LOGITS, LOGITS + _sidecar.SUFFIX, RUN_INFO, RUN_INFO + _sidecar.SUFFIX)]
+        restore = (f"cp -p {' '.join(str(name) for name in names)} {paths.root}/ && "
+                   + snakemake_command("--touch", paths.logits, paths.info))
+        lines.append(f"  - the staged copy {staged.logits} is these logits: its sha256 is the one recorded for "
+                     f"{paths.logits} when it was published. If {LOGITS} is lost or damaged, put the copy back "
+                     f"(and mark it up to date): {restore}")
+    else:
+        lines.append(f"  - no staged copy matches the checksum recorded for {paths.logits}")
+    lines.append(f"  - retrain the run: {remake_command(paths.checkpoint)[0]}")
+    return "\n".join(lines)
+
+
+def _state(path: Path) -> str:
+    if not path.exists():
+        return "is missing"
+    recorded = _sidecar.read(path) if _sidecar.sidecar_path(path).exists() else None
+    if recorded is None:
+        return "is there (no checksum recorded)"
+    return "matches its recorded checksum" if _sidecar.digest_file(path) == recorded else "is damaged"
+
+
 def publish_staged_export(run_dir) -> str:
     """Publish the staged ``logits.npz`` and ``run.json`` into the run directory (:func:`publish_staged`)."""
     paths = RunPaths(Path(run_dir))
