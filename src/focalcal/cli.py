@@ -58,14 +58,17 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _add_calibrate_parser(commands) -> None:
-    from focalcal.compare import CALIBRATORS, DEFAULT_CALIBRATORS
+    from focalcal.compare import CALIBRATORS, COSTS, DEFAULT_CALIBRATORS, MAX_CLASSES_QUADRATIC, QUADRATIC_IN_K
 
     sub = commands.add_parser(
         "calibrate", help="fit and compare calibrators on a model's own val/test logits; write a report",
         description="Fit calibrators on the validation logits, measure them on the test logits with 95 % "
                     "bootstrap intervals, and write calibration.json, metrics.csv, reliability diagrams and "
                     "index.html. LOGITS: an .npz with val_logits, val_labels, test_logits, test_labels "
-                    "(optional class_names), or a folder of <key>.npy files.")
+                    "(optional class_names), or a folder of <key>.npy files. Fitting costs, on N validation rows "
+                    "of K classes: " + "; ".join(f"{key} {cost}" for key, cost in COSTS.items()) + ". By default "
+                    f"{' and '.join(QUADRATIC_IN_K)} are skipped above K = {MAX_CLASSES_QUADRATIC}, with a line "
+                    "saying so; naming them in --calibrators fits them anyway.")
     sub.add_argument("logits", metavar="LOGITS", help=".npz file or folder of .npy files")
     sub.add_argument("--calibrators", type=lambda text: [name.strip() for name in text.split(",") if name.strip()],
                      help=f"comma-separated, from: {', '.join(CALIBRATORS)} (default: {', '.join(DEFAULT_CALIBRATORS)};"
