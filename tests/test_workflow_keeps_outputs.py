@@ -3,25 +3,15 @@ leaves the run its logits and run.json, and the ways out it prints run as printe
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from focalcal import _sidecar
-from test_workflow_e2e import BIN, RUN, TEST_CONFIG, planned_rules, snakemake
+from test_workflow_e2e import RUN, TEST_CONFIG, planned_rules, run_as_printed, snakemake
 
 LOGITS, INFO = f"{RUN}/logits.npz", f"{RUN}/run.json"
-
-
-def run_as_printed(command: str, workdir: Path) -> subprocess.CompletedProcess:
-    """``command`` in a shell from the workflow directory, the venv's snakemake first on PATH."""
-    env = dict(os.environ, OMP_NUM_THREADS="1", PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}")
-    result = subprocess.run(["bash", "-c", command], cwd=workdir, capture_output=True, text=True, timeout=600, env=env)
-    assert result.returncode == 0, f"{command}\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
-    return result
 
 
 @pytest.fixture(scope="module")

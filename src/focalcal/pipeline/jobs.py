@@ -52,14 +52,23 @@ def train(run_identity: dict, execution: dict, run_dir, data_root, threads: int,
     import torch
 
     from focalcal.training import RunConfig, train_run
+    from focalcal.training.lock import refuse_if_trained_elsewhere
     from focalcal.training.orphan import exit_when_workflow_dies
 
     run_config = {**run_identity, **execution}
     config = RunConfig.from_dict(run_config)  # fails before anything is written if the config is bad
+    refuse_if_trained_elsewhere(run_dir, "a second trainer would overwrite its files")  # before writing anything
     exit_when_workflow_dies()
-    _write_run_config(run_config, Path(run_dir) / RUN_CONFIG)
+    run_config_path = Path(run_dir) / RUN_CONFIG
+    _write_run_config(run_config, run_config_path)
     torch.set_num_threads(max(1, int(threads)))
     trainer = train_run(config, run_dir, data_root=str(data_root), progress=False, export=False)
+    # The declared outputs again if they went while training: a second Snakemake that started
+    # this run's job at the same moment deletes them before its job is refused.
+    if not run_config_path.exists():
+        _write_run_config(run_config, run_config_path)
+    if not trainer.paths.history.exists():
+        trainer.write_records()
     started = time.process_time()
     staged = trainer.paths.staged_export
     if trainer.is_classifier:
