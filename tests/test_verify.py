@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 
 import numpy as np
+import pytest
 
 from focalcal import _remake
 from focalcal._io import atomic_savez, atomic_write_text
@@ -23,6 +24,12 @@ def flip_one_byte(path, offset: int) -> None:
     os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
 
 
+@pytest.fixture(autouse=True)
+def no_workflow_recorded(monkeypatch):
+    """``focalcal verify`` records the workflow it is given in the environment: undone after each test."""
+    monkeypatch.setenv(_remake.WORKFLOW_ENV, "{}")
+
+
 def make_tree(workdir):
     atomic_savez(workdir / RUN / "logits.npz", val_logits=np.arange(12.0).reshape(4, 3), val_labels=np.arange(4) % 3)
     atomic_write_text("epoch,lr\n1,0.1\n", workdir / RUN / "history.csv")
@@ -32,14 +39,12 @@ def make_tree(workdir):
 
 
 def test_an_intact_tree_passes(tmp_path, capsys, monkeypatch):
-    monkeypatch.delenv(_remake.WORKFLOW_ENV, raising=False)
     make_tree(tmp_path)
     assert main(["verify", str(tmp_path)]) == 0
     assert capsys.readouterr().out.splitlines()[-1] == "focalcal verify: 3 artefacts checked, 0 damaged"
 
 
 def test_one_flipped_byte_is_named_with_its_remake_command(tmp_path, capsys, monkeypatch):
-    monkeypatch.delenv(_remake.WORKFLOW_ENV, raising=False)
     make_tree(tmp_path)
     flip_one_byte(tmp_path / RUN / "logits.npz", 100)
     config = tmp_path / "study.yaml"
@@ -52,7 +57,6 @@ def test_one_flipped_byte_is_named_with_its_remake_command(tmp_path, capsys, mon
 
 
 def test_a_missing_artefact_and_a_truncated_one_are_listed(tmp_path, capsys, monkeypatch):
-    monkeypatch.delenv(_remake.WORKFLOW_ENV, raising=False)
     make_tree(tmp_path)
     monkeypatch.chdir(tmp_path)
     (tmp_path / RUN / "history.csv").unlink()
