@@ -9,15 +9,21 @@
 from focalcal.training.lock import refuse_if_trained_elsewhere
 
 
+def not_trained_elsewhere(wildcards):
+    """No input: fails the DAG, before Snakemake deletes the live run's outputs to make room
+    for a job that could only be refused, when another process trains the run. Dry runs and
+    --touch delete nothing and go on."""
+    if not (workflow.dryrun or workflow.touch):
+        refuse_if_trained_elsewhere(
+            PLAN.run(wildcards).run_dir, "this Snakemake would delete its outputs to train it again"
+        )
+    return []
+
+
 rule train:
     input:
         data=ancient(f"{DATA_ROOT}/ready/{{dataset}}.json"),
-        # [] while no other process trains the run; else the DAG fails here, before Snakemake
-        # deletes the live run's outputs to make room for a job that could only be refused
-        trained_elsewhere=lambda wildcards: refuse_if_trained_elsewhere(
-            PLAN.run(wildcards).run_dir, "this Snakemake would delete its outputs to train it again"
-        )
-        or [],
+        trained_elsewhere=not_trained_elsewhere,
     output:
         run_config=f"results/runs/{RUN}/run_config.json",
         history=f"results/runs/{RUN}/history.csv",
