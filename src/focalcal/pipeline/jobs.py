@@ -16,10 +16,10 @@ from focalcal._io import atomic_write_json, atomic_write_text, read_json
 from focalcal.pipeline.plan import RUN_CONFIG
 from focalcal.training.run_files import (
     SEGMENTATION_METRICS,
+    SEGMENTATION_SAMPLES,
     DamagedCheckpointError,
     RunPaths,
     damaged_checkpoint_message,
-    SEGMENTATION_SAMPLES,
     publish_staged_segmentation,
     record_staging,
 )

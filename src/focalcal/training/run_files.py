@@ -13,6 +13,7 @@ checkpoint. ``run.json``'s ``staged`` record says what the staging cost the trai
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -125,10 +126,10 @@ def damaged_checkpoint_message(run_dir, problem: str) -> str:
              f"The run keeps its outputs: {LOGITS} {kept[LOGITS]}, {RUN_INFO} {kept[RUN_INFO]} (Snakemake puts "
              "them back after this failure, and the jobs after this one go on with them). Ways out:"]
     staged = paths.staged_export
-    recorded = _sidecar.read(paths.logits) if _sidecar.sidecar_path(paths.logits).exists() else None
+    recorded = _recorded(paths.logits)
     if recorded is not None and staged.logits.exists() and _sidecar.digest_file(staged.logits) == recorded:
         names = [staged.root / name for name in (LOGITS, LOGITS + _sidecar.SUFFIX, RUN_INFO, RUN_INFO + _sidecar.SUFFIX)]
-        restore = (f"cp -p {' '.join(str(name) for name in names)} {paths.root}/ && "
+        restore = (f"cp -p {' '.join(shlex.quote(str(name)) for name in names)} {shlex.quote(str(paths.root))}/ && "
                    + snakemake_command("--touch", paths.logits, paths.info))
         lines.append(f"  - the staged copy {staged.logits} is these logits: its sha256 is the one recorded for "
                      f"{paths.logits} when it was published. If {LOGITS} is lost or damaged, put the copy back "
@@ -139,12 +140,20 @@ def damaged_checkpoint_message(run_dir, problem: str) -> str:
     return "\n".join(lines)
 
 
+def _recorded(path: Path) -> _sidecar.Checksum | None:
+    """The checksum recorded for ``path``; None without a readable one."""
+    try:
+        return _sidecar.read(path)
+    except _sidecar.SidecarUnreadable:
+        return None
+
+
 def _state(path: Path) -> str:
     if not path.exists():
         return "is missing"
-    recorded = _sidecar.read(path) if _sidecar.sidecar_path(path).exists() else None
+    recorded = _recorded(path)
     if recorded is None:
-        return "is there (no checksum recorded)"
+        return "is there (no readable checksum recorded)"
     return "matches its recorded checksum" if _sidecar.digest_file(path) == recorded else "is damaged"
 
 
