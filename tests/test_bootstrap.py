@@ -88,3 +88,19 @@ def test_intervals_cover_the_true_ece_of_a_known_model():
         interval = metrics_with_intervals(probs, labels, bootstrap_indices(2000, 500, seed=repetition))["ece"]
         covered += interval.low <= 0.1 <= interval.high
     assert covered >= 45, covered
+
+
+def test_classwise_ece_of_many_classes_equals_the_metric_on_each_resample():
+    rng = np.random.default_rng(5)  # 40 samples x 500 classes: nearly every probability in bin 0
+    probs = rng.dirichlet(np.full(500, 0.05), size=40)
+    labels = rng.integers(0, 500, 40)
+    indices = bootstrap_indices(40, n_resamples=10, seed=2)
+    values = resampled_metrics(probs, labels, indices, n_bins=15)["classwise_ece"]
+    for b, index in enumerate(indices):
+        assert values[b] == pytest.approx(metrics.classwise_ece(probs[index], labels[index], 15), rel=1e-12)
+
+
+def test_the_classwise_estimate_is_the_library_metric():
+    probs, labels = _probs(n=200, k=40)
+    intervals = metrics_with_intervals(probs, labels, bootstrap_indices(200, 20, seed=0), n_bins=15)
+    assert intervals["classwise_ece"].estimate == pytest.approx(metrics.classwise_ece(probs, labels, 15), rel=1e-12)

@@ -278,3 +278,14 @@ def test_isotonic_matches_netcal_and_sklearn(overconfident):
     unnormalised = np.column_stack([np.interp(test_probs[:, k], x, y) for k, (x, y) in
                                     enumerate(zip(fitted.x_thresholds_, fitted.y_thresholds_))])  # fmt: skip
     np.testing.assert_allclose(unnormalised[:, 2], one_class.predict(test_probs[:, 2]), atol=1e-12)
+
+
+def test_isotonic_classes_absent_from_the_labels_store_what_sklearn_fits():
+    rng = np.random.default_rng(3)
+    logits, labels = rng.normal(size=(40, 50)) * 2, rng.integers(0, 5, 40)  # classes 5..49 never seen
+    fitted = IsotonicCalibration().fit(logits, labels)
+    probs = softmax(logits, axis=1)
+    for k in (0, 4, 5, 49):
+        theirs = SklearnIsotonicRegression(y_min=0, y_max=1, out_of_bounds="clip").fit(probs[:, k], labels == k)
+        np.testing.assert_array_equal(fitted.x_thresholds_[k], theirs.X_thresholds_)
+        np.testing.assert_array_equal(fitted.y_thresholds_[k], theirs.y_thresholds_)

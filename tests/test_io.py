@@ -307,6 +307,27 @@ def test_the_remedy_runs_from_the_workflow_directory(tmp_path, monkeypatch):
     assert remake_hint("/somewhere/notes.txt") == "delete /somewhere/notes.txt and re-run what wrote it"
 
 
+def test_the_remedy_names_the_workflow_in_use_and_a_real_target(tmp_path, monkeypatch):
+    from focalcal._remake import set_workflow
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("FOCALCAL_WORKFLOW", "{}")
+    set_workflow("/repo/Snakefile", ["config/a.yaml", "/etc/b c.yaml"])
+    config = f"--configfile {tmp_path}/config/a.yaml '/etc/b c.yaml'"
+    assert remake_hint(f"{RUN}/logits.npz").startswith(
+        f"snakemake --cores 1 -s /repo/Snakefile -f {RUN}/logits.npz {config}   (")
+    assert remake_hint(f"{RUN}/checkpoint.pt").startswith(
+        f"rm {RUN}/checkpoint.pt && snakemake --cores 1 -s /repo/Snakefile -f {RUN}/history.csv {config}   (")
+    assert remake_hint(f"{RUN}/staged_export/run.json").startswith(
+        f"rm -r {RUN}/staged_export && snakemake --cores 1 -s /repo/Snakefile -f {RUN}/logits.npz {config}   (")
+    segmentation = RUN.replace("results/runs/", "results/segmentation/")
+    assert remake_hint(f"{RUN}/staged_export/samples.npz").startswith(
+        f"rm -r {RUN}/staged_export && snakemake --cores 1 -s /repo/Snakefile -f {segmentation}/metrics.csv {config}")
+    set_workflow(tmp_path / "Snakefile", [])  # the workflow directory's own Snakefile, the default config
+    assert remake_hint(f"{RUN}/logits.npz").startswith(f"snakemake --cores 1 -f {RUN}/logits.npz   (")
+    assert remake_hint("data/mnist1d/mnist1d_n2000_seed42.npz").startswith("rm data/mnist1d/mnist1d_n2000_seed42.npz   (")
+
+
 def test_the_error_survives_pickling_between_processes():
     import pickle
 

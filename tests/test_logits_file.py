@@ -85,7 +85,7 @@ def test_unreadable_inputs_are_named(tmp_path):
         read_logits(text)
     objects = tmp_path / "objects.npz"
     np.savez(objects, **arrays(), class_names=np.array([{"a": 1}] * 4, dtype=object))
-    with pytest.raises(ValueError, match=r"objects\.npz: cannot read it without pickle"):
+    with pytest.raises(ValueError, match=r"objects\.npz \[class_names\]: cannot read it without pickle"):
         read_logits(objects)
     folder = tmp_path / "folder"
     folder.mkdir()
@@ -151,3 +151,36 @@ def test_an_imported_run_declared_as_probabilities_stores_their_log(tmp_path):
     with pytest.raises(ValueError, match="looks like probabilities"):
         import_logits(source, identity, *(tmp_path / f"again_{path.name}" for path in paths))
     assert not (tmp_path / "again_logits.npz").exists()
+
+
+def test_a_damaged_archive_is_refused_naming_the_file_and_the_key(tmp_path):
+    content = arrays()
+    crc = write_npz(tmp_path, content, "crc.npz")
+    data = bytearray(crc.read_bytes())
+    start = bytes(data).index(content["test_logits"].tobytes())  # stored uncompressed: the array's own bytes
+    data[start + 100] ^= 0x01  # one bit of one logit: the size is right, the member's CRC-32 is not
+    crc.write_bytes(bytes(data))
+    with pytest.raises(ValueError, match=r"crc\.npz \[test_logits\]: damaged, not a readable array \(Bad CRC-32"):
+        read_logits(crc)
+
+    header = write_npz(tmp_path, content, "header.npz")
+    data = header.read_bytes()
+    offset = data.index(b"'descr'", data.index(b"val_labels.npy"))
+    header.write_bytes(data[:offset] + b"'dexcr'" + data[offset + 7:])
+    with pytest.raises(ValueError, match=r"header\.npz \[val_labels\]: damaged, not a readable array"):
+        read_logits(header)
+
+
+def test_the_calibrate_command_names_a_damaged_archive_without_a_traceback(tmp_path):
+    import subprocess
+    import sys
+
+    path = write_npz(tmp_path, arrays(), "model.npz")
+    data = bytearray(path.read_bytes())
+    data[data.index(arrays()["val_logits"].tobytes()) + 8] ^= 0x01
+    path.write_bytes(bytes(data))
+    result = subprocess.run([sys.executable, "-m", "focalcal", "calibrate", str(path), "--out", str(tmp_path / "out")],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert f"{path} [val_logits]: damaged" in result.stderr
+    assert not (tmp_path / "out").exists()

@@ -49,3 +49,24 @@ def test_other_failures_and_a_kernel_that_keeps_dying_are_raised(monkeypatch, te
     with pytest.raises(RuntimeError, match="Kernel died"):
         notebooks.execute(template, tmp_path / "out2.ipynb", {}, tmp_path)
     assert len(calls) == notebooks.KERNEL_START_ATTEMPTS
+
+
+def test_a_real_kernel_writes_nothing_in_the_home_directory(template, tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    template.write_text(json.dumps({"cells": [{"cell_type": "code", "execution_count": None, "id": "a", "metadata": {},
+                                               "outputs": [], "source": "x = 6 * 7\nprint(x)"}],
+                                    "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3",
+                                                                "language": "python"}},
+                                    "nbformat": 4, "nbformat_minor": 5}))
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("XDG_", "JUPYTER", "IPYTHON"))}
+    env.update(HOME=str(home), MPLCONFIGDIR=str(tmp_path / "matplotlib"))  # matplotlib's cache is the job's, not the kernel's
+    code = (f"from focalcal.report import notebooks; "
+            f"notebooks.execute({str(template)!r}, {str(tmp_path / 'out.ipynb')!r}, {{}}, {str(tmp_path)!r})")
+    subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=300, capture_output=True)
+    assert "42" in (tmp_path / "out.ipynb").read_text()
+    assert [str(path.relative_to(home)) for path in home.rglob("*")] == [], list(home.rglob("*"))

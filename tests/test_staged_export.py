@@ -183,3 +183,21 @@ def test_segmentation_evaluation_with_other_bins_or_weights_is_redone(trained_se
     atomic_torch_save(state, checkpoint)
     assert publish_staged_segmentation(run_dir, out / "m.csv", out / "s.npz", out / "run.json", n_bins=10) == (
         "the staged export comes from another checkpoint")
+
+
+def test_finished_at_is_when_training_ended_not_when_the_records_were_rewritten(trained_run):
+    import time
+
+    run_dir, data_root = trained_run
+    staged_info = run_dir / "staged_export" / "run.json"
+    finished_at = json.loads(staged_info.read_text())["finished_at"]
+    assert finished_at == load_checkpoint(run_dir / "checkpoint.pt")["finished_at"]
+    time.sleep(1.1)  # the timestamps count seconds
+    threads = torch.get_num_threads()
+    try:
+        jobs.train(IDENTITY, EXECUTION, run_dir, data_root, threads=1)  # a re-planned job on the finished run
+    finally:
+        torch.set_num_threads(threads)
+    assert json.loads(staged_info.read_text())["finished_at"] == finished_at
+    export_in_subprocess(run_dir, data_root)
+    assert json.loads((run_dir / "run.json").read_text())["finished_at"] == finished_at

@@ -3,15 +3,17 @@ it, and that command re-dumps the logits from the checkpoint without retraining.
 
 from __future__ import annotations
 
+import os
 import re
-import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from focalcal import _sidecar
 from focalcal._io import load_npz
-from test_workflow_e2e import RUN, TEST_CONFIG, planned_rules, snakemake
+from test_workflow_e2e import ROOT, RUN, TEST_CONFIG, planned_rules, run_as_printed, snakemake
 
 CALIBRATION = RUN.replace("results/runs/", "results/calibration/")
 METRICS = f"{CALIBRATION}/metrics.csv"
@@ -49,12 +51,50 @@ def test_truncated_logits_are_named_with_the_command_that_re_makes_them_without_
     log = (calibrated / "results/logs/calibrate" / f"{RUN.removeprefix('results/runs/')}.log").read_text()
     assert f"CorruptArtefactError: corrupt artefact {RUN}/logits.npz: it is 1000 bytes but was written as" in log
     command = re.search(r"Re-make it: (.*?)   \(", log).group(1)
-    assert command == f"snakemake --cores 1 -f {RUN}/logits.npz"
+    assert command == f"snakemake --cores 1 -s {ROOT / 'Snakefile'} -f {RUN}/logits.npz --configfile {TEST_CONFIG}"
 
-    arguments = shlex.split(command)[1:]  # run it as printed (the helper adds -s and --directory)
-    ran = snakemake(calibrated, *arguments, "--configfile", str(TEST_CONFIG))
+    ran = run_as_printed(command, calibrated)  # as printed, from the workflow directory
     assert planned_rules(ran) == {"export_logits": 1, "total": 1}
     after = load_npz(logits)
     assert before.keys() == after.keys() and all((before[k] == after[k]).all() for k in before)
     assert stamps == {name: (run_dir / name).stat().st_mtime_ns for name in stamps}  # nothing retrained
     snakemake(calibrated, METRICS, "--cores", "1", "--configfile", str(TEST_CONFIG))
+
+
+def test_a_damaged_staged_export_names_a_command_that_runs(calibrated):
+    staged = calibrated / RUN / "staged_export" / "logits.npz"
+    damaged = bytearray(staged.read_bytes())
+    damaged[len(damaged) // 2] ^= 0x01
+    staged.write_bytes(bytes(damaged))
+    snakemake(calibrated, "-f", f"{RUN}/logits.npz", "--cores", "1", "--configfile", str(TEST_CONFIG))
+    log = (calibrated / "results/logs/export_logits" / f"{RUN.removeprefix('results/runs/')}.log").read_text()
+    command = re.search(r"Re-make it: (.*?)   \(", log).group(1)
+    assert command == (f"rm -r {RUN}/staged_export && snakemake --cores 1 -s {ROOT / 'Snakefile'} -f {RUN}/logits.npz "
+                       f"--configfile {TEST_CONFIG}")
+    ran = run_as_printed(command, calibrated)
+    assert planned_rules(ran) == {"export_logits": 1, "total": 1} and not staged.exists()
+
+
+def test_verify_finds_one_flipped_byte_and_its_command_re_makes_it(calibrated):
+    metrics = calibrated / METRICS
+    stat = metrics.stat()
+    data = bytearray(metrics.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    metrics.write_bytes(bytes(data))
+    os.utime(metrics, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # size and time kept: only the content tells
+
+    def verify():
+        return subprocess.run([sys.executable, "-m", "focalcal", "verify", "--snakefile", str(ROOT / "Snakefile"),
+                               "--configfile", str(TEST_CONFIG)], cwd=calibrated, capture_output=True, text=True,
+                              timeout=300)
+
+    found = verify()
+    assert found.returncode == 1, found.stdout + found.stderr
+    lines = found.stdout.splitlines()
+    assert lines[-1].endswith(" artefacts checked, 1 damaged")
+    damaged = [line for line in lines if line.startswith("damaged: ")]
+    assert damaged == [f"damaged: {METRICS}: " + damaged[0].split(": ", 2)[2]] and "sha256" in damaged[0]
+    command = re.search(r"re-make it: (.*?)   \(", found.stdout).group(1)
+    assert command == f"snakemake --cores 1 -s {ROOT / 'Snakefile'} -f {METRICS} --configfile {TEST_CONFIG}"
+    run_as_printed(command, calibrated)
+    assert verify().returncode == 0

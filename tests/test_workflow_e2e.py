@@ -35,6 +35,15 @@ def snakemake(workdir: Path, *args: str, check: bool = True) -> subprocess.Compl
     return result
 
 
+def run_as_printed(command: str, workdir: Path) -> subprocess.CompletedProcess:
+    """A command an error message printed, in a shell from the workflow directory, with the venv's
+    snakemake and focalcal first on PATH."""
+    env = dict(os.environ, OMP_NUM_THREADS="1", PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}")
+    result = subprocess.run(["bash", "-c", command], cwd=workdir, capture_output=True, text=True, timeout=600, env=env)
+    assert result.returncode == 0, f"{command}\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    return result
+
+
 def planned_rules(result: subprocess.CompletedProcess) -> dict[str, int]:
     text = result.stdout + result.stderr
     if "Job stats:" not in text:

@@ -228,6 +228,16 @@ def _read_checked(path: Path) -> tuple[bytes, bool]:
     raise CorruptArtefactError(path, "it keeps changing while it is read")
 
 
+def check_against_sidecar(path) -> str | None:
+    """What is wrong with ``path`` by its sidecar (None: it matches, or it has none)."""
+    path = Path(path)
+    expected = _sidecar.read(path)
+    if expected is None:
+        return None
+    with open(path, "rb") as handle:
+        return _mismatch(expected, os.fstat(handle.fileno()).st_size, lambda: _sidecar.digest_stream(handle))
+
+
 def _rewritten_since(path: Path, handle, expected: _sidecar.Checksum) -> bool:
     """Whether a writer replaced the file or its sidecar while we read (writers drop the sidecar,
     swap the file, then write the new sidecar): a mismatch is then a race, worth one more look."""

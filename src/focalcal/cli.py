@@ -1,5 +1,5 @@
 """Command line: ``focalcal calibrate``, ``focalcal train``, ``focalcal export-logits``,
-``focalcal plan``, ``focalcal build-kernels`` (also ``python -m focalcal``)."""
+``focalcal plan``, ``focalcal verify``, ``focalcal build-kernels`` (also ``python -m focalcal``)."""
 
 from __future__ import annotations
 
@@ -44,6 +44,7 @@ def main(argv: list[str] | None = None) -> int:
                      help="what `python -m bench gpu` measured (default: bench/gpu_results.json)")
     sub.add_argument("--gpu", help="the GPU the studies will run on (default: the one measured)")
     sub.add_argument("--schema", default="workflow/schemas/config.schema.yaml", help="the workflow's config schema")
+    _add_verify_parser(commands)
     args = parser.parse_args(argv)
     if args.command == "plan":
         return _plan(args)
@@ -52,6 +53,8 @@ def main(argv: list[str] | None = None) -> int:
 
         pin(args.numerics, 1, reexec=True)  # the kernels are built for torch's CPU capability, which this pins
         return _build_kernels()
+    if args.command == "verify":
+        return _verify(args)
     if args.command == "calibrate":
         return _calibrate(args)
 
@@ -93,14 +96,17 @@ def _plan(args) -> int:
 
 
 def _add_calibrate_parser(commands) -> None:
-    from focalcal.compare import CALIBRATORS, DEFAULT_CALIBRATORS
+    from focalcal.compare import CALIBRATORS, COSTS, DEFAULT_CALIBRATORS, MAX_CLASSES_QUADRATIC, QUADRATIC_IN_K
 
     sub = commands.add_parser(
         "calibrate", help="fit and compare calibrators on a model's own val/test logits; write a report",
         description="Fit calibrators on the validation logits, measure them on the test logits with 95 % "
                     "bootstrap intervals, and write calibration.json, metrics.csv, reliability diagrams and "
                     "index.html. LOGITS: an .npz with val_logits, val_labels, test_logits, test_labels "
-                    "(optional class_names), or a folder of <key>.npy files.")
+                    "(optional class_names), or a folder of <key>.npy files. Fitting costs, on N validation rows "
+                    "of K classes: " + "; ".join(f"{key} {cost}" for key, cost in COSTS.items()) + ". By default "
+                    f"{' and '.join(QUADRATIC_IN_K)} are skipped above K = {MAX_CLASSES_QUADRATIC}, with a line "
+                    "saying so; naming them in --calibrators fits them anyway.")
     sub.add_argument("logits", metavar="LOGITS", help=".npz file or folder of .npy files")
     sub.add_argument("--calibrators", type=lambda text: [name.strip() for name in text.split(",") if name.strip()],
                      help=f"comma-separated, from: {', '.join(CALIBRATORS)} (default: {', '.join(DEFAULT_CALIBRATORS)};"
@@ -150,6 +156,34 @@ def _eager_unless_built(specs: dict) -> None:
         os.environ[_fused.ENV_SWITCH] = "0"  # inherited by the second process
         print("focalcal calibrate: the fused CPU kernels are not built, so focal temperature scaling runs on the "
               "eager PyTorch path (slower); `focalcal build-kernels` builds them once", flush=True)
+
+
+def _add_verify_parser(commands) -> None:
+    sub = commands.add_parser(
+        "verify", help="check every artefact under results/ against its checksum sidecar; list the damaged ones",
+        description="Hash every file under WORKDIR/results that has a <name>.sha256 sidecar and list each damaged "
+                    "or missing one with the command that re-makes it. Exit status 1 when any is damaged.")
+    sub.add_argument("workdir", nargs="?", default=".", metavar="WORKDIR",
+                     help="the workflow directory holding results/ (default: .)")
+    sub.add_argument("--configfile", nargs="+", default=[], metavar="FILE",
+                     help="the config file(s) the workflow ran with, named in the re-make commands")
+    sub.add_argument("--snakefile", help="the workflow's Snakefile, when it is not WORKDIR/Snakefile")
+
+
+def _verify(args) -> int:
+    from focalcal._remake import set_workflow
+    from focalcal.verify import verify_tree
+
+    set_workflow(args.snakefile, args.configfile)
+    try:
+        checked, damaged = verify_tree(args.workdir, progress=lambda line: print(line, flush=True))
+    except FileNotFoundError as error:
+        print(f"focalcal verify: {error}", file=sys.stderr)
+        return 2
+    for damage in damaged:
+        print(f"damaged: {damage.path}: {damage.problem}\n  re-make it: {damage.remake}")
+    print(f"focalcal verify: {checked} artefacts checked, {len(damaged)} damaged")
+    return 1 if damaged else 0
 
 
 def _build_kernels() -> int:

@@ -51,6 +51,26 @@ CALIBRATORS: dict[str, dict] = {
     "ets": {"name": "ensemble_temperature_scaling"},
     "beta": {"name": "beta"},  # binary classifiers only
 }
+# What fitting each calibrator costs on N validation rows of K classes, known before anything
+# runs. Those of QUADRATIC_IN_K hold K² numbers (vector scaling's (2K)² Newton system, Dirichlet's
+# K × K matrix), so they run by default only up to MAX_CLASSES_QUADRATIC classes: 100 × 1,000
+# logits already take vector scaling ~35 s, and 10,000 classes a 2K × 2K system of 3.2 GB.
+COSTS = {
+    "raw": "nothing to fit",
+    "ts_nll": "O(N K) per iteration, 1 parameter",
+    "ts_ece": "O(N K) per temperature of its grid",
+    "fts_ece": "O(N K) per (γ, T) of its grid",
+    "fts_nll": "O(N K) per (γ, T) of its grid",
+    PSI_KEY: "O(N K), nothing to fit",
+    "vector_scaling": "O(N K²) per Newton step to build a (2K)² system, O(K³) to solve it",
+    "histogram_binning": "O(N K log N), one binning per class",
+    "isotonic": "O(N K log N), one fit per class seen in the labels",
+    "dirichlet": "O(N K²) per iteration, K² + K parameters",
+    "ets": "O(N K) per iteration",
+    "beta": "O(N), binary classifiers only",
+}
+QUADRATIC_IN_K = ("vector_scaling", "dirichlet")
+MAX_CLASSES_QUADRATIC = 200
 # Fitted in a second process beside the others (:class:`_BackgroundFits`): the (γ, T) grid is
 # most of the command's fitting time.
 BACKGROUND_FITS = {"focal_temperature_scaling"}
@@ -99,6 +119,12 @@ def compare_calibrators(logits: LogitsSet, out_dir, names=None, gamma: float | N
     from focalcal.calibration import calibrator_class
 
     specs = resolve_calibrators(names, gamma)
+    if names is None:  # named calibrators run whatever K; the default list stays within bounds
+        for key in [key for key in QUADRATIC_IN_K if key in specs and logits.num_classes > MAX_CLASSES_QUADRATIC]:
+            del specs[key]
+            progress(f"skipping {key}: its cost grows as K² ({COSTS[key]}) and {logits.source} has "
+                     f"{logits.num_classes:,} classes, more than {MAX_CLASSES_QUADRATIC}; name it in --calibrators "
+                     "to fit it anyway")
     binary_only = [key for key, spec in specs.items() if calibrator_class(spec["build"]["name"]).binary_only]
     if binary_only and logits.num_classes != 2:
         raise ValueError(f"calibrator {binary_only[0]} is for binary classifiers; {logits.source} has "

@@ -97,17 +97,35 @@ def check_logits(arrays: dict, where=lambda key: key, source: str = "<arrays>", 
 
 
 def _read_npz(path: Path) -> dict:
+    """Every array of the archive, read one key at a time so that a damaged member (a bad CRC, a
+    bad ``.npy`` header, a truncated stream) is named with its key."""
     import zipfile
+    import zlib
 
+    damaged = (ValueError, OSError, EOFError, zipfile.BadZipFile, zlib.error)
     if not zipfile.is_zipfile(path):
         raise ValueError(f"{path}: not a readable .npz file (not a zip archive; a folder of .npy files is read too)")
     try:
-        with np.load(path, allow_pickle=False) as archive:
-            return {key: archive[key] for key in archive.files}
-    except ValueError as error:  # object arrays need pickle, which is refused
-        raise ValueError(f"{path}: cannot read it without pickle ({error}); store plain numeric and string arrays") from None
-    except (OSError, EOFError) as error:
-        raise ValueError(f"{path}: not a readable .npz file ({error})") from None
+        archive = np.load(path, allow_pickle=False)
+    except damaged as error:
+        raise ValueError(f"{path}: not a readable .npz file ({_first_line(error)})") from None
+    arrays = {}
+    with archive:
+        for key in archive.files:
+            try:
+                arrays[key] = archive[key]
+            except damaged as error:
+                if "allow_pickle" in str(error):  # object arrays need pickle, which is refused
+                    raise ValueError(f"{path} [{key}]: cannot read it without pickle ({_first_line(error)}); store "
+                                     "plain numeric and string arrays") from None
+                raise ValueError(f"{path} [{key}]: damaged, not a readable array ({_first_line(error)}); the file "
+                                 "was altered or truncated after it was written") from None
+    return arrays
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
 
 
 def _read_folder(folder: Path) -> tuple[dict, object]:

@@ -9,11 +9,15 @@ from focalcal.pipeline import (
     check_run_directories,
     validate_config,
 )
+from focalcal._remake import set_workflow
 from focalcal.numerics import pin_workflow
 from focalcal.pipeline.plan import RUN_PATTERN, SHARED_GPU_GROUP
 from focalcal.report.rules import one_of
 
 check_config_files(workflow.overwrite_configfiles or workflow.configfiles)
+# The re-make commands that error messages print name this Snakefile and these config files,
+# so that they run as printed (jobs inherit the setting).
+set_workflow(workflow.main_snakefile, workflow.overwrite_configfiles)
 validate_config(
     config, os.path.join(workflow.basedir, "workflow/schemas/config.schema.yaml")
 )

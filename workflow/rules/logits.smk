@@ -2,6 +2,9 @@
 # re-runs only this rule; the model is not retrained. An imported run (model
 # `{name: logits_file, path: ...}`) is not trained: import_logits checks the file and copies
 # its logits into the run directory, and everything downstream treats it as any run.
+# The exported files are update() outputs: Snakemake does not delete them before the job runs
+# and puts them back if it fails, so a re-planned export (-f, -R, changed code) that cannot
+# re-dump them (a damaged checkpoint) leaves the run with the logits it had.
 
 
 localrules:
@@ -14,8 +17,8 @@ rule export_logits:
         run_config=f"results/runs/{RUN}/run_config.json",
         history=f"results/runs/{RUN}/history.csv",
     output:
-        logits=f"results/runs/{RUN}/logits.npz",
-        info=f"results/runs/{RUN}/run.json",
+        logits=update(f"results/runs/{RUN}/logits.npz"),
+        info=update(f"results/runs/{RUN}/run.json"),
     log:
         f"results/logs/export_logits/{RUN}.log",
     benchmark:

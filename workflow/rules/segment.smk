@@ -14,9 +14,10 @@ rule evaluate_segmentation:
         run_config=f"results/runs/{RUN}/run_config.json",
         history=f"results/runs/{RUN}/history.csv",
     output:
-        metrics=f"results/segmentation/{RUN}/metrics.csv",
-        samples=f"results/segmentation/{RUN}/samples.npz",
-        info=f"results/segmentation/{RUN}/run.json",
+        # update(): kept while the job runs and put back if it fails (see export_logits)
+        metrics=update(f"results/segmentation/{RUN}/metrics.csv"),
+        samples=update(f"results/segmentation/{RUN}/samples.npz"),
+        info=update(f"results/segmentation/{RUN}/run.json"),
     log:
         f"results/logs/evaluate_segmentation/{RUN}.log",
     benchmark:

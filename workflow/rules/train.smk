@@ -2,12 +2,28 @@
 # that a killed, failed or re-triggered job resumes from it instead of starting over
 # (Snakemake deletes declared outputs before re-running a job); on a finished run the job
 # re-writes its outputs from the checkpoint. Device and compile are not params: the job reads
-# them from the config, so changing them re-plans nothing.
+# them from the config, so changing them re-plans nothing. A run that another process is
+# training (a second checkout sharing results/, or a second Snakemake after --unlock) stops
+# this workflow while its DAG is built, before anything of the live run is touched.
+
+from focalcal.training.lock import refuse_if_trained_elsewhere
+
+
+def not_trained_elsewhere(wildcards):
+    """No input: fails the DAG, before Snakemake deletes the live run's outputs to make room
+    for a job that could only be refused, when another process trains the run. Dry runs and
+    --touch delete nothing and go on."""
+    if not (workflow.dryrun or workflow.touch):
+        refuse_if_trained_elsewhere(
+            PLAN.run(wildcards).run_dir, "this Snakemake would delete its outputs to train it again"
+        )
+    return []
 
 
 rule train:
     input:
         data=ancient(f"{DATA_ROOT}/ready/{{dataset}}.json"),
+        trained_elsewhere=not_trained_elsewhere,
     output:
         run_config=f"results/runs/{RUN}/run_config.json",
         history=f"results/runs/{RUN}/history.csv",

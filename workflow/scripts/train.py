@@ -12,7 +12,7 @@ pin(snakemake.config["training"]["numerics"], snakemake.threads)  # before torch
 from focalcal.pipeline.jobs import train
 from focalcal.pipeline.plan import execution_settings, segmentation_bins
 
-with logged(snakemake.log[0]):
+with logged(snakemake.log[0], keep_attempt=True):
     train(
         snakemake.params.run_identity,
         execution_settings(snakemake.config),

@@ -80,8 +80,17 @@ class IsotonicCalibration(Calibrator):
         from sklearn.isotonic import IsotonicRegression  # here: importing sklearn costs ~1 s per job
 
         probs = softmax(logits, axis=1)
+        seen = np.bincount(labels, minlength=probs.shape[1]) > 0
         self.x_thresholds_, self.y_thresholds_ = [], []
         for k in range(probs.shape[1]):
+            if not seen[k]:
+                # No class-k label: the fit is 0 everywhere, which scikit-learn stores as its two end
+                # points. Written directly, since with many classes (10,000 on 100 rows) most are unseen
+                # and each scikit-learn fit costs ~6 ms.
+                x = np.unique([probs[:, k].min(), probs[:, k].max()])
+                self.x_thresholds_.append(x)
+                self.y_thresholds_.append(np.zeros_like(x))
+                continue
             model = IsotonicRegression(y_min=0.0, y_max=1.0, increasing=True, out_of_bounds="clip")
             model.fit(probs[:, k], (labels == k).astype(np.float64))
             self.x_thresholds_.append(np.asarray(model.X_thresholds_, dtype=np.float64))

@@ -83,7 +83,9 @@ def metrics_with_intervals(probs, labels, indices: np.ndarray, n_bins: int = 15,
         "ece": metrics.ece(probs, labels, n_bins, "width"),
         "adaece": metrics.ece(probs, labels, n_bins, "mass"),
         "mce": metrics.mce(probs, labels, n_bins, "width"),
-        "classwise_ece": metrics.classwise_ece(probs, labels, n_bins, "width"),
+        # the resamples' own computation with every multiplicity 1: metrics.classwise_ece bins each
+        # class in a Python loop (0.6 s on 100 x 10,000 probabilities; this takes 0.02 s)
+        "classwise_ece": _whole_sample_classwise_ece(probs, labels, n_bins),
         "nll": metrics.nll(probs, labels),
         "brier": metrics.brier(probs, labels),
         "error": metrics.error(probs, labels),
@@ -139,7 +141,12 @@ def _top_label_bins(confidence: np.ndarray, correct: np.ndarray, weights: np.nda
 
 
 def _classwise_ece(probs: np.ndarray, labels: np.ndarray, weights: np.ndarray, n_bins: int) -> np.ndarray:
-    """Classwise ECE (equal-width bins) of every resample given by its multiplicities."""
+    """Classwise ECE (equal-width bins) of every resample given by its multiplicities.
+
+    A (class, bin) cell's sum is Σ_i w_i (p_ik − [y_i = k]) over the samples in the bin. Bin 0 is
+    taken as each class's total minus its other bins, so only the cells of the other bins are
+    summed one by one: with many classes most probabilities lie in bin 0, and at most N · (bins − 1)
+    such cells exist (100 × 10,000 logits: ~10³ cells instead of 1.5 · 10⁵ per resample)."""
     from scipy import sparse
 
     n_samples, n_classes = probs.shape
@@ -147,11 +154,22 @@ def _classwise_ece(probs: np.ndarray, labels: np.ndarray, weights: np.ndarray, n
     bins = np.searchsorted(inner_edges, probs, side="left")  # right-closed, as bin_statistics
     residual = probs.copy()
     residual[np.arange(n_samples), labels] -= 1.0
-    columns = (np.arange(n_classes)[None, :] * n_bins + bins).ravel()
-    rows = np.repeat(np.arange(n_samples), n_classes)
-    per_bin = sparse.csr_matrix((residual.ravel(), (rows, columns)), shape=(n_samples, n_classes * n_bins))
-    sums = np.asarray((per_bin.T @ weights.T).T)  # (n_resamples, K * n_bins)
-    return np.abs(sums).sum(axis=1) / (n_samples * n_classes)
+    totals = weights @ residual  # (n_resamples, K): every bin of each class
+    samples, classes = np.nonzero(bins > 0)
+    cells, cell_of = np.unique(classes * n_bins + bins[samples, classes], return_inverse=True)
+    per_cell = sparse.csr_matrix((residual[samples, classes], (samples, cell_of)), shape=(n_samples, len(cells)))
+    cell_sums = np.asarray((per_cell.T @ weights.T).T)  # (n_resamples, cells outside bin 0)
+    class_of_cell = sparse.csr_matrix((np.ones(len(cells)), (np.arange(len(cells)), cells // n_bins)),
+                                      shape=(len(cells), n_classes))
+    outside_bin_0 = np.asarray((class_of_cell.T @ cell_sums.T).T)  # (n_resamples, K)
+    gaps = np.abs(totals - outside_bin_0).sum(axis=1) + np.abs(cell_sums).sum(axis=1)
+    return gaps / (n_samples * n_classes)
+
+
+def _whole_sample_classwise_ece(probs, labels, n_bins: int) -> float:
+    probs = check_probs(probs).astype(np.float64, copy=False)
+    labels = check_labels(labels, probs.shape[0], probs.shape[1])
+    return float(_classwise_ece(probs, labels, np.ones((1, probs.shape[0])), check_n_bins(n_bins))[0])
 
 
 def _per_sample_losses(probs: np.ndarray, labels: np.ndarray) -> dict[str, np.ndarray]:

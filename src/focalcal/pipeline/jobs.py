@@ -8,6 +8,7 @@ trainer resumes from it (and a finished run "retrains" in no time).
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 
@@ -16,6 +17,9 @@ from focalcal.pipeline.plan import RUN_CONFIG
 from focalcal.training.run_files import (
     SEGMENTATION_METRICS,
     SEGMENTATION_SAMPLES,
+    DamagedCheckpointError,
+    RunPaths,
+    damaged_checkpoint_message,
     publish_staged_segmentation,
     record_staging,
 )
@@ -48,14 +52,23 @@ def train(run_identity: dict, execution: dict, run_dir, data_root, threads: int,
     import torch
 
     from focalcal.training import RunConfig, train_run
+    from focalcal.training.lock import refuse_if_trained_elsewhere
     from focalcal.training.orphan import exit_when_workflow_dies
 
     run_config = {**run_identity, **execution}
     config = RunConfig.from_dict(run_config)  # fails before anything is written if the config is bad
+    refuse_if_trained_elsewhere(run_dir, "a second trainer would overwrite its files")  # before writing anything
     exit_when_workflow_dies()
-    _write_run_config(run_config, Path(run_dir) / RUN_CONFIG)
+    run_config_path = Path(run_dir) / RUN_CONFIG
+    _write_run_config(run_config, run_config_path)
     torch.set_num_threads(max(1, int(threads)))
     trainer = train_run(config, run_dir, data_root=str(data_root), progress=False, export=False)
+    # The declared outputs again if they went while training: a second Snakemake that started
+    # this run's job at the same moment deletes them before its job is refused.
+    if not run_config_path.exists():
+        _write_run_config(run_config, run_config_path)
+    if not trainer.paths.history.exists():
+        trainer.write_records()
     started = time.process_time()
     staged = trainer.paths.staged_export
     if trainer.is_classifier:
@@ -88,7 +101,28 @@ def export_logits(run_dir, data_root, threads: int) -> None:
 
     config = RunConfig.from_dict(read_json(Path(run_dir) / RUN_CONFIG))
     torch.set_num_threads(max(1, int(threads)))
-    export_run_logits(config, run_dir, data_root=str(data_root))
+    with _checkpoint_problems(run_dir):
+        export_run_logits(config, run_dir, data_root=str(data_root))
+
+
+@contextlib.contextmanager
+def _checkpoint_problems(run_dir):
+    """An unreadable or missing checkpoint becomes a :class:`DamagedCheckpointError` that says
+    what the run keeps and the ways out."""
+    from focalcal._io import CorruptArtefactError
+    from focalcal.training.checkpoint import UnreadableCheckpointError, UnsafeCheckpointError
+
+    checkpoint = RunPaths(Path(run_dir)).checkpoint
+    try:
+        yield
+    except (CorruptArtefactError, FileNotFoundError) as error:
+        concerns_checkpoint = Path(getattr(error, "path", None) or getattr(error, "filename", None) or "") == checkpoint
+        if not concerns_checkpoint and checkpoint.exists():
+            raise
+        problem = error.problem if isinstance(error, CorruptArtefactError) else "it is missing"
+        raise DamagedCheckpointError(damaged_checkpoint_message(run_dir, problem)) from error
+    except (UnreadableCheckpointError, UnsafeCheckpointError) as error:
+        raise DamagedCheckpointError(damaged_checkpoint_message(run_dir, str(error).split(". Re-make it")[0])) from error
 
 
 def import_logits(source, run_identity: dict, logits_path, info_path, run_config_path) -> dict:

@@ -29,22 +29,32 @@ _KERNEL_START_FAILURES = ("Kernel died before replying to kernel_info", "Kernel 
 
 @contextlib.contextmanager
 def this_python_kernel():
-    """A Jupyter kernel spec named :data:`KERNEL_NAME` that runs ``sys.executable``."""
+    """A Jupyter kernel spec named :data:`KERNEL_NAME` that runs ``sys.executable``.
+
+    The kernel and papermill write nothing outside the temporary directory: IPython keeps no
+    history and its profile lives there (``IPYTHONDIR``), and so do the connection files
+    (``JUPYTER_RUNTIME_DIR``), which otherwise land in the home directory."""
     with tempfile.TemporaryDirectory(prefix="focalcal-kernel-") as data_dir:
         spec_dir = Path(data_dir) / "kernels" / KERNEL_NAME
         spec_dir.mkdir(parents=True)
-        spec = {"argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        spec = {"argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}",
+                         "--HistoryManager.enabled=False"],
                 "display_name": f"focalcal ({sys.executable})", "language": "python"}
         (spec_dir / "kernel.json").write_text(json.dumps(spec))
-        previous = os.environ.get("JUPYTER_PATH")
-        os.environ["JUPYTER_PATH"] = data_dir + (os.pathsep + previous if previous else "")
+        settings = {"JUPYTER_PATH": data_dir + (os.pathsep + os.environ["JUPYTER_PATH"]
+                                                if os.environ.get("JUPYTER_PATH") else ""),
+                    "JUPYTER_RUNTIME_DIR": str(Path(data_dir) / "runtime"),
+                    "IPYTHONDIR": str(Path(data_dir) / "ipython")}  # the kernel inherits these
+        saved = {key: os.environ.get(key) for key in settings}
+        os.environ.update(settings)
         try:
             yield KERNEL_NAME
         finally:
-            if previous is None:
-                os.environ.pop("JUPYTER_PATH", None)
-            else:
-                os.environ["JUPYTER_PATH"] = previous
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
 
 
 def execute(template, executed, parameters: dict, cwd, timeout: int = 600) -> Path:

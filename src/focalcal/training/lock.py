@@ -65,6 +65,32 @@ class RunLock:
         self.release()
 
 
+def live_holder(run_dir) -> str | None:
+    """Who holds ``run_dir``'s lock now (PID, host, since when), or None when nobody does.
+    Creates nothing and takes nothing: the Snakefile asks this of the runs it plans to train,
+    and a training job before it writes anything."""
+    path = Path(run_dir) / LOCK_FILE
+    try:
+        handle = open(path)
+    except FileNotFoundError:
+        return None
+    with handle:
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return _describe_holder(handle.read())
+        fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+        return None
+
+
+def refuse_if_trained_elsewhere(run_dir, consequence: str) -> None:
+    """Raise :class:`RunLockedError` naming the holder when another process trains ``run_dir``."""
+    holder = live_holder(run_dir)
+    if holder is not None:
+        raise RunLockedError(f"{run_dir} is being trained by another process ({holder}): {consequence}. Nothing "
+                             "was changed; wait for it to finish, or stop that process first")
+
+
 def _describe_holder(text: str) -> str:
     try:
         holder = json.loads(text)

@@ -13,6 +13,7 @@ checkpoint. ``run.json``'s ``staged`` record says what the staging cost the trai
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -106,6 +107,54 @@ def publish_staged(run_dir, destinations: dict, **settings) -> str:
         atomic_write(destinations[name], lambda handle, data=data: handle.write(data))
     atomic_write_json(info, destinations[RUN_INFO])
     return ""
+
+
+class DamagedCheckpointError(RuntimeError):
+    """A finished run's checkpoint cannot be read, so what it would re-make cannot be; the
+    message says what the run keeps and the ways out."""
+
+
+def damaged_checkpoint_message(run_dir, problem: str) -> str:
+    """Why ``run_dir``'s logits cannot be re-dumped (``problem``: what is wrong with its checkpoint),
+    what the run keeps, and the ways out: the staged copy, if it is byte-identical to the logits
+    the run published (its sha256 is the one recorded in ``logits.npz.sha256``), or retraining."""
+    from focalcal._remake import remake_command, snakemake_command
+
+    paths = RunPaths(Path(run_dir))
+    kept = {name: _state(paths.root / name) for name in (LOGITS, RUN_INFO)}
+    lines = [f"{paths.checkpoint} cannot be read ({problem}), so the logits cannot be re-dumped from it. "
+             f"The run keeps its outputs: {LOGITS} {kept[LOGITS]}, {RUN_INFO} {kept[RUN_INFO]} (Snakemake puts "
+             "them back after this failure, and the jobs after this one go on with them). Ways out:"]
+    staged = paths.staged_export
+    recorded = _recorded(paths.logits)
+    if recorded is not None and staged.logits.exists() and _sidecar.digest_file(staged.logits) == recorded:
+        names = [staged.root / name for name in (LOGITS, LOGITS + _sidecar.SUFFIX, RUN_INFO, RUN_INFO + _sidecar.SUFFIX)]
+        restore = (f"cp -p {' '.join(shlex.quote(str(name)) for name in names)} {shlex.quote(str(paths.root))}/ && "
+                   + snakemake_command("--touch", paths.logits, paths.info))
+        lines.append(f"  - the staged copy {staged.logits} is these logits: its sha256 is the one recorded for "
+                     f"{paths.logits} when it was published. If {LOGITS} is lost or damaged, put the copy back "
+                     f"(and mark it up to date): {restore}")
+    else:
+        lines.append(f"  - no staged copy matches the checksum recorded for {paths.logits}")
+    lines.append(f"  - retrain the run: {remake_command(paths.checkpoint)[0]}")
+    return "\n".join(lines)
+
+
+def _recorded(path: Path) -> _sidecar.Checksum | None:
+    """The checksum recorded for ``path``; None without a readable one."""
+    try:
+        return _sidecar.read(path)
+    except _sidecar.SidecarUnreadable:
+        return None
+
+
+def _state(path: Path) -> str:
+    if not path.exists():
+        return "is missing"
+    recorded = _recorded(path)
+    if recorded is None:
+        return "is there (no readable checksum recorded)"
+    return "matches its recorded checksum" if _sidecar.digest_file(path) == recorded else "is damaged"
 
 
 def publish_staged_export(run_dir) -> str:

@@ -112,6 +112,7 @@ class Trainer:
         self._tables_written: dict[Path, int] = {}  # record file -> tables in it, as this process last wrote it
         self.epochs_done = 0
         self.stopped_early = False
+        self.finished_at: str | None = None  # when the last epoch ended; kept in the checkpoint
         # The best epoch so far and its weights, for early stopping or ``recipe.select``.
         self.best = {"epoch": 0, "val_loss": float("inf"), "val_error": float("inf"), "model": None}
         # focalcal.training.health's verdict on the test predictions last exported or evaluated
@@ -130,6 +131,7 @@ class Trainer:
             "loss_extra": _loss_extra_state(self.loss_fn),
             "history": self.history,
             "stopped_early": self.stopped_early,
+            "finished_at": self.finished_at,
             "best": self.best,
             "reliability": [t.to_dict("list") for t in self.reliability],
             "gradient_norms": [t.to_dict("list") for t in self.gradient_norms],
@@ -153,6 +155,7 @@ class Trainer:
         self.gradient_norms = [pd.DataFrame(t) for t in state.get("gradient_norms", [])]
         self.epochs_done = int(state["epochs_done"])
         self.stopped_early = bool(state.get("stopped_early", False))
+        self.finished_at = state.get("finished_at") or (_modified_at(self.paths.checkpoint) if self.finished else None)
         self.best = {**self.best, **state.get("best", {})}
 
     def resume_if_possible(self) -> bool:
@@ -192,6 +195,8 @@ class Trainer:
             self.history.append(row)
             self.epochs_done = epoch
             self.track_best(row)
+            if self.finished:
+                self.finished_at = time.strftime("%Y-%m-%dT%H:%M:%S%z")
             self.save()
             log(
                 f"[{self.paths.root}] epoch {epoch}/{epochs} lr {row['lr']:.3g} "
@@ -426,7 +431,7 @@ class Trainer:
                 "focalcal": _focalcal_version(),
             },
             "host": platform.node(),
-            "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "finished_at": self.finished_at,  # when training ended, not when this record was written
             "health": self.health,
             # text data sets: GloVe vectors or a random initialisation, in words (focalcal.data.text)
             **({"embedding_source": self.dataset.meta["embedding_source"]} if "embedding_source" in self.dataset.meta else {}),
@@ -569,6 +574,11 @@ def _set_loss_extra_state(loss_fn, state: dict) -> None:
     setter = getattr(loss_fn, "load_extra_state", None)
     if callable(setter) and state:
         setter(state)
+
+
+def _modified_at(path: Path) -> str | None:
+    """A checkpoint's modification time: when a checkpoint that predates ``finished_at`` had its last epoch written."""
+    return time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(path.stat().st_mtime)) if path.exists() else None
 
 
 def _focalcal_version() -> str:
