@@ -13,6 +13,7 @@ from focalcal._remake import set_workflow
 from focalcal.numerics import pin_workflow
 from focalcal.pipeline.plan import RUN_PATTERN, SHARED_GPU_GROUP
 from focalcal.report.rules import one_of
+from focalcal.training.lock import refuse_if_trained_elsewhere
 
 check_config_files(workflow.overwrite_configfiles or workflow.configfiles)
 # The re-make commands that error messages print name this Snakefile and these config files,
@@ -73,3 +74,15 @@ def run_resource(name):
     name: training, logit export and segmentation evaluation load the run's model and data.
     """
     return lambda wildcards: PLAN.train_resources(PLAN.run(wildcards))[name]
+
+
+def not_trained_elsewhere(wildcards):
+    """No input: fails the DAG, before Snakemake deletes the live run's outputs to make room
+    for a job that could only be refused, when another process trains the run. Dry runs and
+    --touch delete nothing and go on."""
+    if not (workflow.dryrun or workflow.touch):
+        refuse_if_trained_elsewhere(
+            PLAN.run(wildcards).run_dir,
+            "this Snakemake would delete its outputs to train it again",
+        )
+    return []

@@ -6,19 +6,6 @@
 # training (a second checkout sharing results/, or a second Snakemake after --unlock) stops
 # this workflow while its DAG is built, before anything of the live run is touched.
 
-from focalcal.training.lock import refuse_if_trained_elsewhere
-
-
-def not_trained_elsewhere(wildcards):
-    """No input: fails the DAG, before Snakemake deletes the live run's outputs to make room
-    for a job that could only be refused, when another process trains the run. Dry runs and
-    --touch delete nothing and go on."""
-    if not (workflow.dryrun or workflow.touch):
-        refuse_if_trained_elsewhere(
-            PLAN.run(wildcards).run_dir, "this Snakemake would delete its outputs to train it again"
-        )
-    return []
-
 
 rule train:
     input:
