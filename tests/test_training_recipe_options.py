@@ -15,6 +15,7 @@ from focalcal import losses
 from focalcal.pipeline import ConfigError, build_plan, validate_config
 from focalcal.training import RunConfig, Trainer
 from focalcal.training.checkpoint import load_checkpoint
+from focalcal.training.config import LATER_RECIPE_DEFAULTS
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
@@ -195,7 +196,7 @@ def test_the_schema_refuses_bad_values_naming_the_key(test_config, key, value, m
 @pytest.mark.parametrize(
     ("key", "value", "message"),
     [
-        ("loss_reduction", "median", r"recipe\.loss_reduction = 'median' is not one of \['mean', 'sum'\]"),
+        ("loss_reduction", "median", r"recipe\.loss_reduction = 'median' is not one of \['mean', 'sum', 'mean_of_sums'\]"),
         ("grad_clip_norm", 0, r"recipe\.grad_clip_norm must be a finite number > 0 or null, got 0"),
         ("grad_clip_norm", -1.0, r"recipe\.grad_clip_norm must be .* got -1\.0"),
         ("grad_clip_norm", "2", r"recipe\.grad_clip_norm must be .* got '2'"),
@@ -243,7 +244,7 @@ def test_an_old_run_config_loads_with_the_defaults_and_keeps_its_fingerprint():
     settings = config.to_dict()
     for key in ("device", "compile"):
         settings.pop(key)
-    for key in ("loss_reduction", "grad_clip_norm", "gradient_norm_epochs", "select"):  # keys added later
+    for key in LATER_RECIPE_DEFAULTS:  # keys added later
         settings["recipe"].pop(key)
     before = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]
     assert config.fingerprint() == before
@@ -271,10 +272,12 @@ def test_an_old_checkpoint_resumes(tmp_path, data_root):
 @pytest.mark.parametrize("study", ["mukhoti2020", "komisarenko2024"])
 def test_the_released_code_studies_sum_and_clip_at_2(study):
     plan = build_plan(validate_config(yaml.safe_load((STUDIES / f"{study}.yaml").read_text()), SCHEMA))
-    text_recipes = {"newsgroups_adam_50", "sst_adagrad_25"}  # released NewsGroup/ and treeLSTM/ code: mean, no clipping
+    # released NewsGroup/ code: mean, no clipping; treeLSTM/trainer.py: each tree's summed node
+    # losses over the batch's trees, no clipping
+    text_recipes = {"newsgroups_adam_50": ("mean", None), "sst_adagrad_25": ("mean_of_sums", None)}
     for run in plan.runs.values():
         recipe = plan.run_identity(run)["recipe"]  # the identity run_config.json records
-        expected = ("mean", None) if run.recipe in text_recipes else ("sum", 2)
+        expected = text_recipes.get(run.recipe, ("sum", 2))
         assert (recipe.get("loss_reduction", "mean"), recipe.get("grad_clip_norm")) == expected, run.path
 
 

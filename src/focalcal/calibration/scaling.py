@@ -23,7 +23,6 @@ import warnings
 
 import numpy as np
 from scipy.special import log_softmax, softmax
-from sklearn.exceptions import ConvergenceWarning
 
 from focalcal.calibration._base import Calibrator
 
@@ -45,6 +44,8 @@ def _check_tol(value) -> None:
 
 def warn_unconverged(calibrator: str, iterations: int, gradient: float, tol: float) -> None:
     """The scikit-learn-style warning of a fit that reached its iteration cap before its tolerance."""
+    from sklearn.exceptions import ConvergenceWarning  # here: importing sklearn costs ~1 s per job
+
     warnings.warn(f"{calibrator} calibration did not converge: {iterations} iterations (max_iter) ended with the "
                   f"largest gradient entry {gradient:.3g} > tol = {tol:.3g}; raise max_iter or the L2 penalties",
                   ConvergenceWarning, stacklevel=3)
