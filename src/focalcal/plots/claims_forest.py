@@ -42,7 +42,8 @@ def claims_forest_figure(board: pd.DataFrame, pairs: pd.DataFrame, title: str = 
     figure, axes = new_figure(n, 1, width=REPORT_WIDTH, height=ROW_HEIGHT * n + 0.9)
     for ax, (row, differences) in zip(axes[:, 0], _rows(board, pairs)):
         color = VERDICT_COLORS.get(row.verdict, "#222222")
-        ax.axvline(row.threshold, color="0.3", linestyle="--", linewidth=1)
+        if np.isfinite(row.mean):  # a row without pairs has no axis for the threshold to sit on
+            ax.axvline(row.threshold, color="0.3", linestyle="--", linewidth=1)
         ax.scatter(differences, np.zeros_like(differences), s=14, color=color, alpha=0.55, zorder=3)
         if np.isfinite(row.ci_low):
             ax.hlines(0, row.ci_low, row.ci_high, color=color, linewidth=3, zorder=4)
