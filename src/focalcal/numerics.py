@@ -119,22 +119,25 @@ def record() -> dict:
 
 def _machine_isa() -> str:
     """The widest x86 vector extension this machine has (what unpinned kernels would use)."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as handle:
-            flags = next((line.split(":", 1)[1].split() for line in handle if line.startswith("flags")), [])
-    except OSError:
+    flags = _cpuinfo("flags")
+    if flags is None:
         return "unknown"
-    return "AVX512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "below AVX2"
+    return "AVX512" if "avx512f" in flags.split() else "AVX2" if "avx2" in flags.split() else "below AVX2"
 
 
 def _cpu_name() -> str:
+    import platform
+
+    return _cpuinfo("model name") or platform.processor() or platform.machine()
+
+
+def _cpuinfo(field: str) -> str | None:
+    """The first ``field`` line of /proc/cpuinfo; None where there is none (not Linux)."""
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as handle:
             for line in handle:
-                if line.startswith("model name"):
+                if line.split(":", 1)[0].strip() == field:
                     return line.split(":", 1)[1].strip()
     except OSError:
         pass
-    import platform
-
-    return platform.processor() or platform.machine()
+    return None

@@ -18,7 +18,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from focalcal import _sidecar
-from focalcal._io import CorruptArtefactError, atomic_write, atomic_write_json, read_json, verified_bytes
+from focalcal._io import (
+    CorruptArtefactError,
+    atomic_write,
+    atomic_write_json,
+    check_against_sidecar,
+    read_json,
+    verified_bytes,
+)
 
 CHECKPOINT = "checkpoint.pt"
 HISTORY = "history.csv"
@@ -151,10 +158,9 @@ def _recorded(path: Path) -> _sidecar.Checksum | None:
 def _state(path: Path) -> str:
     if not path.exists():
         return "is missing"
-    recorded = _recorded(path)
-    if recorded is None:
+    if _recorded(path) is None:
         return "is there (no readable checksum recorded)"
-    return "matches its recorded checksum" if _sidecar.digest_file(path) == recorded else "is damaged"
+    return "matches its recorded checksum" if check_against_sidecar(path) is None else "is damaged"
 
 
 def publish_staged_export(run_dir) -> str:
