@@ -1,5 +1,5 @@
 """`focalcal calibrate` on a model's own logits: 10,000 validation and 10,000 test samples of
-100 classes of an overconfident stand-in model (issue 16's goal: the whole command in <= 10 s on the 2-core development machine).
+100 classes of an overconfident stand-in model (the goal: the whole command in <= 10 s on a 2-core machine).
 
 Baseline in the same run: the command with only the uncalibrated model (``--calibrators
 raw``): interpreter and imports, reading and checking the logits, the bootstrap metrics, one

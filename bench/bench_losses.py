@@ -3,8 +3,8 @@
 Two shapes: classification logits (128, 100) and segmentation logits (8, 11, 224, 224).
 Two baselines, both timed in the same rounds as each loss:
 
-- ``torch CE``: ``torch.nn.functional.cross_entropy``, one fused kernel — the budget of
-  issue 3 (no loss above 3x on CPU; AdaFocal's once-per-epoch validation update is timed
+- ``torch CE``: ``torch.nn.functional.cross_entropy``, one fused kernel — the budget
+  (no loss above 3x on CPU; AdaFocal's once-per-epoch validation update is timed
   separately);
 - each loss is timed twice: as the trainer calls it (``validate_inputs = False``: the targets
   were checked once at load) — the figure the budget applies to — and as a user calls it by

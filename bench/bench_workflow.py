@@ -5,7 +5,7 @@
   same run: the dry run of config/test.yaml, i.e. Snakemake's fixed start-up cost; the ratio
   shows what the thousands of jobs add.
 * End to end (skipped with quick=True): `snakemake --cores 2` on the default config in a
-  fresh copy of the checkout (fused kernels already built, as after `make venv`). Issue 15's
+  fresh copy of the checkout (fused kernels already built, as after `make venv`). The
   goals, each a ratio against the run's own training:
   - overhead = wall time / (training jobs' CPU / cores) <= 1.3: everything that is not
     training (scheduling, the other jobs, idle cores) adds under 30 %;
