@@ -27,7 +27,7 @@ def problems_of(config: dict) -> str:
     return str(error.value)
 
 
-# The six mistakes that used to pass the dry run and fail inside a job: (table, key, entry,
+# Six mistakes a dry run without the entry check would pass and a job would fail on: (table, key, entry,
 # what the message must say: the key path, the problem, and what is allowed).
 BAD_ENTRIES = {
     "quoted number": ("losses", "focal_s", {"name": "focal", "gamma": "1"},

@@ -12,7 +12,7 @@ from scipy.special import logsumexp as np_logsumexp
 from scipy.special import softmax as np_softmax
 
 from focalcal import losses
-from focalcal.losses._logprob import log_one_minus_softmax, target_log_probs
+from focalcal.losses._classwise import softmax_parts
 from focalcal.theory import gradient_ratio
 
 pytestmark = pytest.mark.usefixtures("loss_kernels")  # every test on the fused and the eager path
@@ -298,7 +298,7 @@ def test_weighted_mmce_vanishes_under_calibration_only():
 
 
 def test_count_mmce_is_much_smaller_than_weight_mmce():
-    # The default run's regime (issue 14): the released estimator's √ is a fraction of the
+    # The default run's regime: the released estimator's √ is a fraction of the
     # weight-normalised one's, and so is its pull on the network.
     rng = np.random.default_rng(1)
     correct = torch.from_numpy(np.arange(128) < 115)
@@ -406,16 +406,23 @@ def test_focal_smoothing_finite_for_extreme_logits():
     assert torch.isfinite(value) and torch.isfinite(x.grad).all()
 
 
-def test_log_one_minus_p_is_exact_in_float32_where_1_minus_p_rounds_to_zero():
-    logits64 = torch.tensor([[40.0, -30.0, 0.0, 1.0], [-2.0, 0.5, 0.1, 3.0], [1e4, 0.0, 1e4 - 50, -1e4]], dtype=torch.float64)
+def test_one_minus_p_is_exact_in_float32_where_subtraction_rounds_to_zero():
+    """1 − p_i by subtraction for every class but the row's top, the sum of the others for the
+    top, and log(1 − p_top) through a logsumexp where that sum underflows (the last row)."""
+    logits64 = torch.tensor([[40.0, -30.0, 0.0, 1.0], [-2.0, 0.5, 0.1, 3.0], [1e4, 0.0, 1e4 - 50, -1e4],
+                             [100.0, 0.0, -5.0, -1.0]], dtype=torch.float64)
     reference = np.array([[np_logsumexp(np.delete(row, i)) - np_logsumexp(row) for i in range(4)]
                           for row in logits64.numpy()])
-    got = log_one_minus_softmax(torch.log_softmax(logits64.float(), 1)).double().numpy()
-    np.testing.assert_allclose(got, reference, rtol=1e-6, atol=1e-6)
-    assert got[0, 0] < -38  # 1 − p ≈ e^-38.7: plain float32 1 − p would be 0 and its log −inf
-    index = torch.tensor([[0], [3], [0]])
-    _, log_q = target_log_probs(torch.log_softmax(logits64.float(), 1), index)
-    np.testing.assert_allclose(log_q.squeeze(1).double().numpy(), reference[[0, 1, 2], [0, 3, 0]], rtol=1e-6)
+    parts = softmax_parts(logits64.float(), needs_top=True)
+    top = parts.top.squeeze(1).numpy()
+    np.testing.assert_array_equal(top, [0, 3, 0, 0])
+    rows = np.arange(4)
+    np.testing.assert_allclose(parts.log_rest().squeeze(1).double().numpy(), reference[rows, top], rtol=1e-6)
+    assert reference[0, 0] < -38 and reference[3, 0] < -99  # plain float32 1 − p is 0 there, its log −inf
+    others = np.ones((4, 4), dtype=bool)
+    others[rows, top] = False
+    got = torch.log1p(-parts.p).double().numpy()
+    np.testing.assert_allclose(got[others], reference[others], rtol=1e-6, atol=1e-7)
 
 
 def test_nan_logits_are_named():

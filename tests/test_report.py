@@ -397,7 +397,7 @@ def test_index_scoreboard_shows_each_claim_verdict_interval_and_note():
 
 def test_the_scoreboard_wraps_long_notes_inside_the_page_width(tmp_path):
     """The claims table has fixed column shares, so long statements and notes wrap instead of
-    pushing the page past the window (the index used to be 1,197 px wide in a 780 px window)."""
+    pushing the page past the window (a 780 px window, where unwrapped cells make the index 1,197 px wide)."""
     from test_claims import ece_table, evidence
     from test_report_browser import ensure_chromium
 

@@ -1,4 +1,4 @@
-"""Run health (issue 13): every run is trained / diverged / collapsed / not converged, recorded
+"""Run health: every run is trained / diverged / collapsed / not converged, recorded
 in its run.json, shown in the study tables, the paper tables, the run inventory and the index,
 and warned about when the workflow ends."""
 

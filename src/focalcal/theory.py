@@ -855,11 +855,11 @@ def linear_model_data(n_train: int = 4000, n_test: int = 1000, flip: float = 0.1
     cluster = np.concatenate([[0], np.cumsum(np.diff(y_clean) != 0)])
     means = side / 2 * _SQUARE
     if not np.array_equal(x, x_clean) or not np.array_equal(_CLUSTER_CLASS[cluster], y_clean):
-        raise RuntimeError("make_classification no longer draws X before the label noise in cluster order")
+        raise RuntimeError("this sklearn's make_classification does not draw X before the label noise in cluster order")
     for k in range(4):
         points = x[cluster == k]
         if len(points) >= 100 and not np.array_equal(np.sign(points.mean(axis=0)), _SQUARE[k]):
-            raise RuntimeError(f"make_classification no longer puts cluster {k} on vertex {means[k]}")
+            raise RuntimeError(f"this sklearn's make_classification does not put cluster {k} on vertex {means[k]}")
     order = np.random.default_rng(seed).permutation(n)
     x, y, cluster = x[order], y[order].astype(np.float64), cluster[order]
     changed = y != _CLUSTER_CLASS[cluster]

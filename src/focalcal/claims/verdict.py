@@ -30,7 +30,7 @@ NOT_TESTABLE = "not testable with this config"
 VERDICTS = (HOLDS, FAILS, INCONCLUSIVE, NOT_TESTABLE)
 VERDICT_COLORS = {HOLDS: "#1a7f37", FAILS: "#b00020", INCONCLUSIVE: "#8a6d00", NOT_TESTABLE: "#666666"}  # report and plots
 
-MIN_PAIRS = 3  # the floor: fewer pairs give no interval worth reading
+MIN_PAIRS = 3  # the floor: fewer pairs give no interval worth reading
 CONFIDENCE = 0.95
 INTERVAL = "Student-t 95 % over pairs"
 PAIRS_NEEDED_LIMIT = 100_000  # beyond this, "pairs needed" is reported as "more than"

@@ -8,8 +8,11 @@ a loss's parameters and defaults. Parameter names spell out the papers' symbols:
 ``alpha``, ``beta``, ``rho``, ``smoothing`` (label smoothing's α), ``lam`` (MMCE's and
 AdaFocal's λ), ``thresholds``/``gammas`` (FLSD), ``milestones``/``gammas`` (FLSc).
 
-Numerics: everything starts from log-softmax; log(1 − p) is a logsumexp over the other
-classes, never 1 − p, so losses and gradients stay finite for float32 logits of any size.
+Numerics: everything starts from log-softmax. 1 − p is formed by subtraction only where
+p ≤ 1/2, where it is exact to rounding; for the one class per row that may have p > 1/2 it is
+the sum of the other classes' probabilities, and its log falls back to a logsumexp over the
+other classes where that sum underflows (``_classwise``, ``focal``). So losses and gradients
+stay finite for float32 logits of any size.
 
 Trainer protocol — every loss has these methods (no-ops unless the loss is stateful), so a
 trainer calls them unconditionally:

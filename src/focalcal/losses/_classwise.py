@@ -8,8 +8,10 @@ one pass instead of autograd's chain through every intermediate (several times c
 segmentation-sized inputs). A loss supplies its per-element value and a from the parts below.
 
 Exact 1 − p without a logsumexp per element: for every class but the row's most probable one
-(the "top", p_top ≥ p_i) p_i ≤ 1/2, so 1 − p_i is exact to rounding; for the top class
-1 − p_top is the sum of the other probabilities (no cancellation), one reduction per row.
+(the "top", p_top ≥ p_i) p_i ≤ 1/2, so 1 − p_i by subtraction is exact to rounding; for the top
+class 1 − p_top is the sum of the other probabilities (no cancellation), one reduction per row,
+and log(1 − p_top) is a logsumexp over the other classes only in rows where that sum
+underflows (``SoftmaxParts.log_rest``).
 
 Where the top's a_t is unbounded — a term in log(1 − p_t) or (1 − p_t)^γ with γ < 1 as
 p_t → 1 — the loss also supplies, per row, b_t = a_t (1 − p_t) (finite), and that class's share
@@ -101,7 +103,7 @@ def choose(mask: torch.Tensor, complement: torch.Tensor, if_true: torch.Tensor, 
 
 def top_class(log_p: torch.Tensor, p: torch.Tensor):
     """(index t (N, 1, *) with p_t > 1/2 where a row has such a class, p_t, 1 − p_t exactly,
-    and a full-size buffer it no longer needs).
+    and a full-size scratch buffer the caller may overwrite).
 
     Only a class with p > 1/2 needs its 1 − p from the other classes; rows without one may
     use any class. For (N, K) logits that is the argmax; with spatial dims a max-with-index

@@ -17,6 +17,7 @@ reference and the path on GPU.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 
 import torch
@@ -25,10 +26,10 @@ from torch.autograd.function import once_differentiable
 from . import _fused
 from ._base import Loss, cast_like, check_number, check_sequence, class_weight_tensor, target_weights, weights_for
 from ._classwise import classwise_loss
-from ._logprob import LOG_HALF
 from .smoothing import check_convention, wrong_classes_smoothing
 
 GammaSpec = float | torch.Tensor | Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+LOG_HALF = math.log(0.5)  # log p above it: p > 1/2, the one class per row whose 1 − p is a sum of the others
 
 
 def focal_terms(log_p, p, q, gamma, *, has_inverse: bool = False):
@@ -108,8 +109,8 @@ def classwise_focal_terms(parts, gamma: float):
     """
     log_p, p = parts.log_p, parts.p
     # Two full-size buffers (one reused, see ``SoftmaxParts.buffer``), the rest in place.
-    negated = torch.sub(p, 1.0, out=parts.buffer()).neg_()  # 1 − p for now
-    slope = negated.pow(gamma - 1.0)  # (1 − p)^(γ−1) for now
+    negated = torch.sub(p, 1.0, out=parts.buffer()).neg_()  # 1 − p (the top's entry is replaced below)
+    slope = negated.pow(gamma - 1.0)  # (1 − p)^(γ−1), turned into g below
     negated.mul_(slope)  # (1 − p)^γ
     # g = (1 − p)^γ − γ (1 − p)^(γ−1) p log p (a multiply where (1 − p)^γ/(1 − p) would divide);
     # the top entry may be inf · 0 here (γ < 1, p = 1), replaced below.

@@ -27,7 +27,7 @@ wrong samples' mean confidence over n), largest when one sample of the batch is 
 ≈ its confidence, whatever the batch size), and not a calibration measure in the strict
 sense — it does not vanish under perfect calibration unless m = n.
 
-``normalization="weight"`` — this library's earlier estimator: the squared MMD between
+``normalization="weight"`` — an alternative estimator: the squared MMD between
 the two weighted groups each normalised to total weight 1, w_i = (1 − r_i)/Σ_correct(1 − r)
 and −r_j/Σ_wrong r. Under perfect calibration (P(correct | r) = r) both weighted
 distributions are f(r) r (1 − r), so it vanishes; unlike the plain version it is not swamped
@@ -295,7 +295,7 @@ class MMCELoss(Loss):
         weighted: weighted MMCE (default) or the plain one.
         normalization: of the weighted MMCE's groups — "count" (default: the released code of
             Kumar et al. and mukhoti2020, pair means divided by the counts) or "weight" (each
-            group normalised to total weight 1; this library's earlier estimator). See the module
+            group normalised to total weight 1). See the module
             docstring.
     """
 
