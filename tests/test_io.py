@@ -21,7 +21,6 @@ from focalcal._io import (
     atomic_write_json,
     atomic_write_text,
     load_npz,
-    open_verified,
     read_csv,
     read_json,
     read_text,
@@ -269,15 +268,6 @@ def test_an_unreadable_sidecar_is_reported(tmp_path):
     _sidecar.sidecar_path(path).write_text("garbage\n")
     with pytest.raises(CorruptArtefactError, match=r"its checksum file logits.npz.sha256 is unreadable"):
         load_npz(path)
-
-
-def test_open_verified_hands_over_the_checked_file_from_its_start(tmp_path):
-    path = tmp_path / "checkpoint.pt"
-    atomic_torch_save({"w": torch.arange(4.0)}, path)
-    with open_verified(path) as handle:
-        assert handle.tell() == 0
-        assert torch.equal(torch.load(handle, weights_only=True)["w"], torch.arange(4.0))
-    assert handle.closed
 
 
 def test_parse_time_reads_skip_the_hash_but_still_name_a_damaged_file(tmp_path):

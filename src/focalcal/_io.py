@@ -118,14 +118,6 @@ def _umask() -> int:
 # --------------------------------------------------------------------------- reading
 
 
-@contextlib.contextmanager
-def open_verified(path) -> Iterator[BinaryIO]:
-    """The file open for binary reading at offset 0, after its size and sha256 matched its sidecar."""
-    handle, _ = _open_checked(Path(path))
-    with handle:
-        yield handle
-
-
 def verified_bytes(path) -> bytes:
     """The whole file, after its size and sha256 matched its sidecar (for ``torch.load(io.BytesIO(...))``)."""
     return _read_checked(Path(path))[0]

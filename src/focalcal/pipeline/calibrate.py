@@ -23,7 +23,6 @@ import numpy as np
 
 from focalcal._io import CorruptArtefactError, atomic_write_text, load_npz
 
-BINNED_METRICS = ("ece", "adaece", "mce", "classwise_ece")
 METRICS_HEADER = ("calibrator", "metric", "bins", "value")
 
 

@@ -174,9 +174,6 @@ class Plan:
         runs of one group only, so every job in it asks for the same ``gres``."""
         return SHARED_GPU_GROUP if self.train_resources(run)["gres"] else RUN_GROUP
 
-    def dataset_keys(self) -> list[str]:
-        return sorted({run.dataset for run in self.runs.values()})
-
     def calibrated_runs(self) -> list[Run]:
         return [self.runs[path] for path, keys in self.calibrators.items() if keys]
 
