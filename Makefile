@@ -6,7 +6,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 CORES  ?= 2
 
-.PHONY: run test bench venv clean-results
+.PHONY: run test lint bench venv clean-results
 
 venv: $(STAMP)
 
@@ -22,6 +22,9 @@ run: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest -n 2 tests
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check
 
 bench: $(STAMP)
 	$(PY) -m bench
