@@ -165,7 +165,7 @@ def time_reference(model_name: str, device: str = "cuda") -> dict:
     model = models.build(model_name, num_classes=10).to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=5e-4)
 
-    def epoch() -> float:
+    def epoch(model, optimizer) -> float:
         model.train()
         train_loss = 0.0
         for data, target in loader:
@@ -178,10 +178,10 @@ def time_reference(model_name: str, device: str = "cuda") -> dict:
             optimizer.step()
         return train_loss
 
-    epoch()  # warm-up
+    epoch(model, optimizer)  # warm-up
     synchronize(device)
     start = time.perf_counter()
-    epoch()
+    epoch(model, optimizer)
     seconds = time.perf_counter() - start
     del model, optimizer
     if device == "cuda":
@@ -251,9 +251,9 @@ def ratios(results: dict) -> dict:
 
 
 def table(results: dict) -> str:
-    lines = [f"Measured by `python -m bench gpu` on {results['device']}, torch {results['torch']}, "
-             f"{results['date']}, commit {results['commit']}; {STEPS} batches of {BATCH} per timed epoch, "
-             f"seconds per epoch scaled to {PAPER_TRAIN_IMAGES:,} images.", "",
+    lines = [(f"Measured by `python -m bench gpu` on {results['device']}, torch {results['torch']}, "
+              f"{results['date']}, commit {results['commit']}; {STEPS} batches of {BATCH} per timed epoch, "
+              f"seconds per epoch scaled to {PAPER_TRAIN_IMAGES:,} images."), "",
              "| architecture | loop | s / epoch | images/s | × reference |", "|---|---|---|---|---|"]
     for arch, rows in results["architectures"].items():
         reference = rows["reference"].get("images_per_s")
@@ -292,7 +292,7 @@ def main(quick: bool = False) -> None:
     started = time.perf_counter()
     architectures = ARCHITECTURES[:1] if quick else ARCHITECTURES
     results = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
-               "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+               "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
                "commit": git_commit(), "batch_size": BATCH, "steps_per_epoch": STEPS, "architectures": {}}
     with tempfile.TemporaryDirectory() as data_root:
         for arch in architectures:

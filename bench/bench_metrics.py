@@ -69,10 +69,11 @@ def main(quick: bool = False) -> None:
     print("-" * len(header))
     for dtype in (np.float64, np.float32):
         probs = probs64.astype(dtype)
-        checks_s, _ = best_time(lambda: (check_probs(probs), check_labels(labels, n, k)), repeats)
+        checks_s, _ = best_time(lambda probs=probs: (check_probs(probs), check_labels(labels, n, k)), repeats)
         for binning in ("width", "mass"):
-            fast_s, fast = best_time(lambda: ece(probs, labels, binning=binning), repeats)
-            loop_s, loop = best_time(lambda: per_bin_loop_ece(probs, labels, binning=binning), repeats)
+            fast_s, fast = best_time(lambda probs=probs, binning=binning: ece(probs, labels, binning=binning), repeats)
+            loop_s, loop = best_time(lambda probs=probs, binning=binning: per_bin_loop_ece(probs, labels, binning=binning),
+                                     repeats)
             print(
                 f"{binning:<8} {np.dtype(dtype).name:<8} {fast_s * 1e3:12.1f} {checks_s * 1e3:10.1f}"
                 f" {loop_s * 1e3:10.1f} {loop_s / fast_s:8.1f}x {loop_s / (fast_s - checks_s):10.1f}x"
