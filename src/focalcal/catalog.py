@@ -61,6 +61,11 @@ def resolve(target):
     return value
 
 
+def resolve_value(value):
+    """A declared constant: what a :class:`Ref` names, anything else as it is (a string included)."""
+    return resolve(value) if isinstance(value, Ref) else value
+
+
 # ------------------------------------------------------------------------------ datasets
 
 NO_AUGMENTATION = Ref("focalcal.data.augment:NO_AUGMENTATION")
