@@ -222,6 +222,8 @@ def test_declare_refuses_a_name_twice_and_an_entry_it_cannot_build(fresh_catalog
         catalog.declare("nothing", catalog.Loss(None, "?"))
     with pytest.raises(ValueError, match="dataset 'mine-s': a name ending in '-s' is the subset of another set"):
         catalog.declare("mine-s", catalog.Dataset(loader="focalcal.data.digits:load_digits_data"))
+    with pytest.raises(ValueError, match="model 'net' needs a factory"):
+        catalog.declare("net", catalog.Model(sample_shape=(2,)))
     with pytest.raises(ValueError, match="takes a Dataset, Model, Loss or Calibrator"):
         catalog.declare("x", {"name": "x"})
     catalog.declare("typo", catalog.Loss("focalcal.losses.focal:FocalLos", "typo"))

@@ -536,32 +536,39 @@ _TABLES = {Dataset: ("dataset", "DATASETS"), Model: ("model", "MODELS"), Loss: (
 
 def declare(name: str, entry: Dataset | Model | Loss | Calibrator) -> None:
     """Add a data set, model, loss or calibrator under ``name``: the one way a name enters the
-    library. Its registry (:mod:`focalcal.data`, ``.models``, ``.losses``, ``.calibration``)
-    then builds it, the config schema accepts it and the figures colour and label it; the
-    entries above are declared the same way, as data."""
+    library besides the entries above (checked by the same rules when this module loads). Its
+    registry (:mod:`focalcal.data`, ``.models``, ``.losses``, ``.calibration``) then builds it,
+    the config schema accepts it and the figures colour and label it."""
+    kind, table_name = _check_entry(name, entry)
+    table = globals()[table_name]
+    if name in table:
+        raise ValueError(f"{kind} name {name!r} is already declared")
+    table.update(_with_subsets({name: entry}) if isinstance(entry, Dataset) else {name: entry})
+
+
+def _check_entry(name: str, entry) -> tuple[str, str]:
+    """(kind, table name) of a well-formed declaration, or a ValueError naming what is missing."""
     if type(entry) not in _TABLES:
         raise ValueError(f"declare takes a Dataset, Model, Loss or Calibrator entry, got {type(entry).__name__}")
     kind, table_name = _TABLES[type(entry)]
-    table = globals()[table_name]
     if not isinstance(name, str) or not name.strip():
         raise ValueError(f"a {kind} name must be a non-empty string, got {name!r}")
-    if name in table:
-        raise ValueError(f"{kind} name {name!r} is already declared")
     if isinstance(entry, (Dataset, Model)) and entry.task not in TASKS:
         raise ValueError(f"{kind} {name!r}: task must be one of {TASKS}, got {entry.task!r}")
+    builder = {Dataset: "loader", Model: "factory", Calibrator: "builder"}.get(type(entry))
+    if builder and getattr(entry, builder) is None:
+        raise ValueError(f"{kind} {name!r} needs a {builder} ('package.module:attribute' or the object)")
     if isinstance(entry, Dataset):
         if name.endswith(SUBSET_SUFFIX) or entry.subset_of is not None:
             raise ValueError(f"dataset {name!r}: a name ending in {SUBSET_SUFFIX!r} is the subset of another set")
         if entry.val_size is None and entry.test_size is not None:
             raise ValueError(f"dataset {name!r}: val_size=None means official val and test sets, so test_size "
                              "must be None")
-        table.update(_with_subsets({name: entry}))
-        return
     if isinstance(entry, Loss) and (entry.builder is None) == (entry.preset is None):
         raise ValueError(f"loss {name!r} needs a builder (a Loss class) or a preset (another loss, fixed parameters)")
     if isinstance(entry, Loss) and entry.preset is not None and loss(entry.preset[0]).preset is not None:
         raise ValueError(f"loss {name!r} presets {entry.preset[0]!r}, itself a preset")
-    table[name] = entry
+    return kind, table_name
 
 
 def declared_colour(name: str) -> str | None:
@@ -587,3 +594,9 @@ def schema_enums() -> dict[str, list[str]]:
         "calibrator_name": sorted(CALIBRATORS),
         "paper_name": list(PAPERS),
     }
+
+
+for _table in (_DATASETS, MODELS, LOSSES, CALIBRATORS):
+    for _name, _entry in _table.items():
+        _check_entry(_name, _entry)
+del _table, _name, _entry
