@@ -38,7 +38,7 @@ PAPERS = {  # paper -> the title of its report page
 @dataclass(frozen=True)
 class Ref:
     """A value that lives in a library module, ``"package.module:attribute"``, imported only
-    when a registry needs it: declaring names no torch."""
+    when a registry needs it, so that the catalog itself imports no torch."""
 
     path: str
 
