@@ -1,13 +1,13 @@
-"""focalcal.catalog: the one list of names and their facts, against the registries that build them."""
+"""focalcal.catalog: each name declared once, and what derives from the declaration."""
 
 from __future__ import annotations
 
-import json
-import os
+import copy
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from focalcal import catalog
@@ -18,30 +18,28 @@ ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
 
 
-def registries() -> dict:
-    """Every registry's names (and tasks), read in a fresh interpreter: the test suite registers
-    extra entries of its own in this one."""
-    code = """
-import json
-from focalcal import calibration, data, losses, models
-print(json.dumps({
-    "datasets": {task: data.available(task) for task in ("classification", "segmentation")},
-    "models": {task: models.available(task) for task in ("classification", "segmentation")},
-    "losses": losses.available(),
-    "calibrators": sorted(calibration.CALIBRATORS),
-}))
-"""
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
-    return json.loads(result.stdout)
+def test_every_declared_builder_is_the_class_or_function_its_registry_builds():
+    from focalcal import calibration, data, losses, models
 
-
-def test_the_catalog_lists_exactly_the_registered_names_with_their_tasks():
-    registered = registries()
-    for table, entries in (("datasets", catalog.DATASETS), ("models", catalog.MODELS)):
+    for name, entry in catalog.LOSSES.items():
+        built = losses.build({"name": name})
+        assert type(built) is (losses.loss_class(entry.preset[0]) if entry.preset else catalog.resolve(entry.builder))
+        assert built.name == (entry.preset[0] if entry.preset else name)
+    for name, entry in catalog.CALIBRATORS.items():
+        assert calibration.calibrator_class(name) is catalog.resolve(entry.builder)
+        assert calibration.CALIBRATORS[name].name == name
+    for name, entry in catalog.MODELS.items():
+        spec = models.spec(name)
+        assert spec.factory is catalog.resolve(entry.factory) and spec.task == entry.task
+    for name, entry in catalog.DATASETS.items():
+        spec = data.spec(name)
+        assert spec.name == (entry.subset_of or name) and spec.loader is catalog.resolve(entry.loader)
+    for table in ("datasets", "models"):
         for task in catalog.TASKS:
-            assert sorted(registered[table][task]) == sorted(n for n, e in entries.items() if e.task == task), (table, task)
-    assert sorted(registered["losses"]) == sorted(catalog.LOSSES)
-    assert sorted(registered["calibrators"]) == sorted(catalog.CALIBRATORS)
+            registry = data if table == "datasets" else models
+            declared = catalog.DATASETS if table == "datasets" else catalog.MODELS
+            assert registry.available(task) == sorted(n for n, e in declared.items() if e.task == task)
+    assert sorted(losses.available()) == sorted(catalog.LOSSES)
 
 
 def test_the_catalog_imports_without_torch():
@@ -96,63 +94,139 @@ def test_an_unknown_name_is_refused_with_the_known_ones():
         catalog.is_segmentation({"name": "mnist2d"})
 
 
-POLY_MODULE = '''"""Poly-1 loss (Leng et al. 2022), added by tests/test_catalog.py."""
+def test_config_yaml_and_focalcal_calibrate_take_the_papers_calibrators_from_the_catalogs_roles():
+    from focalcal import compare
 
-import torch
-
-from focalcal.losses.registry import register
-from focalcal.losses._base import Loss
-
-
-@register
-class PolyLoss(Loss):
-    name = "poly1"
-
-    def __init__(self, *, epsilon: float = 1.0, reduction: str = "mean", ignore_index=None):
-        super().__init__(reduction=reduction, ignore_index=ignore_index)
-        self.epsilon = epsilon
-
-    def elementwise(self, logits, index):
-        log_p = torch.log_softmax(logits, dim=1).gather(1, index)
-        return -log_p - self.epsilon * torch.expm1(log_p)
-'''
-POLY_ENTRY = '\nLOSSES["poly1"] = Loss("poly", "Poly-1", paper_names={"mukhoti2020": "Poly-1"})\n'
+    config = load_config_file(ROOT / "config" / "config.yaml")
+    assert config["calibrators"] == {key: role.spec for key, role in catalog.ROLES.items()}
+    for key in compare.PAPER_CALIBRATORS:
+        expected = {name: value for name, value in catalog.ROLES[key].spec.items() if value != catalog.FROM_LOSS}
+        assert compare.CALIBRATORS[key] == expected
+    assert compare.CALIBRATORS["psi"] == {"name": "psi"}  # its γ comes from --gamma
+    for key, role in catalog.ROLES.items():  # each role's spec plays that role
+        spec = {name: 2.0 if value == catalog.FROM_LOSS else value for name, value in role.spec.items()}
+        after = spec.pop("after", None)
+        resolved = {"build": spec, **({"after": dict(catalog.ROLES[after].spec, gamma=2.0)} if after else {})}
+        assert catalog.calibrator_role(resolved) == key
 
 
-def test_a_new_loss_is_its_module_plus_one_catalog_entry(workflow_checkout):
-    """Nothing else is touched (plan, naming, schema, targets): the loss validates in a config,
-    its runs are planned and trained by the workflow, and the report labels it."""
-    import yaml
+@pytest.fixture
+def fresh_catalog(monkeypatch):
+    """The catalog's tables as copies, so what a test declares leaves with it."""
+    for table in ("DATASETS", "MODELS", "LOSSES", "CALIBRATORS"):
+        monkeypatch.setattr(catalog, table, dict(getattr(catalog, table)))
 
-    checkout = workflow_checkout
-    (checkout / "src/focalcal/losses/poly.py").write_text(POLY_MODULE)
-    with open(checkout / "src/focalcal/catalog.py", "a") as handle:
-        handle.write(POLY_ENTRY)
-    config = yaml.safe_load((ROOT / "config/test.yaml").read_text())
+
+def _poly_loss():
+    import torch
+
+    from focalcal.losses import Loss
+
+    class PolyLoss(Loss):
+        """Poly-1 loss (Leng et al. 2022): −log p_y + ε (1 − p_y), from log-softmax."""
+
+        name = "poly1"
+
+        def __init__(self, *, epsilon: float = 1.0, reduction: str = "mean", ignore_index=None):
+            super().__init__(reduction=reduction, ignore_index=ignore_index)
+            if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)):
+                raise ValueError(f"epsilon must be a number, got {epsilon!r}")
+            self.epsilon = epsilon
+
+        def elementwise(self, logits, index):
+            log_p = torch.log_softmax(logits, dim=1).gather(1, index)
+            return -log_p - self.epsilon * torch.expm1(log_p)
+
+    return PolyLoss
+
+
+def test_one_declaration_makes_a_loss_buildable_schema_valid_checked_planned_and_styled(fresh_catalog):
+    import torch
+    from scipy.special import log_softmax
+
+    from focalcal import losses
+    from focalcal.pipeline import build_plan
+    from focalcal.pipeline.entries import check_entries
+    from focalcal.plots import style
+
+    poly = _poly_loss()
+    catalog.declare("poly1", catalog.Loss(poly, "Poly-1", paper_names={"mukhoti2020": "Poly-1"}, colour="#123456",
+                                          aliases=("poly",)))
+
+    loss = losses.build({"name": "poly1", "epsilon": 2.0})
+    assert type(loss) is poly and losses.parameters("poly1") == {"epsilon": 1.0, "reduction": "mean",
+                                                                  "ignore_index": None}
+    rng = np.random.default_rng(0)
+    logits, labels = rng.normal(size=(6, 4)) * 3, rng.integers(0, 4, 6)
+    log_p = log_softmax(logits, axis=1)[np.arange(6), labels]
+    expected = np.mean(-log_p + 2.0 * (1 - np.exp(log_p)))  # the closed form, in float64
+    value = loss(torch.tensor(logits), torch.tensor(labels))
+    assert float(value) == pytest.approx(expected, rel=1e-12)
+
+    config = load_config_file(ROOT / "config" / "test.yaml")
     config["losses"]["poly"] = {"name": "poly1", "epsilon": 2.0}
     config["studies"] = {"test_digits": config["studies"]["test_digits"]}
     config["studies"]["test_digits"]["grids"][0]["losses"].append("poly")
-    (checkout / "poly.yaml").write_text(yaml.safe_dump(config))
-    env = {**os.environ, "PYTHONPATH": str(checkout / "src")}
+    validate_config(config, SCHEMA)
+    planned = [str(run) for run in build_plan(config).runs if "/poly/" in str(run)]
+    assert len(planned) == 1 and planned[0].endswith("digits/cnn_small/poly/tiny/seed0")  # one seed
+    check_entries(config)
+    bad = copy.deepcopy(config)
+    bad["losses"]["poly"] = {"name": "poly1", "epsilom": 2.0}
+    with pytest.raises(ConfigError, match=r"losses\.poly\.epsilom: unknown parameter of loss 'poly1' \(did you mean "
+                                          r"'epsilon'\?\)"):
+        check_entries(bad)
+    bad["losses"]["poly"] = {"name": "poly1", "epsilon": "2"}
+    with pytest.raises(ConfigError, match=r"losses\.poly\.epsilon: epsilon must be a number, got '2'"):
+        check_entries(bad)
 
-    check = """
-import yaml
-from focalcal import losses
-from focalcal.pipeline import build_plan, validate_config
-from focalcal.report.targets import report_plan
-config = validate_config(yaml.safe_load(open("poly.yaml")), "workflow/schemas/config.schema.yaml")
-plan = build_plan(config)
-runs = [path for path in plan.runs if "/poly/" in path]
-labels = str(report_plan(plan).manifest(config))
-print(len(runs), "Poly-1" in labels, type(losses.build(config["losses"]["poly"])).__name__)
-"""
-    result = subprocess.run([sys.executable, "-c", check], cwd=checkout, env=env, capture_output=True, text=True,
-                            timeout=300)
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert result.stdout.split() == ["1", "True", "PolyLoss"]  # one seed; labelled in the report's manifest
+    assert style.color_for("poly1") == style.color_for("Poly") == "#123456"
+    assert catalog.loss("poly1").label == "Poly-1" and catalog.focal_gamma({"name": "poly1"}) is None
 
-    run = "results/runs/digits/cnn_small/poly/tiny/seed0/history.csv"
-    trained = subprocess.run([str(Path(sys.executable).with_name("snakemake")), run, "--cores", "1", "--configfile",
-                              "poly.yaml"], cwd=checkout, env=env, capture_output=True, text=True, timeout=600)
-    assert trained.returncode == 0, trained.stderr[-3000:]
-    assert (checkout / run).exists()
+
+def test_one_declaration_makes_a_calibrator_buildable_stored_and_schema_valid(fresh_catalog):
+    from focalcal.calibration import Calibrator, build
+
+    class Shift(Calibrator):
+        """Adds a fitted constant to the first logit (a toy with one fitted number)."""
+
+        name = "shift"
+        _fitted_attributes = ("shift_",)
+
+        def _fit(self, logits, labels):
+            self.shift_ = float(np.mean(labels == 0) - 0.5)
+
+        def _transform(self, logits):
+            shifted = logits + np.eye(logits.shape[1])[0] * self.shift_
+            return np.exp(shifted - np.logaddexp.reduce(shifted, axis=1, keepdims=True))
+
+    catalog.declare("shift", catalog.Calibrator(Shift, colour="#654321"))
+    logits, labels = np.array([[0.0, 1.0], [2.0, 0.0], [1.0, 1.0], [0.5, 0.0]]), np.array([0, 0, 0, 1])
+    fitted = build({"name": "shift"}).fit(logits, labels)
+    assert fitted.shift_ == pytest.approx(0.25)
+    restored = Calibrator.from_dict(fitted.to_dict())
+    np.testing.assert_allclose(restored.transform(logits), fitted.transform(logits), rtol=0, atol=0)
+    config = load_config_file(ROOT / "config" / "test.yaml")
+    config["calibrators"]["shifted"] = {"name": "shift"}
+    validate_config(config, SCHEMA)
+
+
+def test_declare_refuses_a_name_twice_and_an_entry_it_cannot_build(fresh_catalog):
+    from focalcal import losses
+
+    with pytest.raises(ValueError, match="loss name 'focal' is already declared"):
+        catalog.declare("focal", catalog.Loss(_poly_loss(), "FL"))
+    with pytest.raises(ValueError, match="loss 'flsd9' presets 'flsd53', itself a preset"):
+        catalog.declare("flsd9", catalog.Loss(None, "FLSD-9", preset=("flsd53", {})))
+    with pytest.raises(ValueError, match="needs a builder .* or a preset"):
+        catalog.declare("nothing", catalog.Loss(None, "?"))
+    with pytest.raises(ValueError, match="dataset 'mine-s': a name ending in '-s' is the subset of another set"):
+        catalog.declare("mine-s", catalog.Dataset(loader="focalcal.data.digits:load_digits_data"))
+    with pytest.raises(ValueError, match="model 'net' needs a factory"):
+        catalog.declare("net", catalog.Model(sample_shape=(2,)))
+    with pytest.raises(ValueError, match="takes a Dataset, Model, Loss or Calibrator"):
+        catalog.declare("x", {"name": "x"})
+    catalog.declare("typo", catalog.Loss("focalcal.losses.focal:FocalLos", "typo"))
+    with pytest.raises(ValueError, match="'focalcal.losses.focal:FocalLos': module 'focalcal.losses.focal' has no "
+                                         "attribute 'FocalLos'"):
+        losses.build({"name": "typo"})

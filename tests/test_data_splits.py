@@ -298,9 +298,10 @@ def test_mnist1d_rejects_sizes_the_generator_cannot_make(tmp_path):
 
 
 def test_targets_of_any_shape_go_through_the_same_interface(monkeypatch):
-    from focalcal.data import RawData, registry
+    from focalcal import catalog
+    from focalcal.data import RawData
 
-    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
+    monkeypatch.setattr(catalog, "DATASETS", dict(catalog.DATASETS))
 
     def toy_masks(root, download, *, n_samples=50):
         rng = np.random.default_rng(0)
@@ -319,7 +320,7 @@ def test_targets_of_any_shape_go_through_the_same_interface(monkeypatch):
         data.load("toy_masks", subset_fraction=0.5)
     with pytest.raises(ValueError, match="unknown dataset 'toy_masks-s'"):
         data.load("toy_masks-s")
-    with pytest.raises(ValueError, match="already registered"):
+    with pytest.raises(ValueError, match="already declared"):
         data.register("toy_masks", toy_masks, num_classes=2, val_size=1, test_size=1, augmentation={})
 
 
@@ -327,9 +328,9 @@ def test_targets_of_any_shape_go_through_the_same_interface(monkeypatch):
 
 
 def _toy_registry(monkeypatch):
-    from focalcal.data import registry
+    from focalcal import catalog
 
-    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
+    monkeypatch.setattr(catalog, "DATASETS", dict(catalog.DATASETS))
 
 
 def test_official_val_pools_are_used_as_they_are(monkeypatch):

@@ -10,8 +10,8 @@ import pytest
 import torch
 from sklearn.naive_bayes import MultinomialNB
 
-from focalcal import data
-from focalcal.data import registry, sources, sst
+from focalcal import catalog, data
+from focalcal.data import sources, sst
 from focalcal.data.download import ChecksumError, DatasetNotFoundError, sha256sum
 from focalcal.data.newsgroups import strip_header
 from focalcal.data.synthetic_treebank import NEGATORS, generate_sentence, word_value
@@ -188,7 +188,8 @@ def test_20newsgroups_defaults_are_the_papers_counts(monkeypatch):
         return sequence_data({"all": ([["w"]] * labels.size, labels)}, class_names=sorted(GROUPS), info={},
                              max_words=20000, sequence_length=2)
 
-    monkeypatch.setitem(registry._REGISTRY, "20newsgroups", dataclasses.replace(entry, loader=full_size_release))
+    monkeypatch.setitem(catalog.DATASETS, "20newsgroups",
+                        dataclasses.replace(catalog.DATASETS["20newsgroups"], loader=full_size_release))
     ds = data.load("20newsgroups", split_seed=0)
     assert ds.sizes() == {"train": 15098, "val": 900, "test": 3999}  # mukhoti2020 App. D
     for split, expected in released_split(19997, 900, 3999).items():  # ng_loader.py's split

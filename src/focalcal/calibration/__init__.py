@@ -15,10 +15,9 @@
 Logits are (N, K) numpy arrays or torch tensors; ``transform`` returns float64 numpy
 probabilities whose rows sum to 1. Fitted parameters are attributes ending in ``_``;
 ``to_dict``/``Calibrator.from_dict`` round-trip them through JSON. :func:`build` makes a
-calibrator from a config dict by registry name.
+calibrator from a config dict by the name :mod:`focalcal.catalog` declares.
 """
 
-from focalcal import catalog as _catalog
 from focalcal.calibration._base import Calibrator
 from focalcal.calibration.beta import BetaCalibration
 from focalcal.calibration.binning import HistogramBinning, IsotonicCalibration
@@ -59,6 +58,3 @@ __all__ = [
     "psi",
     "psi_from_logits",
 ]
-
-# Modules the catalog names beyond those above (a new calibrator: its module and its catalog entry).
-_catalog.import_modules("calibration")

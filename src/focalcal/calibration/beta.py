@@ -27,7 +27,6 @@ import numpy as np
 from scipy.special import expit, log_softmax
 
 from focalcal.calibration._base import Calibrator
-from focalcal.calibration.registry import register
 
 
 class SeparableDataWarning(UserWarning):
@@ -74,7 +73,6 @@ def fit_logistic(features: np.ndarray, labels: np.ndarray, max_iter: int = 100) 
     return coef
 
 
-@register
 class BetaCalibration(Calibrator):
     """Binary (K = 2) logits -> [1 − q, q] with logit(q) = a_ ln s − b_ ln(1 − s) + c_."""
 

@@ -15,11 +15,9 @@ from __future__ import annotations
 
 from scipy.special import log_softmax
 
-from focalcal.calibration.registry import register
 from focalcal.calibration.scaling import MatrixScaling
 
 
-@register
 class DirichletCalibration(MatrixScaling):
     """Dirichlet calibration with ODIR: fitted ``weight_`` (K × K) and ``bias_`` (K,) act on log q.
 

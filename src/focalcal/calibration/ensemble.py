@@ -19,7 +19,6 @@ import numpy as np
 from scipy.special import softmax
 
 from focalcal.calibration._base import Calibrator
-from focalcal.calibration.registry import register
 from focalcal.calibration.temperature import _check_bounds, minimise_temperature
 
 #: The released code's temperature bounds (``temperature_scaling``: bnds = (0.05, 5.0)).
@@ -65,7 +64,6 @@ def simplex_least_squares(components: np.ndarray, target: np.ndarray) -> np.ndar
     return best
 
 
-@register
 class EnsembleTemperatureScaling(Calibrator):
     """ETS: a simplex mixture of softmax(z / T), softmax(z) and the uniform prediction.
 

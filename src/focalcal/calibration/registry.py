@@ -1,49 +1,57 @@
-"""Calibrators by name, for configs: ``build({"name": "temperature_scaling", "objective": "nll"})``."""
+"""Calibrators by name, for configs: ``build({"name": "temperature_scaling", "objective": "nll"})``.
+
+Names are those :mod:`focalcal.catalog` declares; each class is imported when first built.
+"""
 
 from __future__ import annotations
 
-from focalcal.calibration._base import Calibrator
-from focalcal.calibration.binning import HistogramBinning, IsotonicCalibration
-from focalcal.calibration.fixed_maps import IdentityCalibration, PsiCalibration
-from focalcal.calibration.focal_temperature import FocalTemperatureScaling
-from focalcal.calibration.scaling import MatrixScaling, VectorScaling
-from focalcal.calibration.temperature import TemperatureScaling
+from collections.abc import Mapping
 
-CALIBRATORS: dict[str, type[Calibrator]] = {
-    cls.name: cls
-    for cls in (
-        IdentityCalibration,
-        PsiCalibration,
-        TemperatureScaling,
-        FocalTemperatureScaling,
-        VectorScaling,
-        MatrixScaling,
-        HistogramBinning,
-        IsotonicCalibration,
-    )
-}
+from focalcal import catalog
+from focalcal.calibration._base import Calibrator
+
+
+class _Declared(Mapping):
+    """A read-only view of the catalog's calibrators, name -> class, current with every declaration."""
+
+    def __getitem__(self, name):
+        if name not in catalog.CALIBRATORS:
+            raise KeyError(name)
+        return calibrator_class(name)
+
+    def __iter__(self):
+        return iter(list(catalog.CALIBRATORS))
+
+    def __len__(self) -> int:
+        return len(catalog.CALIBRATORS)
+
+
+CALIBRATORS: Mapping[str, type[Calibrator]] = _Declared()
 
 
 def register(cls: type[Calibrator]) -> type[Calibrator]:
-    """Add a calibrator class under its ``name`` (usable as a class decorator): ``build`` and
-    ``Calibrator.from_dict`` then take it."""
+    """Declare a calibrator class under its ``name`` (usable as a class decorator): the run-time
+    form of a :mod:`focalcal.catalog` entry; ``build`` and ``Calibrator.from_dict`` then take it."""
     if not (isinstance(cls, type) and issubclass(cls, Calibrator)) or cls is Calibrator:
         raise ValueError(f"a calibrator must be a subclass of focalcal.calibration.Calibrator, got {cls!r}")
     name = getattr(cls, "name", None)
     if not isinstance(name, str) or not name or name == getattr(Calibrator, "name", None):
         raise ValueError(f"{cls.__name__} needs its own class attribute `name` (the config name)")
-    if name in CALIBRATORS:
-        raise ValueError(f"calibrator name {name!r} is already registered")
-    CALIBRATORS[name] = cls
+    catalog.declare(name, catalog.Calibrator(cls))
     return cls
 
 
 def calibrator_class(name: str) -> type[Calibrator]:
-    """The calibrator class registered under ``name``."""
+    """The calibrator class the catalog declares under ``name``."""
     try:
-        return CALIBRATORS[name]
+        entry = catalog.CALIBRATORS[name]
     except (KeyError, TypeError):
-        raise ValueError(f"unknown calibrator {name!r}; available: {sorted(CALIBRATORS)}") from None
+        raise ValueError(f"unknown calibrator {name!r}; available: {sorted(catalog.CALIBRATORS)}") from None
+    cls = catalog.resolve(entry.builder)
+    if not (isinstance(cls, type) and issubclass(cls, Calibrator)) or cls.name != name:
+        raise ValueError(f"the catalog's calibrator {name!r} names {entry.builder!r}, which is not a "
+                         f"focalcal.calibration.Calibrator subclass with name = {name!r}")
+    return cls
 
 
 def build(config: dict) -> Calibrator:

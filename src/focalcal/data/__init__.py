@@ -8,9 +8,6 @@ CIFAR10-s). Nothing is downloaded unless ``download=True``; a missing dataset ra
 :class:`DatasetNotFoundError` saying which URL to save where.
 """
 
-from . import catalog as _catalog  # noqa: F401  (registers the datasets)
-from . import catalog_segmentation as _catalog_segmentation  # noqa: F401  (registers the segmentation datasets)
-from . import catalog_text as _catalog_text  # noqa: F401  (registers the text datasets)
 from ._dataset import RawData, Split, SplitDataset, verify_split
 from .augment import apply_augmentation, normalise, random_crop_flip
 from .download import ChecksumError, DatasetNotFoundError

@@ -5,7 +5,7 @@ split the same way: deterministic from ``split_seed`` (independent of the traini
 stratified by class, val (and test, where there is no official test set) carved first,
 the rest is train — unless the data set's authors split it by one fixed shuffle, which is
 then kept (``fixed_shuffle_seed``: 20 Newsgroups). A dataset with official val and test
-sets (SST's dev/test; registered with ``val_size=None``) keeps them as they are.
+sets (SST's dev/test; declared with ``val_size=None``) keeps them as they are.
 ``subset_fraction`` then keeps that fraction of every class of the *train* split only
 ("CIFAR10-s" of charoenphakdee2021 §6.2); the name ``<dataset>-s`` means
 ``subset_fraction=0.1``. Inputs that depend on the split (a text vocabulary fitted to the
@@ -33,17 +33,20 @@ from typing import Callable
 import numpy as np
 import torch
 
+from focalcal import catalog
+
 from ._dataset import RawData, Split, SplitDataset
 from .splits import fold_indices, per_class_subset, resolve_size, split_hash, split_indices
 
-TASKS = ("classification", "segmentation")
-SUBSET_SUFFIX = "-s"
+TASKS = catalog.TASKS
+SUBSET_SUFFIX = catalog.SUBSET_SUFFIX
 SUBSET_ALIAS_FRACTION = 0.1
 
 
 @dataclass(frozen=True)
 class DatasetSpec:
-    """A registered dataset: its loader, split defaults and training conventions."""
+    """A declared dataset (:mod:`focalcal.catalog`), its loader and constants imported: its
+    split defaults and training conventions."""
 
     name: str
     loader: Callable[..., RawData]
@@ -79,49 +82,43 @@ class DatasetSpec:
         return self.val_size is None
 
 
-_REGISTRY: dict[str, DatasetSpec] = {}
-
-
 def register(name: str, loader: Callable[..., RawData], *, task: str = "classification", num_classes: int,
              val_size, test_size=None, augmentation: dict, mean=None, std=None, needs_download: bool = False,
              summary: str = "", fixed_shuffle_seed: int | None = None) -> None:
-    """Add a dataset; ``loader(root, download, **options) -> RawData``.
+    """Declare a dataset (the run-time form of a :mod:`focalcal.catalog` entry);
+    ``loader(root, download, **options) -> RawData``.
 
     ``val_size=None`` (with ``test_size=None``): the loader returns official "train", "val"
     and "test" pools, used as they are.
     """
     if not isinstance(name, str) or not name or name.endswith(SUBSET_SUFFIX):
         raise ValueError(f"dataset name must be a non-empty string not ending in {SUBSET_SUFFIX!r}, got {name!r}")
-    if name in _REGISTRY:
-        raise ValueError(f"dataset name {name!r} is already registered")
-    if task not in TASKS:
-        raise ValueError(f"task must be one of {TASKS}, got {task!r}")
-    if val_size is None and test_size is not None:
-        raise ValueError(f"dataset {name!r}: val_size=None means official val and test sets, so test_size must be None")
-    _REGISTRY[name] = DatasetSpec(name, loader, task, num_classes, val_size, test_size, dict(augmentation),
-                                  None if mean is None else tuple(mean), None if std is None else tuple(std),
-                                  needs_download, summary, fixed_shuffle_seed)
+    catalog.declare(name, catalog.Dataset(
+        task=task, needs_download=needs_download, loader=loader, num_classes=num_classes, val_size=val_size,
+        test_size=test_size, augmentation=dict(augmentation), mean=mean, std=std, summary=summary,
+        fixed_shuffle_seed=fixed_shuffle_seed))
 
 
 def available(task: str | None = None) -> list[str]:
     """Sorted dataset names, with the ``-s`` (10 % per class of train) alias of each classification set."""
     if task is not None and task not in TASKS:
         raise ValueError(f"task must be one of {TASKS} or None, got {task!r}")
-    names = []
-    for name, entry in _REGISTRY.items():
-        if task is None or entry.task == task:
-            names.append(name)
-            if entry.task == "classification":
-                names.append(name + SUBSET_SUFFIX)
-    return sorted(names)
+    return sorted(name for name, entry in catalog.DATASETS.items() if task is None or entry.task == task)
 
 
 def spec(name: str) -> DatasetSpec:
-    """The registry entry of ``name`` (an ``-s`` alias gives its base entry)."""
-    base = name[: -len(SUBSET_SUFFIX)] if isinstance(name, str) and name.endswith(SUBSET_SUFFIX) else name
-    if base not in _REGISTRY or (base != name and _REGISTRY[base].task != "classification"):
+    """The catalog entry of ``name`` (an ``-s`` alias gives its base entry)."""
+    entry = catalog.DATASETS.get(name) if isinstance(name, str) else None
+    if entry is None:
         raise ValueError(f"unknown dataset {name!r}; known datasets: {', '.join(available())}")
-    return _REGISTRY[base]
+    base = entry.subset_of or name
+    entry = catalog.DATASETS[base]
+    mean, std = catalog.resolve_value(entry.mean), catalog.resolve_value(entry.std)
+    return DatasetSpec(base, catalog.resolve(entry.loader), entry.task, catalog.resolve_value(entry.num_classes),
+                       catalog.resolve_value(entry.val_size), catalog.resolve_value(entry.test_size),
+                       dict(catalog.resolve_value(entry.augmentation)), None if mean is None else tuple(mean),
+                       None if std is None else tuple(std), entry.needs_download, entry.summary,
+                       catalog.resolve_value(entry.fixed_shuffle_seed))
 
 
 def _check_fraction(subset_fraction) -> float | None:

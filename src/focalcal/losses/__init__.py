@@ -29,24 +29,21 @@ its targets once with ``check_target_values(targets, num_classes)`` may set
 ``loss.validate_inputs = False`` — the trainer does.
 """
 
-from focalcal import catalog as _catalog
 from ._base import Loss, check_target_values
 from .adafocal import AdaFocalLoss
 from .brier import BrierLoss
 from .cross_entropy import CrossEntropyLoss
 from .focal import FocalLoss, SampleDependentFocalLoss, ScheduledFocalLoss, focal_of_target
 from .mmce import MMCELoss
-from .registry import LOSSES, PRESETS, available, build, parameters, register
+from .registry import LOSSES, PRESETS, available, build, loss_class, parameters, register
 from .segmentation import (DualCrossEntropyLoss, DualFocalLoss, GeneralizedDiceLoss, WeightedCrossEntropyLoss,
                            class_counts, inverse_frequency_weights)
 from .smoothing import LabelSmoothingLoss
 
 __all__ = [
     "Loss", "check_target_values", "build", "register", "available", "parameters", "LOSSES", "PRESETS", "focal_of_target",
+    "loss_class",
     "CrossEntropyLoss", "FocalLoss", "LabelSmoothingLoss", "SampleDependentFocalLoss", "ScheduledFocalLoss",
     "BrierLoss", "MMCELoss", "AdaFocalLoss", "WeightedCrossEntropyLoss", "DualCrossEntropyLoss",
     "DualFocalLoss", "GeneralizedDiceLoss", "class_counts", "inverse_frequency_weights",
 ]
-
-# Modules the catalog names beyond those above (a new loss: its module and its catalog entry).
-_catalog.import_modules("losses")

@@ -1,7 +1,8 @@
 """Build a loss from a config: ``build({"name": "focal", "gamma": 3})``.
 
-Names are the module's ``name`` attributes; the papers' named variants (FLSD-53, FLSc-531, …)
-are presets of them. An unknown name or parameter is a ValueError that lists what exists.
+Names are those :mod:`focalcal.catalog` declares: each loss's class, imported when first
+built, and the papers' named variants (FLSD-53, FLSc-531, …) as presets of them. An unknown
+name or parameter is a ValueError that lists what exists.
 """
 
 from __future__ import annotations
@@ -9,39 +10,58 @@ from __future__ import annotations
 import inspect
 from collections.abc import Mapping
 
+from focalcal import catalog
+
 from ._base import Loss
-from .adafocal import AdaFocalLoss
-from .brier import BrierLoss
-from .cross_entropy import CrossEntropyLoss
-from .focal import FocalLoss, SampleDependentFocalLoss, ScheduledFocalLoss
-from .mmce import MMCELoss
-from .segmentation import (DualCrossEntropyLoss, DualFocalLoss, GeneralizedDiceLoss,
-                           WeightedCrossEntropyLoss)
-from .smoothing import LabelSmoothingLoss
 
-LOSSES: dict[str, type[Loss]] = {cls.name: cls for cls in (
-    CrossEntropyLoss, FocalLoss, LabelSmoothingLoss, SampleDependentFocalLoss, ScheduledFocalLoss,
-    BrierLoss, MMCELoss, AdaFocalLoss, WeightedCrossEntropyLoss, DualCrossEntropyLoss, DualFocalLoss,
-    GeneralizedDiceLoss)}
 
+class _Declared(Mapping):
+    """A read-only view of the catalog's losses: name -> class (``presets=False``) or name ->
+    (preset loss, fixed parameters) (``presets=True``), current with every declaration."""
+
+    def __init__(self, presets: bool):
+        self._presets = presets
+
+    def _names(self) -> list[str]:
+        return [name for name, entry in catalog.LOSSES.items() if (entry.preset is not None) == self._presets]
+
+    def __getitem__(self, name):
+        if name not in self._names():
+            raise KeyError(name)
+        return catalog.LOSSES[name].preset if self._presets else loss_class(name)
+
+    def __iter__(self):
+        return iter(self._names())
+
+    def __len__(self) -> int:
+        return len(self._names())
+
+
+LOSSES: Mapping[str, type[Loss]] = _Declared(presets=False)
 # The papers' named variants: (loss name, parameters the preset fixes).
-PRESETS: dict[str, tuple[str, dict]] = {
-    "flsd53": ("focal_sample_dependent", {"thresholds": (0.2,), "gammas": (5.0, 3.0)}),
-    "flsd532": ("focal_sample_dependent", {"thresholds": (0.2, 0.5), "gammas": (5.0, 3.0, 2.0)}),
-    "flsc531": ("focal_scheduled", {"milestones": (2 / 7, 5 / 7), "gammas": (5.0, 3.0, 1.0)}),
-    "flsc532": ("focal_scheduled", {"milestones": (2 / 7, 5 / 7), "gammas": (5.0, 3.0, 2.0)}),
-}
+PRESETS: Mapping[str, tuple[str, dict]] = _Declared(presets=True)
 
 
 def register(cls: type[Loss]) -> type[Loss]:
-    """Add a loss class under its ``name`` (usable as a class decorator); ``build`` then takes it."""
+    """Declare a loss class under its ``name`` (usable as a class decorator): the run-time
+    form of a :mod:`focalcal.catalog` entry; ``build`` then takes it."""
     if not (isinstance(cls, type) and issubclass(cls, Loss)) or cls is Loss:
         raise ValueError(f"a loss must be a subclass of focalcal.losses.Loss, got {cls!r}")
     if not isinstance(cls.name, str) or not cls.name or cls.name == Loss.name:
         raise ValueError(f"{cls.__name__} needs its own class attribute `name` (the config name)")
-    if cls.name in LOSSES or cls.name in PRESETS:
-        raise ValueError(f"loss name {cls.name!r} is already registered")
-    LOSSES[cls.name] = cls
+    catalog.declare(cls.name, catalog.Loss(cls, label=cls.name))
+    return cls
+
+
+def loss_class(name: str) -> type[Loss]:
+    """The class the catalog declares for loss ``name`` (not a preset)."""
+    entry = catalog.loss(name) if isinstance(name, str) else None
+    if entry is None or entry.builder is None:
+        raise ValueError(f"unknown loss {name!r}; available: {', '.join(available())}")
+    cls = catalog.resolve(entry.builder)
+    if not (isinstance(cls, type) and issubclass(cls, Loss)) or cls.name != name:
+        raise ValueError(f"the catalog's loss {name!r} names {entry.builder!r}, which is not a focalcal.losses.Loss "
+                         f"subclass with name = {name!r}")
     return cls
 
 
@@ -77,9 +97,10 @@ def build(config: Mapping) -> Loss:
 
 
 def _resolve(name) -> tuple[type[Loss], dict]:
-    if isinstance(name, str) and name in LOSSES:
-        return LOSSES[name], {}
-    if isinstance(name, str) and name in PRESETS:
-        base, fixed = PRESETS[name]
-        return LOSSES[base], dict(fixed)
+    if isinstance(name, str) and name in catalog.LOSSES:
+        preset = catalog.LOSSES[name].preset
+        if preset is None:
+            return loss_class(name), {}
+        base, fixed = preset
+        return loss_class(base), dict(fixed)
     raise ValueError(f"unknown loss {name!r}; available: {', '.join(available())}")

@@ -4,13 +4,14 @@ Naming convention: lower case, the architecture then its depth/size, parts joine
 underscore only where two numbers would otherwise touch or a variant needs saying
 ("resnet110" is He et al.'s CIFAR net, "resnet110_bottleneck" mukhoti2020's; "wide_resnet26_10").
 
-Every factory takes ``num_classes`` and keyword-only options; ``build`` rejects an option
-the factory does not know, by name, instead of letting it be silently ignored. Each entry
-also records its task (classification or segmentation) and the shape of one input sample
-at its default options, so a caller (the trainer, the tests) can make a dummy batch:
-``spec(name).example_input(n)``. That is ``torch.randn(n, *sample_shape)`` unless the entry
-registers an ``example`` of its own: the text models take integer token ids (and the
-Tree-LSTM an encoded tree), for which random floats are no valid input.
+The names, their factories (below, or the text models' classes), tasks and input shapes are
+declared in :mod:`focalcal.catalog`. Every factory takes ``num_classes`` and keyword-only
+options; ``build`` rejects an option the factory does not know, by name, instead of letting
+it be silently ignored. The shape of one input sample at the default options lets a caller
+(the trainer, the tests) make a dummy batch: ``spec(name).example_input(n)``. That is
+``torch.randn(n, *sample_shape)`` unless the entry declares an ``example`` of its own: the
+text models take integer token ids (and the Tree-LSTM an encoded tree), for which random
+floats are no valid input.
 """
 
 from __future__ import annotations
@@ -22,22 +23,22 @@ from typing import Callable
 import torch
 from torch import nn
 
+from focalcal import catalog
+
 from .cifar_resnet import CifarResNet
-from .global_pooling_cnn import GlobalPoolingCNN, example_documents
 from .small import CNN1D, MLP, SmallCNN
-from .tree_lstm import BinaryTreeLSTM, example_trees
 from .unet import UNet
 from .wide_resnet import WideResNet
 
 # The torchvision-based models (.torchvision_cifar, .segmentation) are imported by their
 # factories: importing torchvision costs ~1.5 s, paid by every workflow job otherwise.
 
-TASKS = ("classification", "segmentation")
+TASKS = catalog.TASKS
 
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """A registered model: how to build it and what one input sample looks like."""
+    """A declared model, its factory imported: how to build it and what one input sample looks like."""
 
     name: str
     factory: Callable[..., nn.Module]
@@ -58,9 +59,6 @@ class ModelSpec:
         return torch.randn(n, *self.sample_shape, generator=generator)
 
 
-_REGISTRY: dict[str, ModelSpec] = {}
-
-
 def register(
     name: str,
     factory: Callable[..., nn.Module],
@@ -70,31 +68,31 @@ def register(
     summary: str,
     example: Callable[..., torch.Tensor] | None = None,
 ) -> None:
-    """Add a model under ``name``; ``factory(num_classes, **options)`` must return an nn.Module.
+    """Declare a model under ``name`` (the run-time form of a :mod:`focalcal.catalog` entry);
+    ``factory(num_classes, **options)`` must return an nn.Module.
 
     ``example(n, generator=None)``, if given, returns a valid (n, *sample_shape) input batch
     (for models whose input is not a float tensor)."""
     if not isinstance(name, str) or not name:
         raise ValueError(f"model name must be a non-empty string, got {name!r}")
-    if name in _REGISTRY:
-        raise ValueError(f"model name {name!r} is already registered")
-    if task not in TASKS:
-        raise ValueError(f"task must be one of {TASKS}, got {task!r}")
-    _REGISTRY[name] = ModelSpec(name, factory, task, tuple(sample_shape), summary, example)
+    catalog.declare(name, catalog.Model(task=task, factory=factory, sample_shape=tuple(sample_shape), summary=summary,
+                                        example=example))
 
 
 def available(task: str | None = None) -> list[str]:
-    """Sorted names of the registered models, optionally only those of one ``task``."""
+    """Sorted names of the declared models, optionally only those of one ``task``."""
     if task is not None and task not in TASKS:
         raise ValueError(f"task must be one of {TASKS} or None, got {task!r}")
-    return sorted(name for name, spec in _REGISTRY.items() if task is None or spec.task == task)
+    return sorted(name for name, entry in catalog.MODELS.items() if task is None or entry.task == task)
 
 
 def spec(name: str) -> ModelSpec:
-    """The registry entry of ``name``; an unknown name raises ValueError listing the known ones."""
-    if name not in _REGISTRY:
+    """The catalog entry of ``name``; an unknown name raises ValueError listing the known ones."""
+    if not isinstance(name, str) or name not in catalog.MODELS:
         raise ValueError(f"unknown model {name!r}; known models: {', '.join(available())}")
-    return _REGISTRY[name]
+    entry = catalog.MODELS[name]
+    example = None if entry.example is None else catalog.resolve(entry.example)
+    return ModelSpec(name, catalog.resolve(entry.factory), entry.task, tuple(entry.sample_shape), entry.summary, example)
 
 
 def build(name: str, num_classes: int, **options) -> nn.Module:
@@ -133,6 +131,7 @@ def count_parameters(model: nn.Module, *, trainable_only: bool = False) -> int:
 
 
 # --------------------------------------------------------------------------- factories
+# What focalcal.catalog's model entries name.
 
 
 def _he_cifar_resnet(depth: int) -> Callable[..., nn.Module]:
@@ -167,29 +166,29 @@ def _wide_resnet(preactivation: bool) -> Callable[..., nn.Module]:
     return factory
 
 
-def _densenet121(num_classes: int, *, in_channels: int = 3) -> nn.Module:
+def densenet121(num_classes: int, *, in_channels: int = 3) -> nn.Module:
     from .torchvision_cifar import CifarDenseNet
 
     return CifarDenseNet(num_classes, in_channels=in_channels)
 
 
-def _mlp(num_classes: int, *, in_features: int = 1, hidden: int = 64) -> nn.Module:
+def mlp(num_classes: int, *, in_features: int = 1, hidden: int = 64) -> nn.Module:
     return MLP(num_classes, in_features=in_features, hidden=hidden)
 
 
-def _cnn_small(num_classes: int, *, in_channels: int = 1, width: int = 16, image_size: int = 8) -> nn.Module:
+def cnn_small(num_classes: int, *, in_channels: int = 1, width: int = 16, image_size: int = 8) -> nn.Module:
     return SmallCNN(num_classes, in_channels=in_channels, width=width, image_size=image_size)
 
 
-def _cnn1d(num_classes: int, *, width: int = 25, input_length: int = 40) -> nn.Module:
+def cnn1d(num_classes: int, *, width: int = 25, input_length: int = 40) -> nn.Module:
     return CNN1D(num_classes, width=width, input_length=input_length)
 
 
-def _unet_small(num_classes: int, *, in_channels: int = 3, base_channels: int = 16, depth: int = 3) -> nn.Module:
+def unet_small(num_classes: int, *, in_channels: int = 3, base_channels: int = 16, depth: int = 3) -> nn.Module:
     return UNet(num_classes, in_channels=in_channels, base_channels=base_channels, depth=depth)
 
 
-def _deeplabv3plus(
+def deeplabv3plus(
     num_classes: int,
     *,
     backbone: str = "resnet18",
@@ -204,7 +203,7 @@ def _deeplabv3plus(
     )
 
 
-def _vgg19_fcn(
+def vgg19_fcn(
     num_classes: int, *, head_channels: int = 4096, in_channels: int = 3, pretrained: bool = False
 ) -> nn.Module:
     from .segmentation import VGG19FCN
@@ -212,85 +211,8 @@ def _vgg19_fcn(
     return VGG19FCN(num_classes, head_channels=head_channels, in_channels=in_channels, pretrained=pretrained)
 
 
-_CIFAR = (3, 32, 32)
-for _depth in (8, 20, 32, 44, 56, 110):
-    register(
-        f"resnet{_depth}",
-        _he_cifar_resnet(_depth),
-        task="classification",
-        sample_shape=_CIFAR,
-        summary=f"He et al. 2016 CIFAR ResNet-{_depth}, basic blocks, option-A shortcuts (charoenphakdee2021)",
-    )
-register(
-    "resnet50",
-    _bottleneck_resnet([3, 4, 6, 3]),
-    task="classification",
-    sample_shape=_CIFAR,
-    summary="torchvision bottleneck ResNet-50, 3x3 stride-1 stem, no max-pool (mukhoti2020)",
-)
-register(
-    "resnet110_bottleneck",
-    _bottleneck_resnet([3, 4, 26, 3]),
-    task="classification",
-    sample_shape=_CIFAR,
-    summary="mukhoti2020's 'ResNet-110': torchvision bottleneck blocks [3, 4, 26, 3], CIFAR stem",
-)
-register(
-    "wide_resnet26_10",
-    _wide_resnet(preactivation=False),
-    task="classification",
-    sample_shape=_CIFAR,
-    summary="mukhoti2020's WRN-26-10: 4 post-activation blocks per stage, widths 160/320/640",
-)
-register(
-    "wide_resnet28_10",
-    _wide_resnet(preactivation=True),
-    task="classification",
-    sample_shape=_CIFAR,
-    summary="Zagoruyko & Komodakis' WRN-28-10: 4 pre-activation blocks per stage, widths 160/320/640",
-)
-register(
-    "densenet121",
-    _densenet121,
-    task="classification",
-    sample_shape=_CIFAR,
-    summary="torchvision DenseNet-121 (growth 32), 3x3 stride-1 stem, no stem BN/pool (mukhoti2020)",
-)
-register("mlp", _mlp, task="classification", sample_shape=(1,), summary="three-layer MLP (charoenphakdee2021 §5.2)")
-register("cnn_small", _cnn_small, task="classification", sample_shape=(1, 8, 8), summary="3-conv CNN for 8x8 digits")
-register("cnn1d", _cnn1d, task="classification", sample_shape=(1, 40), summary="MNIST-1D 1-D CNN (Greydanus 2020)")
-register("unet_small", _unet_small, task="segmentation", sample_shape=(3, 64, 64), summary="small U-Net for CPU runs")
-register(
-    "deeplabv3plus",
-    _deeplabv3plus,
-    task="segmentation",
-    sample_shape=(3, 64, 64),
-    summary="DeepLabV3+ on a torchvision ResNet-18, output stride 16 (hossain2021)",
-)
-register(
-    "vgg19_fcn",
-    _vgg19_fcn,
-    task="segmentation",
-    sample_shape=(3, 64, 64),
-    summary="FCN-8s on torchvision VGG19 features (hossain2021)",
-)
-
-
-# The text models' classes are their factories: same signature (num_classes, *, options), defaults
-# from the released code (see each module's docstring).
-register(
-    "global_pooling_cnn",
-    GlobalPoolingCNN,
-    task="classification",
-    sample_shape=(1000,),
-    summary="mukhoti2020's 20 Newsgroups Global Pooling CNN: 3 x Conv1D(128, 5), global max pool, dense 128",
-    example=example_documents,
-)
-register(
-    "tree_lstm",
-    BinaryTreeLSTM,
-    task="classification",
-    sample_shape=(37, 4),
-    summary="mukhoti2020's SST binary constituency Tree-LSTM (Tai et al. 2015), memory 150; root logits in eval",
-    example=example_trees,
-)
+resnet8, resnet20, resnet32, resnet44, resnet56, resnet110 = map(_he_cifar_resnet, (8, 20, 32, 44, 56, 110))
+resnet50 = _bottleneck_resnet([3, 4, 6, 3])
+resnet110_bottleneck = _bottleneck_resnet([3, 4, 26, 3])
+wide_resnet26_10 = _wide_resnet(preactivation=False)
+wide_resnet28_10 = _wide_resnet(preactivation=True)

@@ -30,6 +30,7 @@ from matplotlib.colors import to_hex
 from matplotlib.figure import Figure
 from matplotlib.text import Text
 
+from focalcal import catalog
 from focalcal._io import atomic_write
 
 REPORT_WIDTH = 9.0  # inches; one report column (~900 px)
@@ -37,70 +38,14 @@ PANEL_HEIGHT = 3.0  # inches per row of panels
 DPI = 150
 BASE_FONT_SIZE = 11
 
-# Colour-blind-safe base (seaborn "colorblind" + a few darker companions).
+# Colours for names the catalog declares none for, picked by a hash of the name: colour-blind-safe
+# (seaborn "colorblind" + a few darker companions).
 _PALETTE = sns.color_palette("colorblind", 10).as_hex() + ["#1b3a5c", "#7a3d00", "#3c6e47", "#5e3c99", "#8c510a"]
 
-# The paper convention of charoenphakdee2021 Fig 4: raw scores red, Ψ^γ-transformed green.
-RAW_COLOR = "#c62828"
-PSI_COLOR = "#2e7d32"
-
-LOSS_COLORS = {
-    "cross_entropy": _PALETTE[0],
-    "focal": _PALETTE[1],
-    "brier": _PALETTE[2],
-    "dual_focal": _PALETTE[3],
-    "dual_cross_entropy": _PALETTE[4],
-    "generalized_dice": _PALETTE[5],
-    "label_smoothing": _PALETTE[6],
-    "mmce": _PALETTE[7],
-    "weighted_cross_entropy": _PALETTE[9],
-    "flsd53": _PALETTE[10],
-    "flsd532": _PALETTE[11],
-    "flsc531": _PALETTE[12],
-    "flsc532": _PALETTE[13],
-    "adafocal": _PALETTE[14],
-    "focal_sample_dependent": _PALETTE[10],
-    "focal_scheduled": _PALETTE[12],
-}
-
-METHOD_COLORS = {
-    "raw": RAW_COLOR,
-    "uncalibrated": RAW_COLOR,
-    "identity": RAW_COLOR,
-    "psi": PSI_COLOR,
-    "temperature_scaling": "#1565c0",
-    "ts_nll": "#1565c0",
-    "ts_ece": "#00838f",
-    "ts_fl": "#6a1b9a",
-    "ts_fl+psi": "#9e9d24",
-    "focal_temperature_scaling": "#ef6c00",
-    "vector_scaling": "#4e342e",
-    "matrix_scaling": "#37474f",
-    "histogram_binning": "#ad1457",
-    "isotonic": "#558b2f",
-}
-
-# Short names people type (and the papers print) -> the registry names above.
-ALIASES = {
-    "ce": "cross_entropy",
-    "nll": "cross_entropy",
-    "fl": "focal",
-    "focal_loss": "focal",
-    "dfl": "dual_focal",
-    "dce": "dual_cross_entropy",
-    "wce": "weighted_cross_entropy",
-    "gdl": "generalized_dice",
-    "ls": "label_smoothing",
-    "flsd_53": "flsd53",
-    "flsd_532": "flsd532",
-    "flsc_531": "flsc531",
-    "flsc_532": "flsc532",
-    "ψ": "psi",
-    "ψ^γ": "psi",
-    "ts": "temperature_scaling",
-    "fts": "focal_temperature_scaling",
-    "focal_ts": "focal_temperature_scaling",
-}
+# The colours and short names of losses, calibrators and calibrator roles are declared with
+# them in focalcal.catalog; charoenphakdee2021 Fig 4's convention: raw scores red, Ψ^γ green.
+RAW_COLOR = catalog.RAW_COLOR
+PSI_COLOR = catalog.PSI_COLOR
 
 # Class colours for per-class curves (synthetic posteriors, simplex corners).
 CLASS_COLORS = ["#0072b2", "#e69f00", "#009e73", "#cc79a7", "#56b4e9", "#d55e00"]
@@ -110,11 +55,11 @@ _GAMMA_KNOTS = (0.0, 0.5, 1.0, 2.0, 3.0, 4.0, 5.0, 7.0, 10.0)
 
 
 def canonical_name(name: str) -> str:
-    """Registry spelling of a loss/calibrator name: lower case, '-'/' ' -> '_', aliases resolved."""
+    """Catalog spelling of a loss/calibrator name: lower case, '-'/' ' -> '_', aliases resolved."""
     if not isinstance(name, str) or not name.strip():
         raise ValueError(f"a loss/calibrator name must be a non-empty string, got {name!r}")
     key = re.sub(r"[\s\-]+", "_", name.strip().lower())
-    return ALIASES.get(key, key)
+    return catalog.aliases().get(key, key)
 
 
 def gamma_color(gamma: float) -> str:
@@ -145,10 +90,9 @@ def color_for(name: str, gamma: float | None = None) -> str:
         key, gamma = "focal", float(match.group(1))
     if key == "focal" and gamma is not None:
         return gamma_color(gamma)
-    if key in METHOD_COLORS:
-        return METHOD_COLORS[key]
-    if key in LOSS_COLORS:
-        return LOSS_COLORS[key]
+    declared = catalog.declared_colour(key)
+    if declared is not None:
+        return declared
     return _PALETTE[zlib.crc32(key.encode()) % len(_PALETTE)]
 
 
