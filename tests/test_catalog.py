@@ -77,18 +77,6 @@ def test_every_subset_of_a_classification_set_is_listed_and_only_cifar10_s_is_pu
     assert catalog.DATASETS["mnist1d-s"].stand_in and not catalog.DATASETS["cifar10-s"].stand_in
 
 
-def test_theory_figures_name_a_plotting_call_of_their_paper_with_valid_arguments():
-    import inspect
-
-    from focalcal import plots
-
-    for name, figure in catalog.THEORY_FIGURES.items():
-        assert name.startswith(figure.paper) and figure.paper in catalog.PAPERS
-        signature = inspect.signature(getattr(plots, figure.draw))
-        for grid in ("paper", "coarse"):
-            signature.bind(**figure.arguments(grid))  # raises on an argument the function does not take
-
-
 def test_an_unknown_name_is_refused_with_the_known_ones():
     with pytest.raises(ValueError, match=r"unknown loss 'poly1'; known: \['adafocal'"):
         catalog.loss("poly1")
@@ -116,7 +104,7 @@ class PolyLoss(Loss):
         log_p = torch.log_softmax(logits, dim=1).gather(1, index)
         return -log_p - self.epsilon * torch.expm1(log_p)
 '''
-POLY_ENTRY = '\nLOSSES["poly1"] = Loss("poly", "Poly-1", paper_names={"mukhoti2020": "Poly-1"})\n'
+POLY_ENTRY = '\nLOSSES["poly1"] = Loss("poly", "Poly-1")\n'
 
 
 def test_a_new_loss_is_its_module_plus_one_catalog_entry(workflow_checkout):

@@ -3,7 +3,8 @@
 The registries (:mod:`focalcal.losses`, ``.calibration``, ``.data``, ``.models``) build
 things; this catalog says what a name means: a data set's task, whether its class posterior
 is known and which published set it stands for; a model's name in the papers; a loss's focal
-γ, its label and the names the papers print; a calibrator's role; a paper's title. The
+γ and its label; a calibrator's role; the papers' keys and titles (from their packages,
+:mod:`focalcal.papers`). The
 workflow reads it at parse time (no torch), the config schema's name enums are filled from
 it (:func:`focalcal.pipeline.config.validate_config`), and each registry imports the modules
 the catalog names, so a new loss is one module plus one entry here (``tests/test_catalog.py``
@@ -13,7 +14,9 @@ checks that catalog and registries list the same names).
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+
+from focalcal.papers import PAPERS as _PAPERS  # one package per paper (focalcal.papers)
 
 TASKS = ("classification", "segmentation")
 SUBSET_SUFFIX = "-s"  # "<set>-s": 10 % of each class of the training split (focalcal.data)
@@ -22,12 +25,7 @@ FROM_LOSS = "from_loss"  # a calibrator parameter that takes the run's focal γ 
 
 # -------------------------------------------------------------------------------- papers
 
-PAPERS = {  # paper -> the title of its report page
-    "charoenphakdee2021": "Charoenphakdee et al. 2021 — Focal loss and class posteriors (φ^γ, τ_oc/τ_uc, Ψ^γ)",
-    "komisarenko2024": "Komisarenko et al. 2024 — Focal calibration map and focal temperature scaling",
-    "mukhoti2020": "Mukhoti et al. 2020 — Calibrating deep neural networks using focal loss",
-    "hossain2021": "Hossain et al. 2021 — Dual focal loss for class-imbalanced segmentation",
-}
+PAPERS = {key: paper.title for key, paper in _PAPERS.items()}  # paper -> the title of its report page
 
 
 # ------------------------------------------------------------------------------ datasets
@@ -149,32 +147,31 @@ class Loss:
     """``module``: where the loss is defined and registered (None: a preset of another loss,
     :data:`focalcal.losses.PRESETS`). ``gamma``: its single focal parameter — a number, or
     "parameter" for the spec's own ``gamma`` (focal) — or None when it has none.
-    ``label``: short name in legends. ``paper_names``: paper -> the name it prints."""
+    ``label``: short name in legends. What a paper prints for a loss is in its package
+    (``labels`` of :mod:`focalcal.papers`)."""
 
     module: str | None
     label: str
     gamma: float | str | None = None
-    paper_names: dict[str, str] = field(default_factory=dict)
 
 
 LOSSES: dict[str, Loss] = {
-    "cross_entropy": Loss("cross_entropy", "CE", 0.0,
-                          {"mukhoti2020": "Cross-Entropy", "hossain2021": "CE"}),
-    "focal": Loss("focal", "FL", "parameter", {"hossain2021": "FL"}),
+    "cross_entropy": Loss("cross_entropy", "CE", 0.0),
+    "focal": Loss("focal", "FL", "parameter"),
     "focal_sample_dependent": Loss("focal", "FLSD"),
     "focal_scheduled": Loss("focal", "FLSc"),
-    "flsd53": Loss(None, "FLSD-53", paper_names={"mukhoti2020": "FLSD-53"}),
-    "flsd532": Loss(None, "FLSD-532", paper_names={"mukhoti2020": "FLSD-532"}),
-    "flsc531": Loss(None, "FLSc-531", paper_names={"mukhoti2020": "FLSc-531"}),
-    "flsc532": Loss(None, "FLSc-532", paper_names={"mukhoti2020": "FLSc-532"}),
+    "flsd53": Loss(None, "FLSD-53"),
+    "flsd532": Loss(None, "FLSD-532"),
+    "flsc531": Loss(None, "FLSc-531"),
+    "flsc532": Loss(None, "FLSc-532"),
     "label_smoothing": Loss("smoothing", "LS"),
-    "brier": Loss("brier", "Brier", paper_names={"mukhoti2020": "Brier Loss"}),
-    "mmce": Loss("mmce", "MMCE", paper_names={"mukhoti2020": "MMCE"}),
+    "brier": Loss("brier", "Brier"),
+    "mmce": Loss("mmce", "MMCE"),
     "adafocal": Loss("adafocal", "AdaFocal"),
-    "weighted_cross_entropy": Loss("segmentation", "WCE", paper_names={"hossain2021": "WCE"}),
-    "dual_cross_entropy": Loss("segmentation", "DCE", paper_names={"hossain2021": "DCE"}),
-    "dual_focal": Loss("segmentation", "DFL", paper_names={"hossain2021": "DFL"}),
-    "generalized_dice": Loss("segmentation", "GDL", paper_names={"hossain2021": "GDL"}),
+    "weighted_cross_entropy": Loss("segmentation", "WCE"),
+    "dual_cross_entropy": Loss("segmentation", "DCE"),
+    "dual_focal": Loss("segmentation", "DFL"),
+    "generalized_dice": Loss("segmentation", "GDL"),
 }
 
 
@@ -249,77 +246,6 @@ def calibrator_role(resolved: dict) -> str:
         only_zero = gammas is not None and [float(g) for g in gammas] == [0.0]
         return f"{'ts_grid' if only_zero else 'fts'}_{objective}"
     return "other"
-
-
-# ------------------------------------------------------------------------ theory figures
-
-
-@dataclass(frozen=True)
-class TheoryFigure:
-    """A figure of a paper's theory, exact and run-free: ``draw`` is the :mod:`focalcal.plots`
-    function that draws it, with ``options`` at the paper's grid; ``coarse`` replaces some of
-    them for config ``report.theory_grid: coarse`` (quick grids for tests and previews)."""
-
-    paper: str
-    title: str
-    draw: str
-    options: dict = field(default_factory=dict)
-    coarse: dict = field(default_factory=dict)
-
-    def arguments(self, grid: str) -> dict:
-        return {**self.options, **(self.coarse if grid == "coarse" else {})}
-
-
-# The closest-temperature searches (K >= 3) are the costly part; coarse grids use fewer γ and
-# coarser logit steps.
-_COARSE_GAMMAS = [0.0, 2.0, 4.0, 6.0, 8.0, 10.0]
-_COARSE_SIMPLEX = {"logit_step": 0.1}
-_COARSE_LINEAR_MODEL = {"iterations": 100}
-
-THEORY_FIGURES: dict[str, TheoryFigure] = {
-    "charoenphakdee2021_fig1_phi": TheoryFigure(
-        "charoenphakdee2021", "Fig 1: φ^γ with the η-overconfident (τ_oc) and η-underconfident (τ_uc) regions",
-        "phi_figure"),
-    "charoenphakdee2021_fig2_posterior_vs_minimizer": TheoryFigure(
-        "charoenphakdee2021", "Fig 2: max η against max q* of the focal risk minimiser, K = 2 and K = 1000",
-        "posterior_vs_minimizer_figure"),
-    "komisarenko2024_fig1_focal_calibration_map": TheoryFigure(
-        "komisarenko2024", "Fig 1: the proper part of the focal loss and the binary focal calibration map",
-        "focal_calibration_map_figure"),
-    "komisarenko2024_fig2_closest_temperature_k2": TheoryFigure(
-        "komisarenko2024", "Fig 2: temperature closest to the focal map against γ, K = 2 (linear fit and max error)",
-        "closest_temperature_figure", {"num_classes": 2},
-        {"gammas": [0.0, 1.0, 2.0, 4.0, 6.0, 8.0, 10.0], "logit_step": 0.01}),
-    "komisarenko2024_fig6_closest_temperature_k3": TheoryFigure(
-        "komisarenko2024", "Fig 6: temperature closest to the focal map against γ, K = 3",
-        "closest_temperature_figure", {"num_classes": 3}, {"gammas": _COARSE_GAMMAS, "logit_step": 0.1}),
-    "komisarenko2024_closest_temperature_k4": TheoryFigure(
-        "komisarenko2024", "§3.3: temperature closest to the focal map against γ, K = 4",
-        "closest_temperature_figure", {"num_classes": 4}, {"gammas": _COARSE_GAMMAS, "logit_step": 0.25}),
-    "komisarenko2024_fig3_temperature_bounds": TheoryFigure(
-        "komisarenko2024", "Fig 3: Prop 3's temperature bounds against the numerical ones", "temperature_bounds_figure"),
-    "komisarenko2024_fig4_conditional_risk": TheoryFigure(
-        "komisarenko2024", "Fig 4: conditional-risk isolines on the 3-class simplex", "conditional_risk_isolines_figure"),
-    "komisarenko2024_fig5_calibration_arrows": TheoryFigure(
-        "komisarenko2024", "Fig 5: arrow maps of the focal map and of its closest temperature scaling",
-        "calibration_arrows_figure", coarse=_COARSE_SIMPLEX),
-    "komisarenko2024_fig7_calibration_difference": TheoryFigure(
-        "komisarenko2024", "Fig 7: heat map of temperature scaling minus focal calibration",
-        "calibration_difference_figure", coarse=_COARSE_SIMPLEX),
-    "mukhoti2020_fig4a_gradient_ratio": TheoryFigure(
-        "mukhoti2020", "Fig 4a and Prop 2: g(p, γ) and γ*(p0)", "gradient_ratio_figure"),
-    "mukhoti2020_fig6_binary_optimum": TheoryFigure(
-        "mukhoti2020", "Fig 6: optimal p̂ against q for a binary problem, cross-entropy and focal loss",
-        "binary_optimum_figure", {"n_points": 401}, {"n_points": 41}),
-    "mukhoti2020_fig7_linear_model_norms": TheoryFigure(
-        "mukhoti2020", "Fig 7 (App. B): logit and weight norms of a logistic regression trained with cross-entropy "
-        "and focal loss γ = 1", "linear_model_norms_figure", coarse=_COARSE_LINEAR_MODEL),
-    "mukhoti2020_fig8_linear_model_mistakes": TheoryFigure(
-        "mukhoti2020", "Fig 8 (App. B): confidence of the linear model's mistakes and its decision boundaries, "
-        "cross-entropy vs focal loss", "linear_model_mistakes_figure", coarse=_COARSE_LINEAR_MODEL),
-    "hossain2021_fig1_loss_derivatives": TheoryFigure(
-        "hossain2021", "Fig 1: derivatives of CE, DCE, FL and DFL for y = 1 and y = 0", "loss_derivatives_figure"),
-}
 
 
 # ------------------------------------------------------------------------- registration

@@ -10,8 +10,8 @@ from __future__ import annotations
 from focalcal.claims.claim import Claim, NotTestable, compare_with_best, pair_series
 from focalcal.claims.evidence import StudyEvidence
 from focalcal.claims.verdict import Direction, Pairs
+from focalcal.papers.hossain2021 import KEY as PAPER
 
-PAPER = "hossain2021"
 
 
 def _loss(evidence: StudyEvidence, name: str) -> str | None:
