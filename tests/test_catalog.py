@@ -127,17 +127,19 @@ def test_a_new_loss_is_its_module_plus_one_catalog_entry(workflow_checkout):
 import yaml
 from focalcal import losses
 from focalcal.pipeline import build_plan, validate_config
+from focalcal.report.naming import loss_info
 from focalcal.report.targets import report_plan
 config = validate_config(yaml.safe_load(open("poly.yaml")), "workflow/schemas/config.schema.yaml")
 plan = build_plan(config)
 runs = [path for path in plan.runs if "/poly/" in path]
-labels = str(report_plan(plan).manifest(config))
-print(len(runs), "Poly-1" in labels, type(losses.build(config["losses"]["poly"])).__name__)
+study = report_plan(plan).studies["test_digits"]
+labelled = "poly" in study.scale["losses"] and loss_info(config["losses"]["poly"]).label == "Poly-1"
+print(len(runs), labelled, type(losses.build(config["losses"]["poly"])).__name__)
 """
     result = subprocess.run([sys.executable, "-c", check], cwd=checkout, env=env, capture_output=True, text=True,
                             timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert result.stdout.split() == ["1", "True", "PolyLoss"]  # one seed; labelled in the report's manifest
+    assert result.stdout.split() == ["1", "True", "PolyLoss"]  # one seed; in the report's plan, labelled
 
     run = "results/runs/digits/cnn_small/poly/tiny/seed0/history.csv"
     trained = subprocess.run([str(Path(sys.executable).with_name("snakemake")), run, "--cores", "1", "--configfile",
