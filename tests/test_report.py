@@ -42,7 +42,7 @@ def names(report, study: str) -> set[str]:
 
 
 def test_loss_info_reads_gamma_and_label_and_each_paper_its_own_names():
-    from focalcal.papers.charoenphakdee2021.labels import paradigm
+    from focalcal.papers.charoenphakdee2021.labels import training_paradigm as paradigm
     from focalcal.papers.komisarenko2024.labels import approach
     from focalcal.papers.mukhoti2020.labels import mukhoti_name
 

@@ -9,7 +9,7 @@ result.
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 from importlib import resources
 
 import pandas as pd
@@ -25,7 +25,7 @@ def _folders() -> list:
     return [folder for folder in folders if folder.is_dir()]
 
 
-@lru_cache(maxsize=None)
+@cache
 def _files() -> dict:
     return {entry.name[:-4]: entry for folder in _folders() for entry in folder.iterdir() if entry.name.endswith(".csv")}
 
@@ -35,7 +35,7 @@ def available() -> list[str]:
     return sorted(_files())
 
 
-@lru_cache(maxsize=None)
+@cache
 def _read(name: str) -> pd.DataFrame:
     with resources.as_file(_files()[name]) as local:
         return pd.read_csv(local, keep_default_na=True)

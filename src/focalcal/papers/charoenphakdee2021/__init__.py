@@ -2,7 +2,7 @@
 estimation": φ^γ, τ_oc/τ_uc, the focal risk minimiser and the transform Ψ^γ that recovers the
 class posterior from a focal-loss model."""
 
-from focalcal.papers._paper import Paper, TheoryFigure
+from focalcal.papers import Paper, TheoryFigure
 
 KEY = "charoenphakdee2021"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from focalcal.report.naming import LossInfo
 
 
-def paradigm(info: LossInfo) -> str | None:
+def training_paradigm(info: LossInfo) -> str | None:
     """The paper's training paradigm (§6.1) of a focal-family loss: "Standard" or "LS" (label
     smoothing folded into the focal loss); None for a loss without a single focal γ."""
     if info.gamma is None:

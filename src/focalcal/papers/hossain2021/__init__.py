@@ -2,7 +2,7 @@
 semantic segmentation": CE, WCE, DCE, FL, GDL and DFL on imbalanced segmentation sets, scored by
 IoU and Hausdorff distance over cross-validation folds."""
 
-from focalcal.papers._paper import Paper, TheoryFigure
+from focalcal.papers import Paper, TheoryFigure
 
 KEY = "hossain2021"
 

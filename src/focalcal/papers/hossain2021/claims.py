@@ -13,7 +13,6 @@ from focalcal.claims.verdict import Direction, Pairs
 from focalcal.papers.hossain2021 import KEY as PAPER
 
 
-
 def _loss(evidence: StudyEvidence, name: str) -> str | None:
     keys = evidence.loss_keys(lambda info: info.name == name and not info.smoothing)
     return keys[0] if keys else None

@@ -2,7 +2,7 @@
 temperature scaling, and properness": the focal calibration map, its closest temperature and
 focal temperature scaling."""
 
-from focalcal.papers._paper import Paper, TheoryFigure
+from focalcal.papers import Paper, TheoryFigure
 
 KEY = "komisarenko2024"
 

@@ -2,7 +2,7 @@
 cross-entropy models grow overconfident, focal loss with fixed, scheduled and sample-dependent
 γ, and their calibration before and after temperature scaling."""
 
-from focalcal.papers._paper import Paper, TheoryFigure
+from focalcal.papers import Paper, TheoryFigure
 
 KEY = "mukhoti2020"
 

@@ -9,8 +9,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from focalcal import theory
-from focalcal.plots.theory_figures import check_gammas, check_points, gamma_label
 from focalcal.plots.style import CLASS_COLORS, color_for, corner_text, gamma_color, new_figure, paper_title, styled
+from focalcal.plots.theory_figures import check_gammas, check_points, gamma_label
 
 # ------------------------------------------------------------------------------ M20 Fig 4a
 
