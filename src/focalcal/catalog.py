@@ -60,7 +60,7 @@ _DATASETS = {
     "synthetic_topics": Dataset(paper_name="20 Newsgroups", stand_in=True),  # 20 topics, offline
     "synthetic_treebank": Dataset(paper_name="SST Binary", stand_in=True),  # sentiment trees with negation, offline
     # hossain2021: the synthetic set copies the MRI prostate set's 15:1 imbalance; a folder of
-    # images and masks is matched to a paper set by its folder name (focalcal.report.naming).
+    # images and masks is matched to a paper set by its folder name (focalcal.papers.hossain2021.labels).
     "synthetic_segmentation": Dataset(task="segmentation", paper_name="MRI prostate", stand_in=True),
     "camvid": Dataset(task="segmentation", paper_name="CamVid", needs_download=True),
     "segmentation_folder": Dataset(task="segmentation"),
