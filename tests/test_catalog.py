@@ -75,18 +75,6 @@ def test_every_subset_of_a_classification_set_is_listed_and_only_cifar10_s_is_pu
     assert catalog.DATASETS["mnist1d-s"].stand_in and not catalog.DATASETS["cifar10-s"].stand_in
 
 
-def test_theory_figures_name_a_plotting_call_of_their_paper_with_valid_arguments():
-    import inspect
-
-    from focalcal import plots
-
-    for name, figure in catalog.THEORY_FIGURES.items():
-        assert name.startswith(figure.paper) and figure.paper in catalog.PAPERS
-        signature = inspect.signature(getattr(plots, figure.draw))
-        for grid in ("paper", "coarse"):
-            signature.bind(**figure.arguments(grid))  # raises on an argument the function does not take
-
-
 def test_an_unknown_name_is_refused_with_the_known_ones():
     with pytest.raises(ValueError, match=r"unknown loss 'poly1'; known: \['adafocal'"):
         catalog.loss("poly1")
@@ -150,8 +138,7 @@ def test_one_declaration_makes_a_loss_buildable_schema_valid_checked_planned_and
     from focalcal.plots import style
 
     poly = _poly_loss()
-    catalog.declare("poly1", catalog.Loss(poly, "Poly-1", paper_names={"mukhoti2020": "Poly-1"}, colour="#123456",
-                                          aliases=("poly",)))
+    catalog.declare("poly1", catalog.Loss(poly, "Poly-1", colour="#123456", aliases=("poly",)))
 
     loss = losses.build({"name": "poly1", "epsilon": 2.0})
     assert type(loss) is poly and losses.parameters("poly1") == {"epsilon": 1.0, "reduction": "mean",
@@ -181,6 +168,11 @@ def test_one_declaration_makes_a_loss_buildable_schema_valid_checked_planned_and
         check_entries(bad)
 
     assert style.color_for("poly1") == style.color_for("Poly") == "#123456"
+    from focalcal.report.naming import loss_info
+    from focalcal.report.targets import report_plan
+
+    study = report_plan(build_plan(config)).studies["test_digits"]  # in the report's plan, labelled
+    assert "poly" in study.scale["losses"] and loss_info(config["losses"]["poly"]).label == "Poly-1"
     assert catalog.loss("poly1").label == "Poly-1" and catalog.focal_gamma({"name": "poly1"}) is None
 
 

@@ -68,10 +68,11 @@ def plan():
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory) -> Path:
     from focalcal import plots
+    from focalcal.papers.komisarenko2024.theory import closest_temperature_figure
 
     workdir = tmp_path_factory.mktemp("report")
     for name, classes in PRESEEDED.items():
-        figure = plots.closest_temperature_figure(classes, [0.0, 1.0, 2.0], max_logit_gap=4.0, logit_step=0.25)
+        figure = closest_temperature_figure(classes, [0.0, 1.0, 2.0], max_logit_gap=4.0, logit_step=0.25)
         plots.save(figure, workdir / "results/figures/theory" / f"{name}.png")
     result = snakemake(workdir, "--cores", "2")
     (workdir / "snakemake.out").write_text(result.stdout + result.stderr)

@@ -510,7 +510,7 @@ def test_training_figures_mark_runs_that_did_not_train_from_run_json(tmp_path):
     import json
 
     from focalcal.report import study_figures
-    from focalcal.report.papers import mukhoti2020
+    from focalcal.papers.mukhoti2020 import page as mukhoti2020
 
     paths = {}
     for label, health in (("cross_entropy", {"status": "trained"}), ("focal γ=1", {"status": "diverged"}),
@@ -538,7 +538,7 @@ def test_optimal_temperature_builder_marks_a_loss_whose_runs_did_not_all_train(t
     import json
     from types import SimpleNamespace
 
-    from focalcal.report.papers import komisarenko2024
+    from focalcal.papers.komisarenko2024 import page as komisarenko2024
 
     runs = []
     for loss, gamma, seed, status in (("CE", 0.0, 0, "trained"), ("FL-3", 3.0, 0, "collapsed"), ("FL-3", 3.0, 1, "trained")):
@@ -628,7 +628,7 @@ def test_fig9_builder_shows_each_models_stored_pre_and_post_ts_confidence(tmp_pa
     from focalcal._io import atomic_savez
     from focalcal.pipeline.calibrate import calibrate_run
     from focalcal.report import study_figures
-    from focalcal.report.papers import mukhoti2020
+    from focalcal.papers.mukhoti2020 import page as mukhoti2020
 
     rng = np.random.default_rng(4)
     n, k = 400, 5

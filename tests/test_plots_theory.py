@@ -1,4 +1,4 @@
-"""Theory figures (focalcal.plots.theory_figures): the drawn curves are checked against
+"""Theory figures (each paper's ``theory`` module in focalcal.papers): the drawn curves are checked against
 independent computations (risk minimisation, logit-space maps, probability-space scans,
 autograd through the training losses), not against the code that drew them."""
 
@@ -10,7 +10,11 @@ import torch
 from scipy import special
 
 from focalcal import losses, theory
-from focalcal.plots import style, theory_figures as tf
+from focalcal.papers.charoenphakdee2021 import theory as c21
+from focalcal.papers.hossain2021 import theory as h21
+from focalcal.papers.komisarenko2024 import theory as k24
+from focalcal.papers.mukhoti2020 import theory as m20
+from focalcal.plots import style
 
 
 def _lines_with_label(ax, label):
@@ -22,7 +26,7 @@ def _texts(figure):
 
 
 def test_phi_figure_marks_tau_oc_and_tau_uc_where_the_curve_peaks_and_crosses_one():
-    figure = tf.phi_figure(gammas=(1.0, 3.0), highlight_gamma=3.0, n_points=4001)
+    figure = c21.phi_figure(gammas=(1.0, 3.0), highlight_gamma=3.0, n_points=4001)
     ax = figure.axes[0]
     vertical = {line.get_gid(): line.get_xdata()[0] for line in ax.get_lines() if line.get_gid()}
     assert vertical["tau_oc"] == pytest.approx(float(theory.tau_oc(3.0)), abs=1e-12)
@@ -39,7 +43,7 @@ def test_phi_figure_marks_tau_oc_and_tau_uc_where_the_curve_peaks_and_crosses_on
 
 
 def test_posterior_vs_minimizer_binary_is_underconfident_and_k1000_has_overconfident_points():
-    figure = tf.posterior_vs_minimizer_figure(gammas=(0.5, 3.0), num_classes=(2, 1000), n_points=120)
+    figure = c21.posterior_vs_minimizer_figure(gammas=(0.5, 3.0), num_classes=(2, 1000), n_points=120)
     binary, many, zoom = figure.axes[:3]
     for label, gamma in (("γ = 0.5", 0.5), ("γ = 3", 3.0)):
         (line,) = _lines_with_label(binary, label)
@@ -56,11 +60,11 @@ def test_posterior_vs_minimizer_binary_is_underconfident_and_k1000_has_overconfi
 
 def test_posterior_vs_minimizer_rejects_one_class():
     with pytest.raises(ValueError, match="num_classes"):
-        tf.minimizer_family(1)
+        c21.minimizer_family(1)
 
 
 def test_focal_calibration_map_figure_proper_part_is_proper_and_map_matches_logit_form():
-    figure = tf.focal_calibration_map_figure(loss_gammas=(3.0,), map_gammas=(-0.5, 2.0), n_points=399)
+    figure = k24.focal_calibration_map_figure(loss_gammas=(3.0,), map_gammas=(-0.5, 2.0), n_points=399)
     left, right = figure.axes[:2]
     (proper,) = _lines_with_label(left, "proper part, γ = 3")
     q, loss_positive = proper.get_xdata(), proper.get_ydata()
@@ -92,7 +96,7 @@ def _fit_from_text(figure):
 
 
 def test_closest_temperature_figure_binary_prints_the_papers_linear_fit():
-    figure = tf.closest_temperature_figure(2, np.linspace(0.0, 10.0, 11), logit_step=0.01)
+    figure = k24.closest_temperature_figure(2, np.linspace(0.0, 10.0, 11), logit_step=0.01)
     slope, intercept = _fit_from_text(figure)
     assert abs(slope - 0.95) < 0.1 and abs(intercept - 0.85) < 0.1  # K24 Fig 2
     assert len(figure.axes) == 3
@@ -107,7 +111,7 @@ def test_closest_temperature_figure_binary_prints_the_papers_linear_fit():
 
 
 def test_closest_temperature_figure_three_classes_fit_near_paper():
-    figure = tf.closest_temperature_figure(3, np.linspace(0.0, 9.0, 7), logit_step=0.1)
+    figure = k24.closest_temperature_figure(3, np.linspace(0.0, 9.0, 7), logit_step=0.1)
     slope, intercept = _fit_from_text(figure)
     assert abs(slope - 0.64) < 0.1 and abs(intercept - 0.91) < 0.1  # K24 Fig 6
     assert len(figure.axes) == 2
@@ -116,11 +120,11 @@ def test_closest_temperature_figure_three_classes_fit_near_paper():
 
 def test_closest_temperature_figure_needs_two_gammas():
     with pytest.raises(ValueError, match="two values"):
-        tf.closest_temperature_figure(2, [1.0])
+        k24.closest_temperature_figure(2, [1.0])
 
 
 def test_numerical_temperature_bounds_match_a_probability_space_scan_and_the_paper():
-    low, high = tf.numerical_temperature_bounds([4.0])
+    low, high = k24.numerical_temperature_bounds([4.0])
     theory_low, theory_high = theory.temperature_bounds(4.0)
     assert theory_low <= low[0] < high[0] <= theory_high
     assert high[0] == pytest.approx(0.218, abs=1e-3)  # K24 §3.2: numerical upper bound for γ = 4
@@ -135,7 +139,7 @@ def test_numerical_temperature_bounds_match_a_probability_space_scan_and_the_pap
 
 def test_temperature_bounds_figure_draws_theory_and_numerical_bounds():
     gammas = np.array([0.5, 1.0, 4.0])
-    figure = tf.temperature_bounds_figure(gammas, logit_step=1e-2)
+    figure = k24.temperature_bounds_figure(gammas, logit_step=1e-2)
     left, right = figure.axes[:2]
     assert len(left.get_lines()) == 4 and len(right.get_lines()) == 2
     theory_low, theory_high = theory.temperature_bounds(gammas)
@@ -146,7 +150,7 @@ def test_temperature_bounds_figure_draws_theory_and_numerical_bounds():
 
 
 def test_gradient_ratio_figure_crossings_agree_with_gamma_star():
-    figure = tf.gradient_ratio_figure(gammas=(1.0, 3.0, 5.0), n_points=20001)
+    figure = m20.gradient_ratio_figure(gammas=(1.0, 3.0, 5.0), n_points=20001)
     left, right = figure.axes[:2]
     for gamma in (1.0, 3.0, 5.0):
         (line,) = _lines_with_label(left, f"γ = {gamma:g}")
@@ -170,12 +174,12 @@ def test_loss_derivative_closed_forms_agree_with_autograd_through_the_training_l
     (grad,) = torch.autograd.grad(loss, logits)
     grad = grad.numpy()
     from_autograd = grad[:, 0] / z - grad[:, 1] / (1 - z)
-    closed = tf.loss_derivatives(z, 1)[name] - tf.loss_derivatives(1 - z, 0)[name]
+    closed = h21.loss_derivatives(z, 1)[name] - h21.loss_derivatives(1 - z, 0)[name]
     np.testing.assert_allclose(from_autograd, closed, rtol=1e-9, atol=1e-9)
 
 
 def test_loss_derivatives_figure_shows_dfl_steeper_than_ce_and_autograd_panel():
-    figure = tf.loss_derivatives_figure(n_points=200)
+    figure = h21.loss_derivatives_figure(n_points=200)
     positive, negative, logit_panel = figure.axes[:3]
     (dfl,) = _lines_with_label(positive, "DFL")
     (ce,) = _lines_with_label(positive, "CE")
@@ -189,26 +193,26 @@ def test_loss_derivatives_figure_shows_dfl_steeper_than_ce_and_autograd_panel():
 
 def test_loss_derivatives_rejects_bad_input():
     with pytest.raises(ValueError, match="target"):
-        tf.loss_derivatives([0.5], 2)
+        h21.loss_derivatives([0.5], 2)
     with pytest.raises(ValueError, match="open interval"):
-        tf.loss_derivatives([0.0, 0.5], 1)
+        h21.loss_derivatives([0.0, 0.5], 1)
 
 
 def test_theory_figures_save_to_png(tmp_path):
-    path = style.save(tf.phi_figure(n_points=200), tmp_path / "sub" / "phi.png")
+    path = style.save(c21.phi_figure(n_points=200), tmp_path / "sub" / "phi.png")
     data = path.read_bytes()
     assert data.startswith(b"\x89PNG") and len(data) > 10_000
 
 
 THEORY_FIGURES = {  # cheap settings; the default labels, titles and legends of each figure
-    "phi": lambda: tf.phi_figure(n_points=201),
-    "posterior_vs_minimizer": lambda: tf.posterior_vs_minimizer_figure(n_points=60),
-    "focal_calibration_map": lambda: tf.focal_calibration_map_figure(n_points=101),
-    "closest_temperature_k2": lambda: tf.closest_temperature_figure(2, np.linspace(0.0, 10.0, 6), logit_step=0.05),
-    "closest_temperature_k3": lambda: tf.closest_temperature_figure(3, np.linspace(0.0, 9.0, 4), logit_step=0.2),
-    "temperature_bounds": lambda: tf.temperature_bounds_figure(np.linspace(0.5, 5.0, 4), logit_step=0.05),
-    "gradient_ratio": lambda: tf.gradient_ratio_figure(n_points=201),
-    "binary_optimum": lambda: tf.binary_optimum_figure(n_points=41),
+    "phi": lambda: c21.phi_figure(n_points=201),
+    "posterior_vs_minimizer": lambda: c21.posterior_vs_minimizer_figure(n_points=60),
+    "focal_calibration_map": lambda: k24.focal_calibration_map_figure(n_points=101),
+    "closest_temperature_k2": lambda: k24.closest_temperature_figure(2, np.linspace(0.0, 10.0, 6), logit_step=0.05),
+    "closest_temperature_k3": lambda: k24.closest_temperature_figure(3, np.linspace(0.0, 9.0, 4), logit_step=0.2),
+    "temperature_bounds": lambda: k24.temperature_bounds_figure(np.linspace(0.5, 5.0, 4), logit_step=0.05),
+    "gradient_ratio": lambda: m20.gradient_ratio_figure(n_points=201),
+    "binary_optimum": lambda: m20.binary_optimum_figure(n_points=41),
 }
 
 
@@ -228,15 +232,15 @@ def test_binary_optimum_matches_a_bounded_scalar_search_of_eq5():
         for q in (0.05, 0.3, 0.6, 0.9, 0.99):
             found = minimize_scalar(expected_focal_loss, bounds=(1e-12, 1 - 1e-12), args=(q, gamma), method="bounded",
                                     options={"xatol": 1e-13})
-            assert tf.binary_optimum(q, gamma) == pytest.approx(found.x, abs=1e-7)
+            assert m20.binary_optimum(q, gamma) == pytest.approx(found.x, abs=1e-7)
 
 
 def test_binary_optimum_is_q_for_cross_entropy_and_more_entropic_for_focal_loss():
     q = np.linspace(0.01, 0.99, 99)
-    np.testing.assert_allclose(tf.binary_optimum(q, 0.0), q, rtol=0, atol=1e-15)
+    np.testing.assert_allclose(m20.binary_optimum(q, 0.0), q, rtol=0, atol=1e-15)
     previous = np.abs(q - 0.5)
     for gamma in (1.0, 2.0, 3.0, 5.0):
-        p_hat = tf.binary_optimum(q, gamma)
+        p_hat = m20.binary_optimum(q, gamma)
         distance = np.abs(p_hat - 0.5)
         off_centre = np.abs(q - 0.5) > 1e-9
         assert (distance[off_centre] < previous[off_centre]).all()  # closer to 1/2 than at the smaller γ

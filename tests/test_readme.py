@@ -26,7 +26,7 @@ def run_block(name: str, checks: str, tmp_path: Path) -> str:
 
 
 def test_every_marked_block_is_tested():
-    assert set(BLOCKS) == {"library", "loss", "calibrator", "dataset", "model", "paper"}
+    assert set(BLOCKS) == {"library", "loss", "calibrator", "dataset", "model", "paper", "paper_page"}
     assert set(YAML_BLOCKS) == {"study"}
 
 
@@ -131,18 +131,19 @@ def test_study_recipe_plans_its_runs_and_shares_the_ones_another_study_has(tmp_p
     assert after["study_figure"] > before["study_figure"]  # mukhoti2020's figures of the new study
 
 
-def test_paper_recipe_is_one_module_and_one_catalog_entry_and_builds_its_table(workflow_checkout):
-    """The README's paper module, written into a copy of the checkout with its catalog entry and
-    nothing else, gives a study of that paper its table through the workflow and a report page."""
+def test_paper_recipe_is_one_package_and_builds_its_table(workflow_checkout):
+    """The README's paper package, written into a copy of the checkout and nothing else, gives a
+    study of that paper its table through the workflow and a report page."""
     import os
 
     import pandas as pd
     import yaml
 
     checkout = workflow_checkout
-    (checkout / "src/focalcal/report/papers/guo2017.py").write_text(BLOCKS["paper"])
-    with open(checkout / "src/focalcal/catalog.py", "a") as handle:
-        handle.write('\nPAPERS["guo2017"] = "Guo et al. 2017 — On calibration of modern neural networks"\n')
+    package = checkout / "src/focalcal/papers/guo2017"
+    package.mkdir()
+    (package / "__init__.py").write_text(BLOCKS["paper"])
+    (package / "page.py").write_text(BLOCKS["paper_page"])
     config = yaml.safe_load((ROOT / "config/test.yaml").read_text())
     study = dict(config["studies"]["test_digits"], paper="guo2017", grids=config["studies"]["test_digits"]["grids"][:1])
     config["studies"] = {"test_guo": study}

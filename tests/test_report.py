@@ -41,17 +41,25 @@ def names(report, study: str) -> set[str]:
 # ------------------------------------------------------------------------------ naming
 
 
-def test_loss_info_reads_gamma_paradigm_and_paper_names():
+def test_loss_info_reads_gamma_and_label_and_each_paper_its_own_names():
+    from focalcal.papers.charoenphakdee2021.labels import training_paradigm as paradigm
+    from focalcal.papers.komisarenko2024.labels import approach
+    from focalcal.papers.mukhoti2020.labels import mukhoti_name
+
     focal = naming.loss_info({"name": "focal", "gamma": 3})
-    assert (focal.gamma, focal.paradigm, focal.label, focal.mukhoti_name) == (3.0, "Standard", "FL γ=3", "FL-3")
-    assert focal.komisarenko_approach == ("focal", 3.0)
+    assert (focal.gamma, paradigm(focal), focal.label, mukhoti_name(focal)) == (3.0, "Standard", "FL γ=3", "FL-3")
+    assert approach(focal) == ("focal", 3.0)
     smoothed = naming.loss_info({"name": "focal", "gamma": 2, "smoothing": 0.1})
-    assert (smoothed.paradigm, smoothed.mukhoti_name, smoothed.komisarenko_approach) == ("LS", None, None)
+    assert (paradigm(smoothed), mukhoti_name(smoothed), approach(smoothed)) == ("LS", None, None)
     ce = naming.loss_info({"name": "cross_entropy"})
-    assert (ce.gamma, ce.mukhoti_name, ce.komisarenko_approach) == (0.0, "Cross-Entropy", ("cross_entropy", None))
-    assert naming.loss_info({"name": "label_smoothing"}).mukhoti_name == "LS-0.05"
-    assert naming.loss_info({"name": "flsd53"}).komisarenko_approach == ("flsd53", None)
-    assert naming.loss_info({"name": "brier"}).gamma is None
+    assert (ce.gamma, mukhoti_name(ce), approach(ce)) == (0.0, "Cross-Entropy", ("cross_entropy", None))
+    focal0 = naming.loss_info({"name": "focal", "gamma": 0})
+    assert (mukhoti_name(focal0), approach(focal0)) == ("Cross-Entropy", ("cross_entropy", None))
+    assert mukhoti_name(naming.loss_info({"name": "label_smoothing"})) == "LS-0.05"
+    assert mukhoti_name(naming.loss_info({"name": "brier"})) == "Brier Loss"
+    assert approach(naming.loss_info({"name": "flsd53"})) == ("flsd53", None)
+    brier = naming.loss_info({"name": "brier"})
+    assert (brier.gamma, paradigm(brier), approach(brier)) == (None, None, None)
     with pytest.raises(ValueError, match="loss spec"):
         naming.loss_info({"gamma": 2})
 

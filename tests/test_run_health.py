@@ -16,7 +16,8 @@ import yaml
 from focalcal.pipeline import build_plan, validate_config
 from focalcal.pipeline.tables import COLUMNS, SEGMENTATION_COLUMNS, study_table
 from focalcal.report import tables
-from focalcal.report.papers import charoenphakdee2021, hossain2021
+from focalcal.papers.charoenphakdee2021 import page as charoenphakdee2021
+from focalcal.papers.hossain2021 import page as hossain2021
 from focalcal.report.index import build_index
 from focalcal.report.inventory import health_warnings, run_inventory, summary
 from focalcal.report.targets import report_plan

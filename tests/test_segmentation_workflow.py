@@ -15,7 +15,7 @@ import yaml
 
 from focalcal import metrics
 from focalcal.pipeline import ConfigError, build_plan, validate_config
-from focalcal.report.papers.hossain2021 import hossain_tables
+from focalcal.papers.hossain2021.page import hossain_tables
 from focalcal.training import RunConfig, evaluate_segmentation, load_finished_run, train_run
 
 ROOT = Path(__file__).resolve().parents[1]

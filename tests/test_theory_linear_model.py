@@ -13,7 +13,8 @@ from sklearn.datasets import make_classification
 from sklearn.metrics import log_loss
 
 from focalcal import theory
-from focalcal.plots import style, theory_figures as tf
+from focalcal.papers.mukhoti2020 import theory as m20
+from focalcal.plots import style
 
 
 @pytest.fixture(scope="module")
@@ -280,7 +281,7 @@ def test_experiment_rejects_bad_gammas():
 
 
 def test_norms_figure_draws_the_trained_norms(experiment):
-    figure = tf.linear_model_norms_figure(experiment=experiment)
+    figure = m20.linear_model_norms_figure(experiment=experiment)
     assert len(figure.axes) == 2
     assert "mukhoti2020 Fig. 7" in figure.get_suptitle()
     logits_ax, weights_ax = figure.axes
@@ -295,7 +296,7 @@ def test_norms_figure_draws_the_trained_norms(experiment):
 
 
 def test_mistakes_figure_boundaries_are_perpendicular_to_w(experiment):
-    figure = tf.linear_model_mistakes_figure(experiment=experiment)
+    figure = m20.linear_model_mistakes_figure(experiment=experiment)
     assert len(figure.axes) == 3
     assert "mukhoti2020 Fig. 8" in figure.get_suptitle()
     heights = [sum(patch.get_height() for patch in container) for container in figure.axes[0].containers]
@@ -309,9 +310,9 @@ def test_mistakes_figure_boundaries_are_perpendicular_to_w(experiment):
 
 
 def test_figures_are_cheap_with_few_iterations():
-    for build, n_axes in ((tf.linear_model_norms_figure, 2), (tf.linear_model_mistakes_figure, 3)):
+    for build, n_axes in ((m20.linear_model_norms_figure, 2), (m20.linear_model_mistakes_figure, 3)):
         figure = build(iterations=50, seed=1)
         assert len(figure.axes) == n_axes
         assert style.clipped_texts(figure) == []
     with pytest.raises(ValueError, match="focal_gamma"):
-        tf.linear_model_norms_figure(focal_gamma=0.0, iterations=5)
+        m20.linear_model_norms_figure(focal_gamma=0.0, iterations=5)

@@ -1,8 +1,7 @@
 """Every data set, model, loss and calibrator of the library, declared once, in one torch-free place.
 
 An entry says what a name *is* (a data set's task, whether its class posterior is known and
-which published set it stands for; a model's name in the papers; a loss's focal γ, label and
-paper names; a calibrator's role; colours and aliases for the figures) and what builds it: a
+which published set it stands for; a model's name in the papers; a loss's focal γ and label; a calibrator's role; colours and aliases for the figures) and what builds it: a
 class or function named ``"package.module:attribute"`` and imported only when built. The
 registries (:mod:`focalcal.data`, ``.models``, ``.losses``, ``.calibration``), the config
 schema's name enums (:func:`focalcal.pipeline.config.load_schema`), the figures' colours
@@ -17,6 +16,8 @@ import importlib
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from focalcal.papers import PAPERS as _PAPERS  # one package per paper (focalcal.papers)
+
 TASKS = ("classification", "segmentation")
 SUBSET_SUFFIX = "-s"  # "<set>-s": 10 % of each class of the training split (focalcal.data)
 FROM_LOSS = "from_loss"  # a calibrator parameter that takes the run's focal γ (config: gamma: from_loss)
@@ -24,12 +25,7 @@ FROM_LOSS = "from_loss"  # a calibrator parameter that takes the run's focal γ 
 
 # -------------------------------------------------------------------------------- papers
 
-PAPERS = {  # paper -> the title of its report page
-    "charoenphakdee2021": "Charoenphakdee et al. 2021 — Focal loss and class posteriors (φ^γ, τ_oc/τ_uc, Ψ^γ)",
-    "komisarenko2024": "Komisarenko et al. 2024 — Focal calibration map and focal temperature scaling",
-    "mukhoti2020": "Mukhoti et al. 2020 — Calibrating deep neural networks using focal loss",
-    "hossain2021": "Hossain et al. 2021 — Dual focal loss for class-imbalanced segmentation",
-}
+PAPERS = {key: paper.title for key, paper in _PAPERS.items()}  # paper -> the title of its report page
 
 
 # ------------------------------------------------------------------------------ builders
@@ -171,7 +167,7 @@ _DATASETS = {
                                           "no download"),
     # hossain2021: the synthetic set copies the MRI prostate set's 15:1 imbalance (240 images of
     # 64×64, 4 classes, 70/15/15); CamVid 665/18/18 (Table 1); a folder of images and masks a user
-    # brings is matched to a paper set by its folder name (focalcal.report.naming), 60/20/20.
+    # brings is matched to a paper set by its folder name (focalcal.papers.hossain2021.labels), 60/20/20.
     "synthetic_segmentation": Dataset(
         task="segmentation", paper_name="MRI prostate", stand_in=True,
         loader="focalcal.data.segmentation:load_synthetic_segmentation", num_classes=4, val_size=0.15,
@@ -308,14 +304,13 @@ class Loss:
     """A training loss. ``builder``: its :class:`focalcal.losses.Loss` subclass, or None for a
     preset: ``preset`` = (the loss it presets, the parameters it fixes). ``gamma``: its single
     focal parameter — a number, or "parameter" for the spec's own ``gamma`` (focal) — or None
-    when it has none. ``label``: short name in legends. ``paper_names``: paper -> the name it
-    prints. ``colour``: its colour in every figure (None: one from a hash of the name);
+    when it has none. ``label``: short name in legends (what a paper prints for it is in the paper's
+    package, :mod:`focalcal.papers`). ``colour``: its colour in every figure (None: one from a hash of the name);
     ``aliases``: short names people type for it."""
 
     builder: Any
     label: str
     gamma: float | str | None = None
-    paper_names: dict[str, str] = field(default_factory=dict)
     preset: tuple[str, dict] | None = None
     colour: str | None = None
     aliases: tuple[str, ...] = ()
@@ -324,32 +319,29 @@ class Loss:
 _LOSSES = "focalcal.losses"
 # Colours: seaborn's colour-blind palette, then darker companions for the focal schedules.
 LOSSES: dict[str, Loss] = {
-    "cross_entropy": Loss(f"{_LOSSES}.cross_entropy:CrossEntropyLoss", "CE", 0.0,
-                          {"mukhoti2020": "Cross-Entropy", "hossain2021": "CE"}, colour="#0173b2", aliases=("ce", "nll")),
-    "focal": Loss(f"{_LOSSES}.focal:FocalLoss", "FL", "parameter", {"hossain2021": "FL"}, colour="#de8f05",
+    "cross_entropy": Loss(f"{_LOSSES}.cross_entropy:CrossEntropyLoss", "CE", 0.0, colour="#0173b2", aliases=("ce", "nll")),
+    "focal": Loss(f"{_LOSSES}.focal:FocalLoss", "FL", "parameter", colour="#de8f05",
                   aliases=("fl", "focal_loss")),
     "focal_sample_dependent": Loss(f"{_LOSSES}.focal:SampleDependentFocalLoss", "FLSD", colour="#1b3a5c"),
     "focal_scheduled": Loss(f"{_LOSSES}.focal:ScheduledFocalLoss", "FLSc", colour="#3c6e47"),
     # mukhoti2020's named schedules (FLSD: γ by the sample's p_y; FLSc: γ by the epoch)
-    "flsd53": Loss(None, "FLSD-53", paper_names={"mukhoti2020": "FLSD-53"}, colour="#1b3a5c", aliases=("flsd_53",),
+    "flsd53": Loss(None, "FLSD-53", colour="#1b3a5c", aliases=("flsd_53",),
                    preset=("focal_sample_dependent", {"thresholds": (0.2,), "gammas": (5.0, 3.0)})),
-    "flsd532": Loss(None, "FLSD-532", paper_names={"mukhoti2020": "FLSD-532"}, colour="#7a3d00", aliases=("flsd_532",),
+    "flsd532": Loss(None, "FLSD-532", colour="#7a3d00", aliases=("flsd_532",),
                     preset=("focal_sample_dependent", {"thresholds": (0.2, 0.5), "gammas": (5.0, 3.0, 2.0)})),
-    "flsc531": Loss(None, "FLSc-531", paper_names={"mukhoti2020": "FLSc-531"}, colour="#3c6e47", aliases=("flsc_531",),
+    "flsc531": Loss(None, "FLSc-531", colour="#3c6e47", aliases=("flsc_531",),
                     preset=("focal_scheduled", {"milestones": (2 / 7, 5 / 7), "gammas": (5.0, 3.0, 1.0)})),
-    "flsc532": Loss(None, "FLSc-532", paper_names={"mukhoti2020": "FLSc-532"}, colour="#5e3c99", aliases=("flsc_532",),
+    "flsc532": Loss(None, "FLSc-532", colour="#5e3c99", aliases=("flsc_532",),
                     preset=("focal_scheduled", {"milestones": (2 / 7, 5 / 7), "gammas": (5.0, 3.0, 2.0)})),
     "label_smoothing": Loss(f"{_LOSSES}.smoothing:LabelSmoothingLoss", "LS", colour="#fbafe4", aliases=("ls",)),
-    "brier": Loss(f"{_LOSSES}.brier:BrierLoss", "Brier", paper_names={"mukhoti2020": "Brier Loss"}, colour="#029e73"),
-    "mmce": Loss(f"{_LOSSES}.mmce:MMCELoss", "MMCE", paper_names={"mukhoti2020": "MMCE"}, colour="#949494"),
+    "brier": Loss(f"{_LOSSES}.brier:BrierLoss", "Brier", colour="#029e73"),
+    "mmce": Loss(f"{_LOSSES}.mmce:MMCELoss", "MMCE", colour="#949494"),
     "adafocal": Loss(f"{_LOSSES}.adafocal:AdaFocalLoss", "AdaFocal", colour="#8c510a"),
-    "weighted_cross_entropy": Loss(f"{_LOSSES}.segmentation:WeightedCrossEntropyLoss", "WCE",
-                                   paper_names={"hossain2021": "WCE"}, colour="#56b4e9", aliases=("wce",)),
-    "dual_cross_entropy": Loss(f"{_LOSSES}.segmentation:DualCrossEntropyLoss", "DCE",
-                               paper_names={"hossain2021": "DCE"}, colour="#cc78bc", aliases=("dce",)),
-    "dual_focal": Loss(f"{_LOSSES}.segmentation:DualFocalLoss", "DFL", paper_names={"hossain2021": "DFL"},
+    "weighted_cross_entropy": Loss(f"{_LOSSES}.segmentation:WeightedCrossEntropyLoss", "WCE", colour="#56b4e9", aliases=("wce",)),
+    "dual_cross_entropy": Loss(f"{_LOSSES}.segmentation:DualCrossEntropyLoss", "DCE", colour="#cc78bc", aliases=("dce",)),
+    "dual_focal": Loss(f"{_LOSSES}.segmentation:DualFocalLoss", "DFL",
                        colour="#d55e00", aliases=("dfl",)),
-    "generalized_dice": Loss(f"{_LOSSES}.segmentation:GeneralizedDiceLoss", "GDL", paper_names={"hossain2021": "GDL"},
+    "generalized_dice": Loss(f"{_LOSSES}.segmentation:GeneralizedDiceLoss", "GDL",
                              colour="#ca9161", aliases=("gdl",)),
 }
 
@@ -455,77 +447,6 @@ def calibrator_role(resolved: dict) -> str:
         only_zero = gammas is not None and [float(g) for g in gammas] == [0.0]
         return f"{'ts_grid' if only_zero else 'fts'}_{objective}"
     return "other"
-
-
-# ------------------------------------------------------------------------ theory figures
-
-
-@dataclass(frozen=True)
-class TheoryFigure:
-    """A figure of a paper's theory, exact and run-free: ``draw`` is the :mod:`focalcal.plots`
-    function that draws it, with ``options`` at the paper's grid; ``coarse`` replaces some of
-    them for config ``report.theory_grid: coarse`` (quick grids for tests and previews)."""
-
-    paper: str
-    title: str
-    draw: str
-    options: dict = field(default_factory=dict)
-    coarse: dict = field(default_factory=dict)
-
-    def arguments(self, grid: str) -> dict:
-        return {**self.options, **(self.coarse if grid == "coarse" else {})}
-
-
-# The closest-temperature searches (K >= 3) are the costly part; coarse grids use fewer γ and
-# coarser logit steps.
-_COARSE_GAMMAS = [0.0, 2.0, 4.0, 6.0, 8.0, 10.0]
-_COARSE_SIMPLEX = {"logit_step": 0.1}
-_COARSE_LINEAR_MODEL = {"iterations": 100}
-
-THEORY_FIGURES: dict[str, TheoryFigure] = {
-    "charoenphakdee2021_fig1_phi": TheoryFigure(
-        "charoenphakdee2021", "Fig 1: φ^γ with the η-overconfident (τ_oc) and η-underconfident (τ_uc) regions",
-        "phi_figure"),
-    "charoenphakdee2021_fig2_posterior_vs_minimizer": TheoryFigure(
-        "charoenphakdee2021", "Fig 2: max η against max q* of the focal risk minimiser, K = 2 and K = 1000",
-        "posterior_vs_minimizer_figure"),
-    "komisarenko2024_fig1_focal_calibration_map": TheoryFigure(
-        "komisarenko2024", "Fig 1: the proper part of the focal loss and the binary focal calibration map",
-        "focal_calibration_map_figure"),
-    "komisarenko2024_fig2_closest_temperature_k2": TheoryFigure(
-        "komisarenko2024", "Fig 2: temperature closest to the focal map against γ, K = 2 (linear fit and max error)",
-        "closest_temperature_figure", {"num_classes": 2},
-        {"gammas": [0.0, 1.0, 2.0, 4.0, 6.0, 8.0, 10.0], "logit_step": 0.01}),
-    "komisarenko2024_fig6_closest_temperature_k3": TheoryFigure(
-        "komisarenko2024", "Fig 6: temperature closest to the focal map against γ, K = 3",
-        "closest_temperature_figure", {"num_classes": 3}, {"gammas": _COARSE_GAMMAS, "logit_step": 0.1}),
-    "komisarenko2024_closest_temperature_k4": TheoryFigure(
-        "komisarenko2024", "§3.3: temperature closest to the focal map against γ, K = 4",
-        "closest_temperature_figure", {"num_classes": 4}, {"gammas": _COARSE_GAMMAS, "logit_step": 0.25}),
-    "komisarenko2024_fig3_temperature_bounds": TheoryFigure(
-        "komisarenko2024", "Fig 3: Prop 3's temperature bounds against the numerical ones", "temperature_bounds_figure"),
-    "komisarenko2024_fig4_conditional_risk": TheoryFigure(
-        "komisarenko2024", "Fig 4: conditional-risk isolines on the 3-class simplex", "conditional_risk_isolines_figure"),
-    "komisarenko2024_fig5_calibration_arrows": TheoryFigure(
-        "komisarenko2024", "Fig 5: arrow maps of the focal map and of its closest temperature scaling",
-        "calibration_arrows_figure", coarse=_COARSE_SIMPLEX),
-    "komisarenko2024_fig7_calibration_difference": TheoryFigure(
-        "komisarenko2024", "Fig 7: heat map of temperature scaling minus focal calibration",
-        "calibration_difference_figure", coarse=_COARSE_SIMPLEX),
-    "mukhoti2020_fig4a_gradient_ratio": TheoryFigure(
-        "mukhoti2020", "Fig 4a and Prop 2: g(p, γ) and γ*(p0)", "gradient_ratio_figure"),
-    "mukhoti2020_fig6_binary_optimum": TheoryFigure(
-        "mukhoti2020", "Fig 6: optimal p̂ against q for a binary problem, cross-entropy and focal loss",
-        "binary_optimum_figure", {"n_points": 401}, {"n_points": 41}),
-    "mukhoti2020_fig7_linear_model_norms": TheoryFigure(
-        "mukhoti2020", "Fig 7 (App. B): logit and weight norms of a logistic regression trained with cross-entropy "
-        "and focal loss γ = 1", "linear_model_norms_figure", coarse=_COARSE_LINEAR_MODEL),
-    "mukhoti2020_fig8_linear_model_mistakes": TheoryFigure(
-        "mukhoti2020", "Fig 8 (App. B): confidence of the linear model's mistakes and its decision boundaries, "
-        "cross-entropy vs focal loss", "linear_model_mistakes_figure", coarse=_COARSE_LINEAR_MODEL),
-    "hossain2021_fig1_loss_derivatives": TheoryFigure(
-        "hossain2021", "Fig 1: derivatives of CE, DCE, FL and DFL for y = 1 and y = 0", "loss_derivatives_figure"),
-}
 
 
 # ---------------------------------------------------------------------------- declaring

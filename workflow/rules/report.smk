@@ -1,6 +1,6 @@
 # Stage 7: the HTML report. notebooks/overview.ipynb and, once per paper, notebooks/paper.ipynb
 # are executed with papermill (parameters: the manifest of planned figures/tables, the paper;
-# a paper's text, tables and figures come from focalcal.report.papers) and converted
+# a paper's text, tables and figures come from its package in focalcal.papers) and converted
 # to a self-contained HTML page; results/report/index.html links them and shows the config,
 # the run inventory and what each paper reproduced at what scale. Needs figures.smk.
 # `snakemake report_check` then loads every page in headless Chromium (not part of `all`:

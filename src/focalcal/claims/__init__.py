@@ -3,7 +3,8 @@
     from focalcal.claims import StudyEvidence, evaluate_study
     rows = evaluate_study(StudyEvidence(study, paper, table, losses, roles, paper_datasets))
 
-Every claim of the study's paper gets one row: its statement and source, the paired
+Each paper's claims live in its package (``focalcal/papers/<paper>/claims.py``, see
+:mod:`focalcal.papers`); this package judges them. Every claim of the study's paper gets one row: its statement and source, the paired
 difference it compares, the mean difference with its 95 % interval, and a verdict
 (:mod:`focalcal.claims.verdict`), with the evidence that decided it: how many pairs point the
 paper's way, what the interval contains and, for an inconclusive verdict, how many pairs of
@@ -16,18 +17,24 @@ from __future__ import annotations
 
 import pandas as pd
 
-from focalcal.claims import charoenphakdee2021, hossain2021, komisarenko2024, mukhoti2020
+from focalcal import papers
 from focalcal.claims.claim import Claim
 from focalcal.claims.evidence import UNIT_COLUMNS, StudyEvidence
 from focalcal.claims.verdict import (FAILS, HOLDS, INCONCLUSIVE, INTERVAL, NOT_TESTABLE, VERDICTS, Direction,
                                      NotTestable, Outcome, Pairs, judge, on_paper_side)
 
-CLAIMS: dict[str, list[Claim]] = {
-    "charoenphakdee2021": charoenphakdee2021.CLAIMS,
-    "mukhoti2020": mukhoti2020.CLAIMS,
-    "komisarenko2024": komisarenko2024.CLAIMS,
-    "hossain2021": hossain2021.CLAIMS,
-}
+
+def paper_claims(paper: str) -> list[Claim]:
+    """The claims of ``paper`` (none for a paper without claims), from its package."""
+    return papers.paper(paper).claims()
+
+
+def __getattr__(name: str):
+    """``CLAIMS``: paper -> its claims, for every paper package (read on use: the claims load pandas)."""
+    if name == "CLAIMS":
+        return {key: paper.claims() for key, paper in papers.PAPERS.items()}
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 COLUMNS = ("paper", "claim", "study", "statement", "source", "compares", "direction", "threshold", "n_pairs",
            "n_paper_way", "mean", "ci_low", "ci_high", "interval", "interval_contains", "verdict", "pairs_needed",
@@ -43,7 +50,7 @@ def evaluate_claim(claim: Claim, evidence: StudyEvidence) -> Outcome:
 def evaluate_study(evidence: StudyEvidence) -> list[tuple[dict, list[dict]]]:
     """(claims row, its pairs' rows) per claim of the study's paper (none for a paper without claims)."""
     results = []
-    for claim in CLAIMS.get(evidence.paper, []):
+    for claim in paper_claims(evidence.paper):
         outcome = evaluate_claim(claim, evidence)
         key = {"paper": claim.paper, "claim": claim.key, "study": evidence.study}
         row = {
@@ -94,4 +101,4 @@ def scoreboard(table: pd.DataFrame) -> pd.DataFrame:
 
 __all__ = ["CLAIMS", "COLUMNS", "PAIR_COLUMNS", "Claim", "Direction", "FAILS", "HOLDS", "INCONCLUSIVE", "NOT_TESTABLE", "NotTestable",
            "Outcome", "Pairs", "StudyEvidence", "VERDICTS", "claims_table", "evaluate", "evaluate_claim", "evaluate_study",
-           "judge", "scoreboard"]
+           "judge", "paper_claims", "scoreboard"]

@@ -4,14 +4,10 @@ Nothing here writes files except :func:`save` (PNG at a fixed dpi, or SVG). Figu
 on an Agg canvas without pyplot, with one style (:mod:`focalcal.plots.style`): report-width
 fonts and a fixed colour per loss, calibrator and γ.
 
-Theory (exact, no training) — :mod:`.theory_figures`, :mod:`.simplex`:
-    phi_figure (C21 Fig 1), posterior_vs_minimizer_figure (C21 Fig 2),
-    focal_calibration_map_figure (K24 Fig 1), closest_temperature_figure (K24 Figs 2, 6),
-    temperature_bounds_figure (K24 Fig 3), conditional_risk_isolines_figure (K24 Fig 4),
-    calibration_arrows_figure (K24 Fig 5), calibration_difference_figure (K24 Fig 7),
-    gradient_ratio_figure (M20 Fig 4a, γ*), binary_optimum_figure (M20 Fig 6),
-    linear_model_norms_figure (M20 Fig 7), linear_model_mistakes_figure (M20 Fig 8),
-    loss_derivatives_figure (H21 Fig 1).
+Theory (exact, no training) — :mod:`.simplex` draws komisarenko2024's K = 3 simplex figures:
+    conditional_risk_isolines_figure (K24 Fig 4), calibration_arrows_figure (K24 Fig 5),
+    calibration_difference_figure (K24 Fig 7). Every other theory figure is drawn by its
+    paper's ``theory`` module (:mod:`focalcal.papers`), with :mod:`.theory_figures`' checks.
 From runs — :mod:`.experiment_figures`, :mod:`.reliability`:
     synthetic_posterior_figure (C21 Fig 3), raw_vs_psi_reliability_figure (C21 Fig 4),
     ece_box_plots (C21 Figs 5-6), optimal_temperature_figure (K24 Fig 8),
@@ -35,18 +31,14 @@ from .segmentation import segmentation_overlays_figure, segmentation_scores_figu
 from .simplex import (barycentric_grid, calibration_arrows_figure, calibration_difference_figure,
                       conditional_risk, conditional_risk_isolines_figure, map_difference, to_cartesian)
 from .style import color_for, gamma_color, plot_style, save
-from .theory_figures import (binary_optimum, binary_optimum_figure, closest_temperature_figure,
-                             focal_calibration_map_figure, gradient_ratio_figure, linear_model_mistakes_figure,
-                             linear_model_norms_figure, loss_derivatives, loss_derivatives_figure, numerical_temperature_bounds, phi_figure,
-                             posterior_vs_minimizer_figure, temperature_bounds_figure)
 
 __all__ = [
-    "barycentric_grid", "binary_optimum", "choose_samples", "feature_norms_figure", "gradient_norm_histograms_figure",
-    "linear_model_mistakes_figure", "linear_model_norms_figure", "sample_confidences_figure", "binary_optimum_figure", "calibration_arrows_figure", "calibration_difference_figure", "closest_temperature_figure",
+    "barycentric_grid", "choose_samples", "feature_norms_figure", "gradient_norm_histograms_figure",
+    "sample_confidences_figure", "calibration_arrows_figure", "calibration_difference_figure",
     "color_for", "conditional_risk", "conditional_risk_isolines_figure", "draw_reliability", "ece_box_plots",
-    "focal_calibration_map_figure", "gamma_color", "gradient_ratio_figure", "loss_derivatives",
-    "loss_derivatives_figure", "map_difference", "numerical_temperature_bounds", "optimal_temperature_figure",
-    "phi_figure", "plot_style", "posterior_scores", "posterior_vs_minimizer_figure", "raw_vs_psi_reliability_figure",
-    "reliability_diagram", "save", "segmentation_overlays_figure", "segmentation_scores_figure", "synthetic_posterior_figure", "temperature_bounds_figure", "to_cartesian",
+    "gamma_color",
+    "map_difference", "optimal_temperature_figure",
+    "plot_style", "posterior_scores", "raw_vs_psi_reliability_figure",
+    "reliability_diagram", "save", "segmentation_overlays_figure", "segmentation_scores_figure", "synthetic_posterior_figure", "to_cartesian",
     "training_comparison_figure", "training_curves_figure", "training_reliability_figure",
 ]

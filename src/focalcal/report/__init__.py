@@ -2,11 +2,12 @@
 
 * :mod:`~focalcal.report.targets` — the report plan: each study handed to its paper's planner
   (planned at Snakefile parse time, no heavy imports), the theory figures, the manifest.
-* :mod:`~focalcal.report.papers` — one module per paper: page text, planner, table and figure
-  builders.
+  Each paper's page (text, planner, table and figure builders) lives in its package,
+  :mod:`focalcal.papers`.
 * :mod:`~focalcal.report.naming` — what a config's loss/dataset/model keys mean for the papers
-  (focal γ, paradigm, the published setting a run stands for), from :mod:`focalcal.catalog`.
-* :mod:`~focalcal.report.published` — the papers' published tables (package data).
+  (focal γ, label, the published setting a run stands for), from :mod:`focalcal.catalog`.
+* :mod:`~focalcal.report.published` — the papers' published tables (package data of each
+  paper package).
 * :mod:`~focalcal.report.tables` — shared helpers of the paper tables, build and present.
 * :mod:`~focalcal.report.figures`, :mod:`~focalcal.report.study_figures` — draw one planned
   figure (theory: exact; experiments: from run files and stored calibrators, never refitting).

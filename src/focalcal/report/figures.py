@@ -1,11 +1,11 @@
 """Draw one planned figure: the theory registry and the dispatch to the experiment figures.
 
-Theory figures are exact (from :mod:`focalcal.theory`) and need no runs; each entry of
-:data:`focalcal.catalog.THEORY_FIGURES` names its plotting call and its arguments at the
-paper's settings (or, with the config's ``report.theory_grid: coarse``, on quick grids for
-tests). Experiment figures read run files and study tables
-(each paper's module in :mod:`focalcal.report.papers`). Plotting modules are imported inside the functions,
-so importing this module (at Snakefile parse time) is free.
+Theory figures are exact (from :mod:`focalcal.theory`) and need no runs; each paper's
+:class:`~focalcal.papers.TheoryFigure` names its plotting call and its arguments at the paper's
+settings (or, with the config's ``report.theory_grid: coarse``, on quick grids for tests).
+Experiment figures read run files and study tables (each paper's ``page`` in
+:mod:`focalcal.papers`). Plotting modules are imported inside the functions, so importing this
+module (at Snakefile parse time) is free.
 """
 
 from __future__ import annotations
@@ -22,11 +22,9 @@ def draw(artifact: Artifact, root: str | Path = "."):
     if artifact.study is None:
         if artifact.builder not in THEORY_FIGURES:
             raise ValueError(f"unknown theory figure {artifact.builder!r}; known: {sorted(THEORY_FIGURES)}")
-        from focalcal import plots
-
         figure = THEORY_FIGURES[artifact.builder]
-        return getattr(plots, figure.draw)(**figure.arguments(artifact.params.get("grid", "paper")))
-    from focalcal.report.papers import figure_builder
+        return figure.drawing()(**figure.arguments(artifact.params.get("grid", "paper")))
+    from focalcal.papers import figure_builder
 
     return figure_builder(artifact.builder)(artifact.params, Path(root), artifact.study)
 

@@ -148,17 +148,17 @@ def show_studies(manifest: dict, paper: str, root=".") -> None:
 
 
 def show_summary(paper: str) -> None:
-    """The top of a paper's page: the paper, its claims and what the page shows (its module's SUMMARY)."""
-    from focalcal.report.papers import paper_module
+    """The top of a paper's page: the paper, its claims and what the page shows (its page's SUMMARY)."""
+    from focalcal.papers import paper as paper_entry
 
-    _markdown(paper_module(paper).SUMMARY)
+    _markdown(paper_entry(paper).page().SUMMARY)
 
 
 def show_published_tables(paper: str) -> None:
-    """The published tables a paper's module shows in full (``PUBLISHED_SHOWN``)."""
-    from focalcal.report.papers import paper_module
+    """The published tables a paper's page shows in full (``PUBLISHED_SHOWN``)."""
+    from focalcal.papers import paper as paper_entry
 
-    for name, caption in paper_module(paper).PUBLISHED_SHOWN:
+    for name, caption in paper_entry(paper).page().PUBLISHED_SHOWN:
         show_published(name, caption)
 
 

@@ -3,7 +3,7 @@
 A figure never recalibrates what it can read: calibrated probabilities come from the fitted
 calibrators stored in ``calibration.json`` (``Calibrator.from_dict``), applied to the run's
 ``logits.npz``; metric values printed on a figure come from the study's tidy table. The
-figure builders live with their paper (:mod:`focalcal.report.papers`); each takes the
+figure builders live with their paper (``page`` of :mod:`focalcal.papers`); each takes the
 artifact's ``params``, the working directory and the study key, and returns a matplotlib
 Figure.
 """

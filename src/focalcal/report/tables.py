@@ -1,6 +1,6 @@
 """Paper tables from a study's tidy table, with the published value beside ours: the shared
 helpers, and :func:`build` / :func:`present`, which dispatch to each paper's builders
-(:mod:`focalcal.report.papers`).
+(the ``page`` of each paper package, :mod:`focalcal.papers`).
 
 Each builder turns the study table (one row per run x calibrator x metric) into the paper's
 table as a tidy CSV: one row per (setting, loss, [stage or calibration]), our mean and
@@ -73,7 +73,7 @@ class PaperTable(NamedTuple):
 
 def build(artifact, study_table: pd.DataFrame) -> pd.DataFrame:
     """The table of a planned table artifact from its study's tidy table."""
-    from focalcal.report.papers import table_builder
+    from focalcal.papers import table_builder
 
     if artifact.kind != "table":
         raise ValueError(f"{artifact.name!r} is not a planned table (builder {artifact.builder!r})")
@@ -113,6 +113,6 @@ def row_marks(table: pd.DataFrame) -> list:
 
 def present(builder: str, table: pd.DataFrame) -> pd.DataFrame:
     """A built table shaped for reading: ours and published side by side, cells as text."""
-    from focalcal.report.papers import table_builder
+    from focalcal.papers import table_builder
 
     return table if table.empty else table_builder(builder).present(table)

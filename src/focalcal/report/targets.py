@@ -2,10 +2,10 @@
 
 Each study of a config names the paper it reproduces; what it can show depends on its grids.
 :func:`study_artifacts` hands a :class:`StudyView` of one study to its paper's planner
-(:mod:`focalcal.report.papers`), which lists the paper figures and tables its runs support —
-charoenphakdee2021 Fig 3 only with a data set of known posterior, mukhoti2020 Fig 1 only when
-the recipe records training reliability, komisarenko2024 Table 1 only with focal temperature
-scaling among the calibrators, and so on — and says in words what it leaves out and why.
+(the ``plan`` of its paper's page, :mod:`focalcal.papers`), which lists the paper figures and
+tables its runs support — a figure of a known posterior only with a data set that has one, a
+table of focal temperature scaling only with that calibrator, and so on — and says in words
+what it leaves out and why.
 The theory figures need no runs and are always planned.
 
 An :class:`Artifact` is one Snakemake target: its output path, the files it reads and the
@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 
-from focalcal import catalog
+from focalcal import catalog, papers
 from focalcal.catalog import calibrator_role
 from focalcal.report.naming import LossInfo, loss_info, paper_setting
 
@@ -73,7 +73,7 @@ class Artifact:
 
 # ------------------------------------------------------------------------ theory figures
 
-THEORY_FIGURES = catalog.THEORY_FIGURES  # name -> paper, title and plotting call
+THEORY_FIGURES = papers.theory_figures()  # name -> paper, title and plotting call
 
 
 THEORY_GRIDS = ("paper", "coarse")  # config report.theory_grid: the papers' grids, or quick ones for tests
@@ -201,15 +201,13 @@ def study_artifacts(plan, study_key: str) -> StudyReport:
     """The figures and tables one study of ``plan`` (a :class:`focalcal.pipeline.Plan`) supports."""
     if study_key not in plan.studies:
         raise ValueError(f"no study {study_key!r} in the plan; it has {sorted(plan.studies)}")
-    from focalcal.report.papers import paper_module
-
     study = StudyView(plan, study_key)
     report = StudyReport(study_key, study.view.paper, study.view.mirrors, study.table, study.scale())
-    planner = paper_module(study.view.paper).plan
-    if study.table is None and study.view.paper != "hossain2021":
+    paper = papers.paper(study.view.paper)
+    if study.table is None and paper.needs_study_table:
         report.not_planned.append("this study calibrates no run, so it has no metrics to tabulate or plot")
     else:
-        report.artifacts, report.not_planned = planner(study)
+        report.artifacts, report.not_planned = paper.page().plan(study)
     names = [a.name + a.kind for a in report.artifacts]
     if len(names) != len(set(names)):
         raise ValueError(f"study {study_key!r} planned two artifacts with one name: {names}")

@@ -10,8 +10,8 @@ from __future__ import annotations
 from focalcal.claims.claim import Claim, NotTestable, compare_calibrators, ladder, trend
 from focalcal.claims.evidence import StudyEvidence
 from focalcal.claims.verdict import Direction, Pairs
+from focalcal.papers.charoenphakdee2021 import KEY as PAPER
 
-PAPER = "charoenphakdee2021"
 SVHN_LIKE = ("SVHN",)  # §6.2: Ψ^γ "is still effective in SVHN regardless of the model size"
 
 

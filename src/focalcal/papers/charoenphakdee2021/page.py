@@ -2,7 +2,7 @@
 with a known posterior (scores against x: raw, TS_NLL, Ψ^γ), Figs 4-6 (ECE-raw vs ECE-Ψ per
 training paradigm: Standard, TS_FL, LS) — its tables and its figures.
 
-The parts every paper module has are described in :mod:`focalcal.report.papers`.
+Its report page; the parts every page has are described in :mod:`focalcal.papers`.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import pandas as pd
 
 from focalcal import catalog, plots
 from focalcal._io import read_json
+from focalcal.papers.charoenphakdee2021.labels import training_paradigm
 from focalcal.plots.style import status_label
 from focalcal.report.study_figures import (
     apply_stored,
@@ -91,8 +92,8 @@ def plan(study: StudyView) -> tuple[list[Artifact], list[str]]:
 
     # Figs 4-6: the training paradigms on real data.
     real = [v for v in study.runs if focal_family(v) and not catalog.dataset(study.dataset_name(v.run.dataset)).known_posterior]
-    standard = [v for v in real if v.loss.paradigm == "Standard"]
-    smoothed = [v for v in real if v.loss.paradigm == "LS"]
+    standard = [v for v in real if training_paradigm(v.loss) == "Standard"]
+    smoothed = [v for v in real if training_paradigm(v.loss) == "LS"]
     raw_psi = lambda v: {"raw", "psi"} <= set(v.roles)  # noqa: E731
     paradigm_runs = {
         "Standard": [v for v in standard if raw_psi(v)],

@@ -12,8 +12,8 @@ import numpy as np
 from focalcal.claims.claim import Claim, NotTestable, compare_calibrators, ladder, trend
 from focalcal.claims.evidence import StudyEvidence
 from focalcal.claims.verdict import Direction, Pairs
+from focalcal.papers.komisarenko2024 import KEY as PAPER
 
-PAPER = "komisarenko2024"
 BINS = 15
 
 

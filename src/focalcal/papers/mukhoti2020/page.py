@@ -1,7 +1,7 @@
 """mukhoti2020 (calibrating with focal loss): Tables 1-13 beside the published numbers, the training
 diagnostics of Figs 1-4 and 10, and Fig 9's test confidences.
 
-The parts every paper module has are described in :mod:`focalcal.report.papers`.
+Its report page; the parts every page has are described in :mod:`focalcal.papers`.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import pandas as pd
 from focalcal import plots
 from focalcal._io import read_csv
 from focalcal.catalog import ROLE_LABELS
+from focalcal.papers.mukhoti2020.labels import mukhoti_name
 from focalcal.plots.style import color_for, status_label
 from focalcal.report import published
 from focalcal.report.naming import LossInfo, loss_color_key
@@ -79,7 +80,7 @@ def _in_table(table: int, info: LossInfo) -> bool:
         return True
     if group == "focal":
         return focal_variant
-    return not focal_variant or info.name == "flsd53" or info.mukhoti_name in _MAIN_EXTRAS.get(table, ())
+    return not focal_variant or info.name == "flsd53" or mukhoti_name(info) in _MAIN_EXTRAS.get(table, ())
 
 
 def plan(study: StudyView) -> tuple[list[Artifact], list[str]]:
@@ -94,7 +95,7 @@ def plan(study: StudyView) -> tuple[list[Artifact], list[str]]:
             if "post_t" in stages and post is None and "pre_t" not in stages:
                 notes.append(f"Table {number}: needs temperature scaling (by val ECE or NLL) among the calibrators")
                 continue
-            losses = {v.run.loss: v.loss.mukhoti_name for v in study.runs if _in_table(number, v.loss)}
+            losses = {v.run.loss: mukhoti_name(v.loss) for v in study.runs if _in_table(number, v.loss)}
             if not losses:
                 notes.append(f"Table {number}: none of this study's losses is in that table")
                 continue

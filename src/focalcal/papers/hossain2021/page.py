@@ -1,7 +1,7 @@
 """hossain2021 (dual focal loss for segmentation): Tables 2-3 (IoU, Hausdorff distance over folds,
 beside the published values) and the test-image overlays of Figs 3-6.
 
-The parts every paper module has are described in :mod:`focalcal.report.papers`.
+Its report page; the parts every page has are described in :mod:`focalcal.papers`.
 """
 
 from __future__ import annotations
@@ -11,11 +11,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from focalcal import catalog, plots
+from focalcal import plots
 from focalcal._io import load_npz
+from focalcal.papers.hossain2021.labels import LOSS_NAMES, TABLES, hossain_setting
 from focalcal.plots.style import color_for
 from focalcal.report import published
-from focalcal.report.naming import HOSSAIN_TABLES, hossain_setting, loss_color_key
+from focalcal.report.naming import loss_color_key
 from focalcal.report.study_figures import study_table
 from focalcal.report.tables import SETTING_KEYS, PaperTable, format_cell, health_mark, mean_std, row_marks
 from focalcal.report.targets import Artifact, StudyView
@@ -58,9 +59,9 @@ def plan(study: StudyView) -> tuple[list[Artifact], list[str]]:
         setting = hossain_setting(config["datasets"][v.run.dataset], config["models"][v.run.model])
         settings[f"{v.run.dataset}/{v.run.model}"] = {
             "dataset": setting.dataset, "model": setting.model, "stand_in": setting.stand_in,
-            "table": HOSSAIN_TABLES.get(setting.model), "describe": setting.describe()}
+            "table": TABLES.get(setting.model), "describe": setting.describe()}
     losses = {v.run.loss: {"label": v.loss.label if v.loss.name != "focal" else "FL",
-                           "paper": catalog.loss(v.loss.name).paper_names.get("hossain2021"), "color": list(loss_color_key(v.loss))}
+                           "paper": LOSS_NAMES.get(v.loss.name), "color": list(loss_color_key(v.loss))}
               for v in views}
     params = {"losses": losses, "settings": settings}
     artifacts = [

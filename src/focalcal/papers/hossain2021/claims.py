@@ -10,8 +10,7 @@ from __future__ import annotations
 from focalcal.claims.claim import Claim, NotTestable, compare_with_best, pair_series
 from focalcal.claims.evidence import StudyEvidence
 from focalcal.claims.verdict import Direction, Pairs
-
-PAPER = "hossain2021"
+from focalcal.papers.hossain2021 import KEY as PAPER
 
 
 def _loss(evidence: StudyEvidence, name: str) -> str | None:

@@ -13,8 +13,8 @@ import math
 from focalcal.claims.claim import Claim, NotTestable, compare_losses, compare_with_best
 from focalcal.claims.evidence import StudyEvidence
 from focalcal.claims.verdict import Direction, Pairs
+from focalcal.papers.mukhoti2020 import KEY as PAPER
 
-PAPER = "mukhoti2020"
 ERROR_MARGIN = 0.01  # ours: "on par" = FL's test error at most 1 point above CE's (the paper gives no margin)
 BINS = 15
 

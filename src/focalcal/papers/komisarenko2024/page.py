@@ -1,7 +1,7 @@
 """komisarenko2024 (focal calibration map, focal temperature scaling): Table 1 (TS vs focal TS, with
 the published rows) and Fig 8 (optimal T against γ_ev).
 
-The parts every paper module has are described in :mod:`focalcal.report.papers`.
+Its report page; the parts every page has are described in :mod:`focalcal.papers`.
 """
 
 from __future__ import annotations
@@ -13,9 +13,10 @@ import pandas as pd
 
 from focalcal import plots
 from focalcal.calibration import KOMISARENKO_GAMMAS
+from focalcal.papers.komisarenko2024.labels import approach, dataset_name
 from focalcal.plots.style import color_for, status_label
 from focalcal.report import published
-from focalcal.report.naming import komisarenko_dataset, loss_color_key
+from focalcal.report.naming import loss_color_key
 from focalcal.report.study_figures import read_calibration, run_status, stored_calibrator
 from focalcal.report.tables import (
     SETTING_KEYS,
@@ -61,16 +62,16 @@ def plan(study: StudyView) -> tuple[list[Artifact], list[str]]:
         return artifacts, notes
     losses = {}
     for v in study.runs:
-        approach = v.loss.komisarenko_approach
-        losses[v.run.loss] = {"label": v.loss.label, "approach": approach[0] if approach else None,
-                              "gamma_train": approach[1] if approach else None}
+        listed = approach(v.loss)
+        losses[v.run.loss] = {"label": v.loss.label, "approach": listed[0] if listed else None,
+                              "gamma_train": listed[1] if listed else None}
     settings = {f"{v.run.dataset}/{v.run.model}": study.setting(v) for v in study.runs}
     params = {"ts": ts, "fts": fts, "losses": losses, "settings": settings, "bins": 15 if 15 in study.ece_bins else study.ece_bins[0]}
     artifacts.append(study.artifact("table", "komisarenko2024_table1",
                                     "Table 1: TS vs focal TS — accuracy, log-loss and ECE (15 equal-mass bins) with the chosen T and γ_ev, mean ± std over seeds",
                                     "k24_table1", [study.table], params))
     criterion = "ece" if fts["ece"] else "nll"
-    views = [v for v in study.runs if v.loss.komisarenko_approach and v.loss.komisarenko_approach[0] in ("cross_entropy", "focal")
+    views = [v for v in study.runs if approach(v.loss) and approach(v.loss)[0] in ("cross_entropy", "focal")
              and f"fts_{criterion}" in v.roles]
     if views:
         runs = [{"path": v.path, "dataset": v.run.dataset, "loss": v.loss.label, "gamma_train": v.loss.gamma,
@@ -121,7 +122,7 @@ def komisarenko_table(table: pd.DataFrame, params: dict) -> pd.DataFrame:
                 row[f"{column}_mean"], row[f"{column}_std"], _ = mean_std(metric_rows(group, key, metric, metric_bins)["value"] * scale)
                 row[f"{column}_temperature"] = mean_std(metric_rows(group, key, "temperature")["value"])[0]
                 row[f"{column}_gamma_eval"] = _mode(metric_rows(group, key, "gamma")["value"])
-            row.update({"paper_dataset": komisarenko_dataset(setting["dataset"]), "stand_in": setting["stand_in"]})
+            row.update({"paper_dataset": dataset_name(setting["dataset"]), "stand_in": setting["stand_in"]})
             row.update(_komisarenko_published(reference, row))
             row["health"] = health_mark(group[group["calibrator"].isin([k for k in (by_ece, by_nll) if k])])
             rows.append(row)

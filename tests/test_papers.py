@@ -1,0 +1,220 @@
+"""focalcal.papers: one package per paper, found by listing the folder, reached through `Paper`."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from focalcal import catalog, papers
+from focalcal.pipeline.config import load_schema
+
+ROOT = Path(__file__).resolve().parents[1]
+SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
+
+
+def test_the_papers_are_the_packages_and_everything_keyed_by_paper_derives_from_them():
+    from focalcal.claims import CLAIMS
+
+    packages = sorted(p.name for p in (ROOT / "src/focalcal/papers").iterdir()
+                      if p.is_dir() and (p / "__init__.py").is_file())
+    assert sorted(papers.PAPERS) == packages == sorted(["charoenphakdee2021", "komisarenko2024", "mukhoti2020",
+                                                         "hossain2021"])
+    assert list(catalog.PAPERS) == ["charoenphakdee2021", "komisarenko2024", "mukhoti2020", "hossain2021"]  # page order
+    assert catalog.schema_enums()["paper_name"] == list(catalog.PAPERS) == list(CLAIMS)
+    assert load_schema(SCHEMA)["$defs"]["paper_name"]["enum"] == list(catalog.PAPERS)
+    assert {paper: len(claims) for paper, claims in CLAIMS.items()} == {
+        "charoenphakdee2021": 9, "komisarenko2024": 3, "mukhoti2020": 9, "hossain2021": 3}
+    assert all(claim.paper == paper for paper, claims in CLAIMS.items() for claim in claims)
+
+
+def test_each_page_has_its_parts_and_unknown_papers_are_refused_with_the_known_ones():
+    from focalcal.report.tables import PaperTable
+
+    names = []
+    for paper in papers.PAPERS.values():
+        page = paper.page()
+        assert page.SUMMARY.startswith("# ") and callable(page.plan)
+        assert all(isinstance(builder, PaperTable) for builder in page.TABLE_BUILDERS.values())
+        names += [*page.TABLE_BUILDERS, *page.FIGURE_BUILDERS]
+    assert len(names) == len(set(names))  # a builder name finds one paper's builder
+    assert papers.table_builder("m20_table") is papers.paper("mukhoti2020").page().TABLE_BUILDERS["m20_table"]
+    with pytest.raises(ValueError, match="unknown figure builder 'm20_table'"):
+        papers.figure_builder("m20_table")
+    with pytest.raises(ValueError, match=r"unknown paper 'guo2017'; known: \['charoenphakdee2021'"):
+        papers.paper("guo2017")
+
+
+def test_theory_figures_name_a_drawing_of_their_paper_with_valid_arguments():
+    figures = papers.theory_figures()
+    assert len(figures) == 15
+    for name, figure in figures.items():
+        assert name.startswith(figure.paper) and figure.paper in catalog.PAPERS
+        signature = inspect.signature(figure.drawing())
+        assert figure.drawing().__module__ == f"focalcal.papers.{figure.paper}.theory" or figure.draw.startswith(
+            ("conditional_risk", "calibration_"))  # komisarenko2024's simplex figures: focalcal.plots.simplex
+        for grid in ("paper", "coarse"):
+            signature.bind(**figure.arguments(grid))  # raises on an argument the function does not take
+
+
+def test_a_theory_figure_named_for_another_paper_is_refused():
+    with pytest.raises(ValueError, match="must start with the paper's key"):
+        papers.Paper("guo2017", "Guo", 9, {"mukhoti2020_fig1": papers.TheoryFigure("guo2017", "t", "f")})
+
+
+def test_the_paper_packages_import_without_torch_or_plotting():
+    code = ("import sys, focalcal.papers, focalcal.catalog, focalcal.report.targets; "
+            "print(sorted(m for m in ('torch', 'matplotlib', 'pandas') if m in sys.modules))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.split() == ["[]"]
+
+
+def test_shared_code_never_names_a_paper_key():
+    """Outside its own package no source or rule file compares with or looks up a paper by its
+    key (a quoted key); prose may cite a paper."""
+    keys = "|".join(papers.PAPERS)
+    quoted = re.compile(rf"""(["'])({keys})\1""")
+    files = [*ROOT.glob("src/focalcal/**/*.py"), *ROOT.glob("workflow/**/*.smk"), *ROOT.glob("workflow/**/*.py"),
+             *ROOT.glob("workflow/Snakefile"), *ROOT.glob("Snakefile")]
+    found = []
+    for path in files:
+        relative = path.relative_to(ROOT).as_posix()
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            for match in quoted.finditer(line):
+                if not relative.startswith(f"src/focalcal/papers/{match.group(2)}/"):
+                    found.append(f"{relative}:{number}: {line.strip()}")
+    assert found == []
+
+
+# ------------------------------------------------------------------- adding a paper
+
+GUO_INIT = '''"""guo2017 — Guo et al. 2017, "On calibration of modern neural networks"."""
+
+from focalcal.papers import Paper, TheoryFigure
+
+KEY = "guo2017"
+
+PAPER = Paper(KEY, "Guo et al. 2017 — On calibration of modern neural networks", order=5, theory={
+    f"{KEY}_fig0_temperature": TheoryFigure(KEY, "How a temperature flattens the softmax", "temperature_figure",
+                                            {"temperatures": [0.5, 1.0, 2.0]}, {"temperatures": [1.0, 2.0]}),
+})
+'''
+GUO_THEORY = '''"""guo2017's theory figure: the softmax of fixed logits at a few temperatures."""
+
+import numpy as np
+
+from focalcal.plots.style import new_figure
+
+
+def temperature_figure(temperatures):
+    figure, ax = new_figure(squeeze=True)
+    logits = np.array([2.0, 1.0, 0.0])
+    for t in temperatures:
+        ax.plot(np.exp(logits / t) / np.exp(logits / t).sum(), label=f"T = {t:g}")
+    return figure
+'''
+GUO_CLAIMS = '''"""guo2017's claim: temperature scaling lowers ECE (Table 1)."""
+
+from focalcal.claims.claim import Claim, NotTestable, compare_calibrators
+from focalcal.claims.verdict import Direction
+from focalcal.papers.guo2017 import KEY
+
+
+def _ts_lowers_ece(evidence):
+    raw, ts = evidence.calibrator("raw"), evidence.calibrator("ts_nll")
+    if raw is None or ts is None:
+        return NotTestable("needs the uncalibrated model and TS by val NLL")
+    return compare_calibrators(evidence, evidence.loss_keys(lambda info: True), ts, raw, "ece", bins=15)
+
+
+CLAIMS = [Claim("g17-ts-ece", KEY, "Temperature scaling lowers ECE.", "Table 1", "ECE: TS − uncalibrated",
+                Direction.BELOW, _ts_lowers_ece)]
+'''
+GUO_PAGE = '''"""guo2017's report page: Table 1, ECE before and after TS."""
+
+import pandas as pd
+
+from focalcal.report.tables import PaperTable
+
+SUMMARY = "# Guo et al. 2017\\n\\n**Claims.** Temperature scaling removes most miscalibration (Table 1)."
+PUBLISHED_SHOWN = ()
+
+
+def plan(study):
+    raw, ts = study.role_key("raw"), study.role_key("ts_nll")
+    if raw is None or ts is None:
+        return [], ["Table 1: needs the uncalibrated model and TS by val NLL"]
+    params = {"raw": raw, "ts": ts}
+    return [study.artifact("table", "guo2017_table1", "Table 1: ECE before and after TS", "g17_table1",
+                           [study.table], params)], []
+
+
+def ece_table(table: pd.DataFrame, params: dict) -> pd.DataFrame:
+    return table[table["metric"] == "ece"]
+
+
+TABLE_BUILDERS = {"g17_table1": PaperTable(ece_table, lambda built: built)}
+FIGURE_BUILDERS = {}
+'''
+
+CHECK = """
+import json, sys
+import pandas as pd
+from focalcal import catalog, papers
+from focalcal.claims import CLAIMS, evaluate_study
+from focalcal.claims.evidence import StudyEvidence
+from focalcal.report.naming import loss_info
+
+figure = papers.theory_figures()["guo2017_fig0_temperature"]
+drawn = figure.drawing()(**figure.arguments("coarse"))
+rows = [{"dataset": "digits", "model": "cnn_small", "loss": "ce", "recipe": "tiny", "seed": seed, "status": "trained",
+         "calibrator": calibrator, "metric": "ece", "bins": 15, "value": value}
+        for seed, before, after in ((0, 0.10, 0.04), (1, 0.12, 0.05), (2, 0.09, 0.03), (3, 0.11, 0.05))
+        for calibrator, value in (("uncalibrated", before), ("ts_nll", after))]
+evidence = StudyEvidence("test_guo", "guo2017", pd.DataFrame(rows), {"ce": loss_info({"name": "cross_entropy"})},
+                         {"uncalibrated": "raw", "ts_nll": "ts_nll"})
+((row, pairs),) = evaluate_study(evidence)
+print(json.dumps({"enum": catalog.schema_enums()["paper_name"], "claims": [c.key for c in CLAIMS["guo2017"]],
+                  "verdict": row["verdict"], "mean": row["mean"], "n_pairs": row["n_pairs"], "lines": len(drawn.axes[0].lines)}))
+"""
+
+
+def test_a_new_paper_is_one_package_and_a_study_file(workflow_checkout):
+    """A tiny paper package (one theory figure, one claim, a page with one table) and a study
+    file naming it, written into a copy of the checkout and nothing else: the paper's claim is
+    judged, its theory figure drawn, and the report plans its page, figure and table."""
+    import yaml
+
+    checkout = workflow_checkout
+    package = checkout / "src/focalcal/papers/guo2017"
+    package.mkdir()
+    for name, text in (("__init__", GUO_INIT), ("theory", GUO_THEORY), ("claims", GUO_CLAIMS), ("page", GUO_PAGE)):
+        (package / f"{name}.py").write_text(text)
+    config = yaml.safe_load((ROOT / "config/test.yaml").read_text())
+    study = {**config["studies"]["test_digits"], "paper": "guo2017", "mirrors": "Table 1 in miniature"}
+    (checkout / "guo_study.yaml").write_text(yaml.safe_dump({"studies": {"test_guo": study}}))
+    env = {**os.environ, "PYTHONPATH": str(checkout / "src")}
+
+    checked = subprocess.run([sys.executable, "-c", CHECK], check=False, cwd=checkout, env=env, capture_output=True, text=True,
+                             timeout=300)
+    assert checked.returncode == 0, checked.stderr[-3000:]
+    found = json.loads(checked.stdout)
+    assert found["enum"][-1] == "guo2017" and found["claims"] == ["g17-ts-ece"] and found["lines"] == 2
+    assert (found["verdict"], found["n_pairs"]) == ("holds", 4) and found["mean"] == pytest.approx(-0.0625)
+
+    snakemake = str(Path(sys.executable).with_name("snakemake"))
+    dry = subprocess.run([snakemake, "results/report/index.html", "-n", "--configfile", "config/test.yaml",
+                          "guo_study.yaml"], check=False, cwd=checkout, env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert dry.returncode == 0, dry.stderr[-3000:]
+    planned = dry.stdout + dry.stderr
+    for target in ("results/report/guo2017.html", "results/figures/theory/guo2017_fig0_temperature.png",
+                   "results/tables/test_guo/guo2017_table1.csv", "results/figures/claims/guo2017.png",
+                   "results/tables/test_guo.csv"):
+        assert target in planned, target
