@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-ENVS = sorted((ROOT / "envs").glob("*.yaml"))
+ENVS = sorted((ROOT / "workflow" / "envs").glob("*.yaml"))
 PIN = re.compile(r"^([A-Za-z0-9_.\-]+)==([^\s;]+)$")
 
 

@@ -18,7 +18,7 @@ BIN = Path(sys.executable).parent
 
 def snakemake(workdir: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
     """Run Snakemake on the repository's Snakefile in ``workdir`` (its own .snakemake/ and results/)."""
-    command = [str(BIN / "snakemake"), "-s", str(ROOT / "Snakefile"), "--directory", str(workdir), *args]
+    command = [str(BIN / "snakemake"), "-s", str(ROOT / "workflow" / "Snakefile"), "--directory", str(workdir), *args]
     result = subprocess.run(command, capture_output=True, text=True, timeout=300)
     if check and result.returncode != 0:
         raise AssertionError(f"{' '.join(command)} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
@@ -139,6 +139,6 @@ def test_lint_is_clean(tmp_path):
 
 
 def test_snakefmt_is_clean():
-    files = [ROOT / "Snakefile", *sorted((ROOT / "workflow" / "rules").glob("*.smk"))]
+    files = [ROOT / "workflow" / "Snakefile", *sorted((ROOT / "workflow" / "rules").glob("*.smk"))]
     result = subprocess.run([str(BIN / "snakefmt"), "--check", *map(str, files)], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr

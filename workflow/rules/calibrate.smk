@@ -17,7 +17,7 @@ rule calibrate:
     group:
         RUN_GROUP
     conda:
-        "../../envs/analysis.yaml"
+        "../envs/analysis.yaml"
     threads: 1
     resources:
         mem_mb=2000,

@@ -20,7 +20,7 @@ check_config_files(workflow.overwrite_configfiles or workflow.configfiles)
 # so that they run as printed (jobs inherit the setting).
 set_workflow(workflow.main_snakefile, workflow.overwrite_configfiles)
 validate_config(
-    config, os.path.join(workflow.basedir, "workflow/schemas/config.schema.yaml")
+    config, os.path.join(workflow.basedir, "schemas/config.schema.yaml")
 )
 # CPU numerics pinned to AVX2 kernels (training.numerics): set before torch is first imported
 # here, so the fused kernels are built for that target and every job inherits the pins.

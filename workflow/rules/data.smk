@@ -14,7 +14,7 @@ rule prepare_data:
     benchmark:
         "results/benchmarks/prepare_data/{dataset}.tsv"
     conda:
-        "../../envs/torch.yaml"
+        "../envs/torch.yaml"
     params:
         spec=lambda wildcards: config["datasets"][wildcards.dataset],
         data_root=lambda wildcards, output: data_root_from_marker(output[0]),

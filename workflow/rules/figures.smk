@@ -42,7 +42,7 @@ rule theory_figure:
     wildcard_constraints:
         name=one_of(THEORY_FIGURES),
     conda:
-        "../../envs/report.yaml"
+        "../envs/report.yaml"
     params:
         artifact=lambda wildcards: REPORT_PLAN.artifact(
             None, wildcards.name, "figure"
@@ -75,7 +75,7 @@ rule study_figure:
         study=one_of(FIGURE_STUDIES),
         name=one_of(FIGURE_NAMES),
     conda:
-        "../../envs/report.yaml"
+        "../envs/report.yaml"
     params:
         artifact=lambda wildcards: REPORT_PLAN.artifact(
             wildcards.study, wildcards.name, "figure"
@@ -105,7 +105,7 @@ rule paper_table:
         study=one_of(TABLE_STUDIES),
         name=one_of(TABLE_NAMES),
     conda:
-        "../../envs/report.yaml"
+        "../envs/report.yaml"
     params:
         artifact=lambda wildcards: REPORT_PLAN.artifact(
             wildcards.study, wildcards.name, "table"
@@ -131,6 +131,6 @@ rule claims_forest:
     wildcard_constraints:
         page=one_of([*PAPERS, CLAIMS_INDEX]),
     conda:
-        "../../envs/report.yaml"
+        "../envs/report.yaml"
     script:
         "../scripts/claims_forest.py"

@@ -28,7 +28,7 @@ rule export_logits:
     group:
         RUN_GROUP
     conda:
-        "../../envs/torch.yaml"
+        "../envs/torch.yaml"
     threads: run_resource("threads")
     resources:
         mem_mb=run_resource("mem_mb"),
@@ -57,7 +57,7 @@ rule import_logits:
     wildcard_constraints:
         model=IMPORTED_MODELS,
     conda:
-        "../../envs/analysis.yaml"
+        "../envs/analysis.yaml"
     params:
         run_identity=lambda wildcards: PLAN.run_identity(PLAN.run(wildcards)),
     script:

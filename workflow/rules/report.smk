@@ -27,7 +27,7 @@ rule report_manifest:
     log:
         "results/logs/report/manifest.log",
     conda:
-        "../../envs/report.yaml"
+        "../envs/report.yaml"
     params:
         manifest=lambda wildcards: REPORT_PLAN.manifest(config),
     script:
@@ -46,7 +46,7 @@ rule run_inventory:
     log:
         "results/logs/report/run_inventory.log",
     conda:
-        "../../envs/report.yaml"
+        "../envs/report.yaml"
     params:
         runs=list(PLAN.runs),
         caption="Run inventory: epochs, training time, device and size of every run.",
@@ -71,7 +71,7 @@ rule report_notebook:
     wildcard_constraints:
         notebook=one_of(REPORT_PLAN.notebooks),
     conda:
-        "../../envs/report.yaml"
+        "../envs/report.yaml"
     script:
         "../scripts/report_notebook.py"
 
@@ -90,7 +90,7 @@ rule report_index:
     log:
         "results/logs/report/index.log",
     conda:
-        "../../envs/report.yaml"
+        "../envs/report.yaml"
     params:
         config_files=[str(path) for path in workflow.overwrite_configfiles]
         or ["config/config.yaml"],
@@ -107,6 +107,6 @@ rule report_check:
     log:
         "results/logs/report/check.log",
     conda:
-        "../../envs/report.yaml"
+        "../envs/report.yaml"
     script:
         "../scripts/report_check.py"

@@ -27,7 +27,7 @@ rule evaluate_segmentation:
     group:
         RUN_GROUP
     conda:
-        "../../envs/torch.yaml"
+        "../envs/torch.yaml"
     threads: run_resource("threads")
     resources:
         mem_mb=run_resource("mem_mb"),

@@ -19,7 +19,7 @@ rule study_table:
     wildcard_constraints:
         study=one_of(PLAN.studies),
     conda:
-        "../../envs/analysis.yaml"
+        "../envs/analysis.yaml"
     script:
         "../scripts/study_table.py"
 
@@ -45,6 +45,6 @@ rule claims:
     log:
         "results/logs/claims.log",
     conda:
-        "../../envs/analysis.yaml"
+        "../envs/analysis.yaml"
     script:
         "../scripts/claims.py"

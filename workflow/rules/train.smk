@@ -24,7 +24,7 @@ rule train:
     group:
         RUN_GROUP
     conda:
-        "../../envs/torch.yaml"
+        "../envs/torch.yaml"
     threads: run_resource("threads")
     resources:
         mem_mb=run_resource("mem_mb"),
