@@ -111,7 +111,7 @@ step "cluster up"
 # ---------------------------------------------------------------- the workflow through SLURM
 step "running config/test.yaml with --profile profiles/slurm in $WORK"
 cd "$WORK"
-"$PYTHON_BIN/snakemake" -s "$ROOT/Snakefile" --directory "$WORK" \
+"$PYTHON_BIN/snakemake" -s "$ROOT/workflow/Snakefile" --directory "$WORK" \
     --profile "$ROOT/profiles/slurm" \
     --configfile "$ROOT/config/test.yaml" \
     --slurm-status-command squeue \

@@ -55,7 +55,7 @@ def workflow_checkout(tmp_path):
 
     root = Path(__file__).resolve().parents[1]
     checkout = tmp_path / "checkout"
-    listed = subprocess.run(["git", "ls-files", "src", "workflow", "Snakefile", "profiles", "envs", "notebooks", "config"],
+    listed = subprocess.run(["git", "ls-files", "src", "workflow", "profiles", "notebooks", "config"],
                             cwd=root, capture_output=True, text=True, check=True).stdout.split()
     for name in listed:
         (checkout / name).parent.mkdir(parents=True, exist_ok=True)

@@ -1,4 +1,5 @@
-"""envs/*.yaml: they parse, every rule points at one, and their pins agree with pyproject.toml."""
+"""workflow/envs/*.yaml: they parse, every rule points at one, their pins agree with
+pyproject.toml, and each installs focalcal from the checkout the workflow names."""
 
 from __future__ import annotations
 
@@ -9,9 +10,12 @@ from pathlib import Path
 import pytest
 import yaml
 
+from focalcal.paths import CHECKOUT_ENV
+
 ROOT = Path(__file__).resolve().parents[1]
-ENVS = sorted((ROOT / "envs").glob("*.yaml"))
+ENVS = sorted((ROOT / "workflow" / "envs").glob("*.yaml"))
 PIN = re.compile(r"^([A-Za-z0-9_.\-]+)==([^\s;]+)$")
+FOCALCAL = f"-e ${{{CHECKOUT_ENV}}}"  # pip expands the variable, which the workflow sets
 
 
 def normalise(name: str) -> str:
@@ -31,12 +35,15 @@ def pyproject_pins() -> dict[str, str]:
     return pins
 
 
-def env_pins(path: Path) -> dict[str, str]:
+def pip_entries(path: Path) -> list[str]:
     env = yaml.safe_load(path.read_text())
+    return [entry for dependency in env["dependencies"] if isinstance(dependency, dict) for entry in dependency["pip"]]
+
+
+def env_pins(path: Path) -> dict[str, str]:
     pins = {}
-    for dependency in env["dependencies"]:
-        entries = dependency["pip"] if isinstance(dependency, dict) else []
-        for entry in entries:
+    for entry in pip_entries(path):
+        if entry != FOCALCAL:
             match = PIN.match(entry)
             assert match, f"{path.name}: pip requirement {entry!r} is not pinned with =="
             pins[normalise(match.group(1))] = match.group(2)
@@ -60,6 +67,25 @@ def test_env_parses_and_pins_agree_with_pyproject(path):
     for name, version in pins.items():
         assert name in project, f"{path.name} pins {name}, which pyproject.toml does not list"
         assert version == project[name], f"{path.name}: {name}=={version}, pyproject.toml: {name}=={project[name]}"
+
+
+@pytest.mark.parametrize("path", ENVS, ids=lambda p: p.name)
+def test_env_installs_focalcal_editable_from_the_checkout_the_workflow_names(path, tmp_path, monkeypatch):
+    """conda hands an env's pip entries to pip as a requirements file; pip expands the variable,
+    which the workflow sets to the folder above its Snakefile's: this checkout."""
+    from pip._internal.network.session import PipSession
+    from pip._internal.req.req_file import parse_requirements
+
+    entries = pip_entries(path)
+    assert entries[-1] == FOCALCAL  # after the pins it must agree with
+    requirements = tmp_path / "condaenv.requirements.txt"
+    requirements.write_text("\n".join(entries) + "\n")
+    monkeypatch.setenv(CHECKOUT_ENV, str(ROOT))
+    editable = [r.requirement for r in parse_requirements(str(requirements), session=PipSession()) if r.is_editable]
+    assert editable == [str(ROOT)] and (ROOT / "pyproject.toml").is_file()
+    common = (ROOT / "workflow/rules/common.smk").read_text()
+    assert "os.environ[paths.CHECKOUT_ENV] = os.path.dirname(workflow.basedir)" in common
+    assert (ROOT / "workflow" / "Snakefile").is_file()  # so workflow.basedir's folder is ROOT
 
 
 def test_every_rule_declares_a_conda_env_that_exists():

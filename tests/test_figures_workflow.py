@@ -32,7 +32,7 @@ from focalcal.report.targets import report_plan
 from test_report_browser import ensure_chromium
 
 ROOT = Path(__file__).resolve().parents[1]
-SNAKEFILE = ROOT / "Snakefile"
+SNAKEFILE = ROOT / "workflow" / "Snakefile"
 TEST_CONFIG = ROOT / "config" / "test.yaml"
 BIN = Path(sys.executable).parent
 PRESEEDED = {"komisarenko2024_fig6_closest_temperature_k3": 3, "komisarenko2024_closest_temperature_k4": 4}

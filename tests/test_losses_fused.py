@@ -336,7 +336,7 @@ def test_a_job_without_a_build_warns_and_takes_the_eager_path(tmp_path, monkeypa
 
 def test_the_workflow_builds_before_its_jobs_and_its_jobs_never_compile():
     root = Path(__file__).resolve().parents[1]
-    snakefile = (root / "Snakefile").read_text()
+    snakefile = (root / "workflow/Snakefile").read_text()
     assert 'os.environ.setdefault("FOCALCAL_KERNEL_BUILD", "never")' in (root / "workflow/rules/common.smk").read_text()
     onstart = snakefile[snakefile.index("onstart:"):snakefile.index("onsuccess:")]
     assert "_fused.build()" in onstart

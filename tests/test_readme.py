@@ -105,7 +105,7 @@ def test_paths_and_make_targets_named_in_the_readme_exist():
 
 def dry_run_jobs(*args: str, cwd: Path) -> dict[str, int]:
     """rule -> planned jobs of a ``snakemake -n`` in ``cwd`` (an empty folder: nothing is done yet)."""
-    result = subprocess.run([str(Path(sys.executable).with_name("snakemake")), "-s", str(ROOT / "Snakefile"),
+    result = subprocess.run([str(Path(sys.executable).with_name("snakemake")), "-s", str(ROOT / "workflow" / "Snakefile"),
                              "--directory", str(cwd), "-n", *args], cwd=ROOT, capture_output=True, text=True,
                             timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]

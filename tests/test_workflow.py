@@ -18,7 +18,7 @@ BIN = Path(sys.executable).parent
 
 def snakemake(workdir: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
     """Run Snakemake on the repository's Snakefile in ``workdir`` (its own .snakemake/ and results/)."""
-    command = [str(BIN / "snakemake"), "-s", str(ROOT / "Snakefile"), "--directory", str(workdir), *args]
+    command = [str(BIN / "snakemake"), "-s", str(ROOT / "workflow" / "Snakefile"), "--directory", str(workdir), *args]
     result = subprocess.run(command, capture_output=True, text=True, timeout=300)
     if check and result.returncode != 0:
         raise AssertionError(f"{' '.join(command)} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
@@ -139,6 +139,46 @@ def test_lint_is_clean(tmp_path):
 
 
 def test_snakefmt_is_clean():
-    files = [ROOT / "Snakefile", *sorted((ROOT / "workflow" / "rules").glob("*.smk"))]
+    files = [ROOT / "workflow" / "Snakefile", *sorted((ROOT / "workflow" / "rules").glob("*.smk"))]
     result = subprocess.run([str(BIN / "snakefmt"), "--check", *map(str, files)], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def tracked_checkout(destination: Path) -> Path:
+    """A copy of the repository's tracked workflow files: a clone, without its .venv and results."""
+    listed = subprocess.run(["git", "ls-files", "workflow", "config", "profiles", "notebooks"], cwd=ROOT,
+                            capture_output=True, text=True, check=True).stdout.split()
+    for name in listed:
+        (destination / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / name, destination / name)
+    return destination
+
+
+@pytest.mark.parametrize("configfile", [None, "config/test.yaml"])
+def test_snakemake_in_a_clone_finds_workflow_snakefile_by_itself(tmp_path, configfile):
+    """``snakemake`` with no ``-s`` in the repository root runs workflow/Snakefile, with the
+    default config or a --configfile, and its profile (profiles/default is the workflow's own)."""
+    checkout = tracked_checkout(tmp_path)
+    assert not (checkout / "Snakefile").exists()
+    args = ["-n", "--cores", "1"] + (["--configfile", configfile] if configfile else [])
+    result = subprocess.run([str(BIN / "snakemake"), *args], cwd=checkout, capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert job_counts(result)["total"] == (80 if configfile else 313)  # the counts of the two tests above
+    assert "profiles/default" in result.stdout + result.stderr
+
+
+def test_rules_name_their_files_through_focalcal_paths_only():
+    """No rule file types a results/ path, a conda env outside workflow/envs, or edits sys.path."""
+    files = [ROOT / "workflow" / "Snakefile", *sorted((ROOT / "workflow" / "rules").glob("*.smk"))]
+    for path in files:
+        code = "\n".join(line.split("#", 1)[0] for line in path.read_text().splitlines())
+        assert "results" not in code, f"{path.name} names a results path; use focalcal.paths"
+        assert "sys.path" not in code, path.name
+        for env in re.findall(r"^    conda:\n        \"([^\"]+)\"", path.read_text(), flags=re.MULTILINE):
+            assert (path.parent / env).resolve().parent == ROOT / "workflow" / "envs", f"{path.name}: {env}"
+    for script in sorted((ROOT / "workflow" / "scripts").glob("*.py")):
+        text = script.read_text()
+        assert "sys.path" not in text and "scriptdir" not in text, f"{script.name} edits its import path"
+        imported = re.findall(r"^(?:from|import) (\w+)", text, flags=re.MULTILINE)
+        assert set(imported) <= {"focalcal", "copy", "json", "os"}, f"{script.name} imports {imported}"

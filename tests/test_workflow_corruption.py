@@ -51,7 +51,7 @@ def test_truncated_logits_are_named_with_the_command_that_re_makes_them_without_
     log = (calibrated / "results/logs/calibrate" / f"{RUN.removeprefix('results/runs/')}.log").read_text()
     assert f"CorruptArtefactError: corrupt artefact {RUN}/logits.npz: it is 1000 bytes but was written as" in log
     command = re.search(r"Re-make it: (.*?)   \(", log).group(1)
-    assert command == f"snakemake --cores 1 -s {ROOT / 'Snakefile'} -f {RUN}/logits.npz --configfile {TEST_CONFIG}"
+    assert command == f"snakemake --cores 1 -s {ROOT / 'workflow' / 'Snakefile'} -f {RUN}/logits.npz --configfile {TEST_CONFIG}"
 
     ran = run_as_printed(command, calibrated)  # as printed, from the workflow directory
     assert planned_rules(ran) == {"export_logits": 1, "total": 1}
@@ -69,7 +69,7 @@ def test_a_damaged_staged_export_names_a_command_that_runs(calibrated):
     snakemake(calibrated, "-f", f"{RUN}/logits.npz", "--cores", "1", "--configfile", str(TEST_CONFIG))
     log = (calibrated / "results/logs/export_logits" / f"{RUN.removeprefix('results/runs/')}.log").read_text()
     command = re.search(r"Re-make it: (.*?)   \(", log).group(1)
-    assert command == (f"rm -r {RUN}/staged_export && snakemake --cores 1 -s {ROOT / 'Snakefile'} -f {RUN}/logits.npz "
+    assert command == (f"rm -r {RUN}/staged_export && snakemake --cores 1 -s {ROOT / 'workflow' / 'Snakefile'} -f {RUN}/logits.npz "
                        f"--configfile {TEST_CONFIG}")
     ran = run_as_printed(command, calibrated)
     assert planned_rules(ran) == {"export_logits": 1, "total": 1} and not staged.exists()
@@ -84,7 +84,7 @@ def test_verify_finds_one_flipped_byte_and_its_command_re_makes_it(calibrated):
     os.utime(metrics, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # size and time kept: only the content tells
 
     def verify():
-        return subprocess.run([sys.executable, "-m", "focalcal", "verify", "--snakefile", str(ROOT / "Snakefile"),
+        return subprocess.run([sys.executable, "-m", "focalcal", "verify", "--snakefile", str(ROOT / "workflow" / "Snakefile"),
                                "--configfile", str(TEST_CONFIG)], cwd=calibrated, capture_output=True, text=True,
                               timeout=300)
 
@@ -95,6 +95,6 @@ def test_verify_finds_one_flipped_byte_and_its_command_re_makes_it(calibrated):
     damaged = [line for line in lines if line.startswith("damaged: ")]
     assert damaged == [f"damaged: {METRICS}: " + damaged[0].split(": ", 2)[2]] and "sha256" in damaged[0]
     command = re.search(r"re-make it: (.*?)   \(", found.stdout).group(1)
-    assert command == f"snakemake --cores 1 -s {ROOT / 'Snakefile'} -f {METRICS} --configfile {TEST_CONFIG}"
+    assert command == f"snakemake --cores 1 -s {ROOT / 'workflow' / 'Snakefile'} -f {METRICS} --configfile {TEST_CONFIG}"
     run_as_printed(command, calibrated)
     assert verify().returncode == 0

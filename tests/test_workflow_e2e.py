@@ -24,7 +24,7 @@ RUN = "results/runs/digits/cnn_small/ce/tiny/seed0"
 
 
 def snakemake_command(workdir: Path, *args: str) -> list[str]:
-    return [str(BIN / "snakemake"), "-s", str(ROOT / "Snakefile"), "--directory", str(workdir), *args]
+    return [str(BIN / "snakemake"), "-s", str(ROOT / "workflow" / "Snakefile"), "--directory", str(workdir), *args]
 
 
 def snakemake(workdir: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -243,13 +243,13 @@ def test_forced_training_of_a_finished_run_rewrites_its_outputs(finished_copy):
 def test_changed_training_code_reruns_a_finished_run_without_retraining(finished_copy, tmp_path):
     checkout = tmp_path / "checkout"  # the workflow as it would be after `git pull` changed the train script
     checkout.mkdir()
-    for part in ("Snakefile", "workflow", "config", "profiles", "envs", "notebooks"):
+    for part in ("workflow", "config", "profiles", "notebooks"):
         (shutil.copytree if (ROOT / part).is_dir() else shutil.copy2)(ROOT / part, checkout / part)
     (checkout / "src").symlink_to(ROOT / "src")
     script = checkout / "workflow/scripts/train.py"
     script.write_text(script.read_text() + "# a changed line\n")
     before = _run_state(finished_copy)
-    command = [str(BIN / "snakemake"), "-s", str(checkout / "Snakefile"), "--directory", str(finished_copy),
+    command = [str(BIN / "snakemake"), "-s", str(checkout / "workflow" / "Snakefile"), "--directory", str(finished_copy),
                f"{RUN}/history.csv", "--configfile", str(TEST_CONFIG)]
     env = dict(os.environ, OMP_NUM_THREADS="1")
     dry = subprocess.run([*command, "-n"], capture_output=True, text=True, timeout=300, env=env)

@@ -22,11 +22,15 @@ from dataclasses import dataclass
 from fnmatch import fnmatch
 from pathlib import Path
 
+from focalcal.paths import (CALIBRATION, CHECKPOINT, CLAIMS_TABLE, FIGURES, GRADIENT_NORMS, HISTORY, LOGITS, METRICS,
+                            READY, RELIABILITY, REPORT, RESULTS, RUN_CONFIG, RUN_INFO, RUNS, SAMPLES, SEGMENTATION,
+                            STAGED_EXPORT, TABLES, is_own_snakefile)
+
 WORKFLOW_ENV = "FOCALCAL_WORKFLOW"  # {"snakefile": ..., "configfiles": [...]}, absolute paths; jobs inherit it
 
 FORCE = "{snakemake} -f {path}{config}"
 RECORDS = "rule train writes it back from the run's checkpoint; a finished run is not retrained"
-RETRAIN = "rm {run}/checkpoint.pt && {snakemake} -f {run}/history.csv{config}"
+RETRAIN = f"rm {{run}}/{CHECKPOINT} && {{snakemake}} -f {{run}}/{HISTORY}{{config}}"
 STAGED = "the staged copy is deleted and re-made from the run's checkpoint; nothing is retrained"
 
 
@@ -38,28 +42,28 @@ class Remake:
 
 
 REMAKE = (
-    Remake("results/runs/*/staged_export/logits.npz", "rm -r {dir} && {snakemake} -f {run}/logits.npz{config}", STAGED),
-    Remake("results/runs/*/staged_export/metrics.csv", "rm -r {dir} && {snakemake} -f {segmentation}{config}", STAGED),
-    Remake("results/runs/*/staged_export/samples.npz", "rm -r {dir} && {snakemake} -f {segmentation}{config}", STAGED),
-    Remake("results/runs/*/staged_export/*", "rm -r {dir} && {snakemake} -f {staged_target}{config}", STAGED),
-    Remake("results/runs/*/checkpoint.pt", RETRAIN,
+    Remake(f"{RUNS}/*/{STAGED_EXPORT}/{LOGITS}", f"rm -r {{dir}} && {{snakemake}} -f {{run}}/{LOGITS}{{config}}", STAGED),
+    Remake(f"{RUNS}/*/{STAGED_EXPORT}/{METRICS}", "rm -r {dir} && {snakemake} -f {segmentation}{config}", STAGED),
+    Remake(f"{RUNS}/*/{STAGED_EXPORT}/{SAMPLES}", "rm -r {dir} && {snakemake} -f {segmentation}{config}", STAGED),
+    Remake(f"{RUNS}/*/{STAGED_EXPORT}/*", "rm -r {dir} && {snakemake} -f {staged_target}{config}", STAGED),
+    Remake(f"{RUNS}/*/{CHECKPOINT}", RETRAIN,
            "retrains the run from scratch; the next full snakemake run re-exports what depends on it"),
-    Remake("results/runs/*/history.csv", FORCE, RECORDS),
+    Remake(f"{RUNS}/*/{HISTORY}", FORCE, RECORDS),
     # read when the Snakefile is parsed, so it must go before Snakemake can plan anything
-    Remake("results/runs/*/run_config.json", "rm {path} && {snakemake} -f {path}{config}", RECORDS),
-    Remake("results/runs/*/train_reliability.csv", "{snakemake} -f {run}/history.csv{config}", RECORDS),
-    Remake("results/runs/*/train_gradient_norms.csv", "{snakemake} -f {run}/history.csv{config}", RECORDS),
-    Remake("results/runs/*/logits.npz", FORCE, "rule export_logits re-dumps it from the run's checkpoint; nothing is retrained"),
-    Remake("results/runs/*/run.json", FORCE, "rule export_logits re-writes it from the run's checkpoint; nothing is retrained"),
-    Remake("results/calibration/*", FORCE, "rule calibrate refits the run's calibrators on its logits.npz"),
-    Remake("results/segmentation/*", FORCE, "rule evaluate_segmentation re-scores the run from its checkpoint; "
-                                            "nothing is retrained"),
-    Remake("results/tables/*/*.csv", FORCE, "rule paper_table rebuilds it from its study's tidy table"),
-    Remake("results/tables/claims.csv", FORCE, "rule claims re-tests every paper's claims on the study tables"),
-    Remake("results/tables/*.csv", FORCE, "rule study_table rebuilds it from the runs' metrics.csv files"),
-    Remake("results/figures/*", FORCE, "its figure rule redraws it"),
-    Remake("results/report/*", FORCE, "its report rule rebuilds it"),
-    Remake("*/ready/*.json", FORCE, "rule prepare_data checks the dataset and re-writes its marker"),
+    Remake(f"{RUNS}/*/{RUN_CONFIG}", "rm {path} && {snakemake} -f {path}{config}", RECORDS),
+    Remake(f"{RUNS}/*/{RELIABILITY}", f"{{snakemake}} -f {{run}}/{HISTORY}{{config}}", RECORDS),
+    Remake(f"{RUNS}/*/{GRADIENT_NORMS}", f"{{snakemake}} -f {{run}}/{HISTORY}{{config}}", RECORDS),
+    Remake(f"{RUNS}/*/{LOGITS}", FORCE, "rule export_logits re-dumps it from the run's checkpoint; nothing is retrained"),
+    Remake(f"{RUNS}/*/{RUN_INFO}", FORCE, "rule export_logits re-writes it from the run's checkpoint; nothing is retrained"),
+    Remake(f"{CALIBRATION}/*", FORCE, "rule calibrate refits the run's calibrators on its logits.npz"),
+    Remake(f"{SEGMENTATION}/*", FORCE, "rule evaluate_segmentation re-scores the run from its checkpoint; "
+                                       "nothing is retrained"),
+    Remake(f"{TABLES}/*/*.csv", FORCE, "rule paper_table rebuilds it from its study's tidy table"),
+    Remake(CLAIMS_TABLE, FORCE, "rule claims re-tests every paper's claims on the study tables"),
+    Remake(f"{TABLES}/*.csv", FORCE, "rule study_table rebuilds it from the runs' metrics.csv files"),
+    Remake(f"{FIGURES}/*", FORCE, "its figure rule redraws it"),
+    Remake(f"{REPORT}/*", FORCE, "its report rule rebuilds it"),
+    Remake(f"*/{READY}/*.json", FORCE, "rule prepare_data checks the dataset and re-writes its marker"),
     Remake("*/mnist1d/mnist1d_*.npz", "rm {path}", "a dataset cache: its next load regenerates it"),
     Remake("*/focalcal_*.npz", "rm {path}", "a dataset cache: its next load rebuilds it from the extracted images"),
 )
@@ -92,7 +96,7 @@ def remake_command(path) -> tuple[str, str]:
 
 def snakemake_command(*arguments: str, workdir=None) -> str:
     """``snakemake --cores 1 <arguments>`` with the running workflow's Snakefile and config files."""
-    fields = _fields(None if workdir is None else Path(workdir), Path("results"))
+    fields = _fields(None if workdir is None else Path(workdir), Path(RESULTS))
     return f"{fields['snakemake']} {' '.join(shlex.quote(str(a)) for a in arguments)}{fields['config']}"
 
 
@@ -101,28 +105,28 @@ def _fields(workdir: Path | None, relative: Path) -> dict:
     snakemake = "snakemake --cores 1"
     snakefile = recorded.get("snakefile")
     here = Path(os.path.abspath(workdir if workdir is not None else "."))
-    if snakefile and Path(snakefile) != here / "Snakefile":
+    if snakefile and not is_own_snakefile(snakefile, here):
         snakemake += f" -s {shlex.quote(snakefile)}"
     configfiles = recorded.get("configfiles") or []
     config = (" --configfile " + " ".join(shlex.quote(path) for path in configfiles)) if configfiles else ""
     parts = relative.parts
-    run = Path(*parts[:parts.index("staged_export")]) if "staged_export" in parts else relative.parent
-    segmentation = Path("results/segmentation", *run.parts[2:], "metrics.csv")
-    staged = (here / run / "staged_export")
-    is_segmentation = (staged / "metrics.csv").exists() and not (staged / "logits.npz").exists()
+    run = Path(*parts[:parts.index(STAGED_EXPORT)]) if STAGED_EXPORT in parts else relative.parent
+    segmentation = Path(SEGMENTATION, *run.parts[len(Path(RUNS).parts):], METRICS)
+    staged = (here / run / STAGED_EXPORT)
+    is_segmentation = (staged / METRICS).exists() and not (staged / LOGITS).exists()
     quote = lambda value: shlex.quote(Path(value).as_posix())  # noqa: E731
     return {"snakemake": snakemake, "config": config, "path": quote(relative), "dir": quote(relative.parent),
             "run": quote(run), "segmentation": quote(segmentation),
-            "staged_target": quote(segmentation if is_segmentation else run / "logits.npz")}
+            "staged_target": quote(segmentation if is_segmentation else run / LOGITS)}
 
 
 def _split_workdir(path: Path) -> tuple[Path | None, Path]:
     """(workflow directory, unless it is the current one; path below it). Without a
     ``results`` folder in the path, (None, the path as given)."""
     parts = path.parts
-    if "results" not in parts:
+    if RESULTS not in parts:
         return None, path
-    cut = parts.index("results")
+    cut = parts.index(RESULTS)
     workdir = Path(*parts[:cut]) if cut else Path(".")
     if os.path.abspath(workdir) == os.path.abspath("."):
         workdir = None

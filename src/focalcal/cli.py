@@ -167,7 +167,8 @@ def _add_verify_parser(commands) -> None:
                      help="the workflow directory holding results/ (default: .)")
     sub.add_argument("--configfile", nargs="+", default=[], metavar="FILE",
                      help="the config file(s) the workflow ran with, named in the re-make commands")
-    sub.add_argument("--snakefile", help="the workflow's Snakefile, when it is not WORKDIR/Snakefile")
+    sub.add_argument("--snakefile", help="the workflow's Snakefile, when it is not the one snakemake finds in WORKDIR "
+                     "(WORKDIR/workflow/Snakefile)")
 
 
 def _verify(args) -> int:

@@ -16,6 +16,7 @@ from pathlib import Path
 from focalcal import _sidecar
 from focalcal._io import check_against_sidecar
 from focalcal._remake import remake_hint
+from focalcal.paths import RESULTS
 
 
 @dataclass(frozen=True)
@@ -35,7 +36,7 @@ def sidecared_files(results: Path) -> Iterator[Path]:
 
 def verify_tree(workdir=".", progress: Callable[[str], None] | None = None) -> tuple[int, list[Damage]]:
     """(artefacts checked, the damaged ones) under ``<workdir>/results``."""
-    results = Path(workdir) / "results"
+    results = Path(workdir) / RESULTS
     if not results.is_dir():
         raise FileNotFoundError(f"no results folder in {workdir}: pass the workflow directory that holds results/")
     checked, damaged = 0, []

@@ -6,18 +6,18 @@
 
 rule calibrate:
     input:
-        logits=f"results/runs/{RUN}/logits.npz",
+        logits=paths.run_file(RUN, paths.LOGITS),
     output:
-        params=f"results/calibration/{RUN}/calibration.json",
-        metrics=f"results/calibration/{RUN}/metrics.csv",
+        params=f"{paths.calibration_dir(RUN)}/{paths.CALIBRATION_PARAMS}",
+        metrics=f"{paths.calibration_dir(RUN)}/{paths.METRICS}",
     log:
-        f"results/logs/calibrate/{RUN}.log",
+        paths.log("calibrate", RUN),
     benchmark:
-        f"results/benchmarks/calibrate/{RUN}.tsv"
+        paths.benchmark("calibrate", RUN)
     group:
         RUN_GROUP
     conda:
-        "../../envs/analysis.yaml"
+        "../envs/analysis.yaml"
     threads: 1
     resources:
         mem_mb=2000,

@@ -1,7 +1,9 @@
-# What the rules share: the config's checks, the plan (runs, calibrators, studies), the run
-# path pattern, the data root and the per-run resource functions. Included first by the
-# Snakefile; the logic lives in focalcal.pipeline.
+# What the rules share: the config's checks, the plan (runs, calibrators, studies), the
+# report's plan (figures, tables, pages), where every file lives (focalcal.paths), the data
+# root and the per-run resource functions. Included first by the Snakefile; the logic lives
+# in focalcal.pipeline and focalcal.report.
 
+from focalcal import paths
 from focalcal.pipeline import (
     build_plan,
     check_config_files,
@@ -11,17 +13,16 @@ from focalcal.pipeline import (
 )
 from focalcal._remake import set_workflow
 from focalcal.numerics import pin_workflow
-from focalcal.pipeline.plan import RUN_PATTERN, SHARED_GPU_GROUP
-from focalcal.report.rules import one_of
+from focalcal.pipeline.plan import SHARED_GPU_GROUP
+from focalcal.report.rules import one_of, study_artifact_names
+from focalcal.report.targets import report_plan
 from focalcal.training.lock import refuse_if_trained_elsewhere
 
 check_config_files(workflow.overwrite_configfiles or workflow.configfiles)
 # The re-make commands that error messages print name this Snakefile and these config files,
 # so that they run as printed (jobs inherit the setting).
 set_workflow(workflow.main_snakefile, workflow.overwrite_configfiles)
-validate_config(
-    config, os.path.join(workflow.basedir, "workflow/schemas/config.schema.yaml")
-)
+validate_config(config, os.path.join(workflow.basedir, "schemas/config.schema.yaml"))
 # CPU numerics pinned to AVX2 kernels (training.numerics): set before torch is first imported
 # here, so the fused kernels are built for that target and every job inherits the pins.
 pin_workflow(config)
@@ -36,6 +37,8 @@ check_run_directories(PLAN)
 # onstart, or `make venv`), into a build every checkout shares; a job only loads it and
 # never compiles.
 os.environ.setdefault("FOCALCAL_KERNEL_BUILD", "never")
+# The checkout the conda envs of workflow/envs/ install focalcal from (--use-conda)
+os.environ[paths.CHECKOUT_ENV] = os.path.dirname(workflow.basedir)
 
 DATA_ROOT = config["data_root"]
 
@@ -55,18 +58,19 @@ if SHARED_GPU_GROUP not in workflow.group_settings.group_components:
             SHARED_GPU_GROUP, config["training"]["runs_per_gpu"]
         )
     )
-RUN = RUN_PATTERN
+RUN = paths.RUN_PATTERN
 # The model wildcard of the rules that train (or use a checkpoint) and of import_logits: a
 # run's model key says which of the two makes its files.
 TRAINED_MODELS = one_of(PLAN.model_keys(imported=False))
 IMPORTED_MODELS = one_of(PLAN.model_keys(imported=True))
+# A dataset's ready marker, the input of every job that reads the data set
+DATA_READY = paths.ready_marker(DATA_ROOT)
 
-
-def data_root_from_marker(marker):
-    """``<data_root>`` of a dataset's ready marker ``<data_root>/ready/<dataset>.json``. Rules
-    infer it from their own files rather than reading DATA_ROOT, as Snakemake's lint asks: a
-    hard-coded prefix breaks where jobs do not share the file system."""
-    return os.path.dirname(os.path.dirname(marker))
+# The report's plan: which figures, tables and pages the config supports (figures.smk,
+# report.smk and rule all)
+REPORT_PLAN = report_plan(PLAN)
+FIGURE_STUDIES, FIGURE_NAMES = study_artifact_names(REPORT_PLAN, "figure")
+TABLE_STUDIES, TABLE_NAMES = study_artifact_names(REPORT_PLAN, "table")
 
 
 def run_resource(name):

@@ -8,16 +8,16 @@ localrules:
 
 rule prepare_data:
     output:
-        f"{DATA_ROOT}/ready/{{dataset}}.json",
+        DATA_READY,
     log:
-        "results/logs/prepare_data/{dataset}.log",
+        paths.log("prepare_data", "{dataset}"),
     benchmark:
-        "results/benchmarks/prepare_data/{dataset}.tsv"
+        paths.benchmark("prepare_data", "{dataset}")
     conda:
-        "../../envs/torch.yaml"
+        "../envs/torch.yaml"
     params:
         spec=lambda wildcards: config["datasets"][wildcards.dataset],
-        data_root=lambda wildcards, output: data_root_from_marker(output[0]),
+        data_root=lambda wildcards, output: paths.data_root_from_marker(output[0]),
         download=config["download"],
     script:
         "../scripts/prepare_data.py"

@@ -5,20 +5,8 @@
 # whose inputs the config does not provide is not planned, and the report says so.
 # Figures read run files, stored calibrators and study tables: they never refit.
 
-from focalcal.report.rules import one_of, rst_text, study_artifact_names
-from focalcal.report.targets import (
-    CLAIMS_FIGURES,
-    CLAIMS_INDEX,
-    CLAIMS_PAIRS,
-    CLAIMS_TABLE,
-    PAPERS,
-    THEORY_FIGURES,
-    report_plan,
-)
-
-REPORT_PLAN = report_plan(PLAN)
-FIGURE_STUDIES, FIGURE_NAMES = study_artifact_names(REPORT_PLAN, "figure")
-TABLE_STUDIES, TABLE_NAMES = study_artifact_names(REPORT_PLAN, "table")
+from focalcal.report.rules import rst_text
+from focalcal.report.targets import CLAIMS_INDEX, PAPERS, THEORY_FIGURES
 
 
 localrules:
@@ -29,20 +17,20 @@ localrules:
 rule theory_figure:
     output:
         report(
-            "results/figures/theory/{name}.png",
+            paths.figure(paths.THEORY),
             caption="../report/caption.rst",
             category=lambda wildcards: THEORY_FIGURES[wildcards.name].paper,
             subcategory="theory",
             labels=lambda wildcards: {"figure": wildcards.name},
         ),
     log:
-        "results/logs/figures/theory/{name}.log",
+        paths.log(f"figures/{paths.THEORY}", "{name}"),
     benchmark:
-        "results/benchmarks/figures/theory/{name}.tsv"
+        paths.benchmark(f"figures/{paths.THEORY}", "{name}")
     wildcard_constraints:
         name=one_of(THEORY_FIGURES),
     conda:
-        "../../envs/report.yaml"
+        "../envs/report.yaml"
     params:
         artifact=lambda wildcards: REPORT_PLAN.artifact(
             None, wildcards.name, "figure"
@@ -61,21 +49,21 @@ rule study_figure:
         ).inputs,
     output:
         report(
-            "results/figures/{study}/{name}.png",
+            paths.figure(),
             caption="../report/caption.rst",
             category=lambda wildcards: REPORT_PLAN.studies[wildcards.study].paper,
             subcategory="{study}",
             labels=lambda wildcards: {"figure": wildcards.name},
         ),
     log:
-        "results/logs/figures/{study}/{name}.log",
+        paths.log("figures/{study}", "{name}"),
     benchmark:
-        "results/benchmarks/figures/{study}/{name}.tsv"
+        paths.benchmark("figures/{study}", "{name}")
     wildcard_constraints:
         study=one_of(FIGURE_STUDIES),
         name=one_of(FIGURE_NAMES),
     conda:
-        "../../envs/report.yaml"
+        "../envs/report.yaml"
     params:
         artifact=lambda wildcards: REPORT_PLAN.artifact(
             wildcards.study, wildcards.name, "figure"
@@ -90,22 +78,22 @@ rule study_figure:
 
 rule paper_table:
     input:
-        "results/tables/{study}.csv",
+        paths.study_table(),
     output:
         report(
-            "results/tables/{study}/{name}.csv",
+            paths.paper_table(),
             caption="../report/caption.rst",
             category=lambda wildcards: REPORT_PLAN.studies[wildcards.study].paper,
             subcategory="{study}",
             labels=lambda wildcards: {"table": wildcards.name},
         ),
     log:
-        "results/logs/tables/{study}/{name}.log",
+        paths.log("tables/{study}", "{name}"),
     wildcard_constraints:
         study=one_of(TABLE_STUDIES),
         name=one_of(TABLE_NAMES),
     conda:
-        "../../envs/report.yaml"
+        "../envs/report.yaml"
     params:
         artifact=lambda wildcards: REPORT_PLAN.artifact(
             wildcards.study, wildcards.name, "table"
@@ -122,15 +110,15 @@ rule paper_table:
 # interval, threshold, coloured by verdict); results/figures/claims/index.png: every claim.
 rule claims_forest:
     input:
-        claims=CLAIMS_TABLE,
-        pairs=CLAIMS_PAIRS,
+        claims=paths.CLAIMS_TABLE,
+        pairs=paths.CLAIMS_PAIRS,
     output:
-        f"{CLAIMS_FIGURES}/{{page}}.png",
+        paths.figure(paths.CLAIMS, "{page}"),
     log:
-        "results/logs/figures/claims/{page}.log",
+        paths.log(f"figures/{paths.CLAIMS}", "{page}"),
     wildcard_constraints:
         page=one_of([*PAPERS, CLAIMS_INDEX]),
     conda:
-        "../../envs/report.yaml"
+        "../envs/report.yaml"
     script:
         "../scripts/claims_forest.py"

@@ -13,22 +13,22 @@ localrules:
 
 rule export_logits:
     input:
-        data=ancient(f"{DATA_ROOT}/ready/{{dataset}}.json"),
-        run_config=f"results/runs/{RUN}/run_config.json",
-        history=f"results/runs/{RUN}/history.csv",
+        data=ancient(DATA_READY),
+        run_config=paths.run_file(RUN, paths.RUN_CONFIG),
+        history=paths.run_file(RUN, paths.HISTORY),
     output:
-        logits=update(f"results/runs/{RUN}/logits.npz"),
-        info=update(f"results/runs/{RUN}/run.json"),
+        logits=update(paths.run_file(RUN, paths.LOGITS)),
+        info=update(paths.run_file(RUN, paths.RUN_INFO)),
     log:
-        f"results/logs/export_logits/{RUN}.log",
+        paths.log("export_logits", RUN),
     benchmark:
-        f"results/benchmarks/export_logits/{RUN}.tsv"
+        paths.benchmark("export_logits", RUN)
     wildcard_constraints:
         model=TRAINED_MODELS,
     group:
         RUN_GROUP
     conda:
-        "../../envs/torch.yaml"
+        "../envs/torch.yaml"
     threads: run_resource("threads")
     resources:
         mem_mb=run_resource("mem_mb"),
@@ -38,7 +38,7 @@ rule export_logits:
         gres=run_resource("gres"),
     params:
         run_dir=lambda wildcards: PLAN.run(wildcards).run_dir,
-        data_root=lambda wildcards, input: data_root_from_marker(input.data),
+        data_root=lambda wildcards, input: paths.data_root_from_marker(input.data),
     script:
         "../scripts/export_logits.py"
 
@@ -47,17 +47,17 @@ rule import_logits:
     input:
         lambda wildcards: PLAN.logits_source(PLAN.run(wildcards)),
     output:
-        logits=f"results/runs/{RUN}/logits.npz",
-        info=f"results/runs/{RUN}/run.json",
-        run_config=f"results/runs/{RUN}/run_config.json",
+        logits=paths.run_file(RUN, paths.LOGITS),
+        info=paths.run_file(RUN, paths.RUN_INFO),
+        run_config=paths.run_file(RUN, paths.RUN_CONFIG),
     log:
-        f"results/logs/import_logits/{RUN}.log",
+        paths.log("import_logits", RUN),
     benchmark:
-        f"results/benchmarks/import_logits/{RUN}.tsv"
+        paths.benchmark("import_logits", RUN)
     wildcard_constraints:
         model=IMPORTED_MODELS,
     conda:
-        "../../envs/analysis.yaml"
+        "../envs/analysis.yaml"
     params:
         run_identity=lambda wildcards: PLAN.run_identity(PLAN.run(wildcards)),
     script:

@@ -7,7 +7,7 @@
 # it needs Debian's chromium package).
 
 from focalcal.report.rules import inventory_inputs, notebook_inputs, notebook_template
-from focalcal.report.targets import CLAIMS_PAIRS, CLAIMS_TABLE, claims_forest
+from focalcal.report.targets import claims_forest
 
 NOTEBOOKS = os.path.normpath(
     os.path.join(workflow.current_basedir, "..", "..", "notebooks")
@@ -23,11 +23,11 @@ localrules:
 
 rule report_manifest:
     output:
-        "results/report/manifest.json",
+        paths.REPORT_MANIFEST,
     log:
-        "results/logs/report/manifest.log",
+        paths.log("report", "manifest"),
     conda:
-        "../../envs/report.yaml"
+        "../envs/report.yaml"
     params:
         manifest=lambda wildcards: REPORT_PLAN.manifest(config),
     script:
@@ -39,14 +39,14 @@ rule run_inventory:
         inventory_inputs(PLAN),
     output:
         report(
-            "results/report/runs.csv",
+            paths.INVENTORY,
             caption="../report/caption.rst",
             category="report",
         ),
     log:
-        "results/logs/report/run_inventory.log",
+        paths.log("report", "run_inventory"),
     conda:
-        "../../envs/report.yaml"
+        "../envs/report.yaml"
     params:
         runs=list(PLAN.runs),
         caption="Run inventory: epochs, training time, device and size of every run.",
@@ -59,54 +59,54 @@ rule report_notebook:
         notebook=lambda wildcards: os.path.join(
             NOTEBOOKS, notebook_template(wildcards.notebook)
         ),
-        manifest="results/report/manifest.json",
+        manifest=paths.REPORT_MANIFEST,
         shown=lambda wildcards: notebook_inputs(REPORT_PLAN, wildcards.notebook),
     output:
-        html="results/report/{notebook}.html",
-        executed="results/report/notebooks/{notebook}.ipynb",
+        html=paths.report_page(),
+        executed=paths.executed_notebook(),
     log:
-        "results/logs/report/{notebook}.log",
+        paths.log("report", "{notebook}"),
     benchmark:
-        "results/benchmarks/report/{notebook}.tsv"
+        paths.benchmark("report", "{notebook}")
     wildcard_constraints:
         notebook=one_of(REPORT_PLAN.notebooks),
     conda:
-        "../../envs/report.yaml"
+        "../envs/report.yaml"
     script:
         "../scripts/report_notebook.py"
 
 
 rule report_index:
     input:
-        manifest="results/report/manifest.json",
-        inventory="results/report/runs.csv",
-        claims=CLAIMS_TABLE,
-        claims_pairs=CLAIMS_PAIRS,
+        manifest=paths.REPORT_MANIFEST,
+        inventory=paths.INVENTORY,
+        claims=paths.CLAIMS_TABLE,
+        claims_pairs=paths.CLAIMS_PAIRS,
         forest=claims_forest("index"),
-        pages=expand("results/report/{notebook}.html", notebook=REPORT_PLAN.notebooks),
+        pages=[paths.report_page(notebook) for notebook in REPORT_PLAN.notebooks],
         linked=REPORT_PLAN.figure_targets() + REPORT_PLAN.table_targets(),
     output:
-        "results/report/index.html",
+        paths.REPORT_INDEX,
     log:
-        "results/logs/report/index.log",
+        paths.log("report", "index"),
     conda:
-        "../../envs/report.yaml"
+        "../envs/report.yaml"
     params:
         config_files=[str(path) for path in workflow.overwrite_configfiles]
-        or ["config/config.yaml"],
+        or [paths.DEFAULT_CONFIG],
     script:
         "../scripts/report_index.py"
 
 
 rule report_check:
     input:
-        "results/report/index.html",
+        paths.REPORT_INDEX,
     output:
-        screenshot="results/report/index.png",
-        result="results/report/browser_check.json",
+        screenshot=paths.REPORT_SCREENSHOT,
+        result=paths.BROWSER_CHECK,
     log:
-        "results/logs/report/check.log",
+        paths.log("report", "check"),
     conda:
-        "../../envs/report.yaml"
+        "../envs/report.yaml"
     script:
         "../scripts/report_check.py"

@@ -10,24 +10,24 @@ from focalcal.pipeline.plan import segmentation_bins
 
 rule evaluate_segmentation:
     input:
-        data=ancient(f"{DATA_ROOT}/ready/{{dataset}}.json"),
-        run_config=f"results/runs/{RUN}/run_config.json",
-        history=f"results/runs/{RUN}/history.csv",
+        data=ancient(DATA_READY),
+        run_config=paths.run_file(RUN, paths.RUN_CONFIG),
+        history=paths.run_file(RUN, paths.HISTORY),
     output:
         # update(): kept while the job runs and put back if it fails (see export_logits)
-        metrics=update(f"results/segmentation/{RUN}/metrics.csv"),
-        samples=update(f"results/segmentation/{RUN}/samples.npz"),
-        info=update(f"results/segmentation/{RUN}/run.json"),
+        metrics=update(f"{paths.evaluation_dir(RUN)}/{paths.METRICS}"),
+        samples=update(f"{paths.evaluation_dir(RUN)}/{paths.SAMPLES}"),
+        info=update(f"{paths.evaluation_dir(RUN)}/{paths.RUN_INFO}"),
     log:
-        f"results/logs/evaluate_segmentation/{RUN}.log",
+        paths.log("evaluate_segmentation", RUN),
     benchmark:
-        f"results/benchmarks/evaluate_segmentation/{RUN}.tsv"
+        paths.benchmark("evaluate_segmentation", RUN)
     wildcard_constraints:
         model=TRAINED_MODELS,
     group:
         RUN_GROUP
     conda:
-        "../../envs/torch.yaml"
+        "../envs/torch.yaml"
     threads: run_resource("threads")
     resources:
         mem_mb=run_resource("mem_mb"),
@@ -37,7 +37,7 @@ rule evaluate_segmentation:
         gres=run_resource("gres"),
     params:
         run_dir=lambda wildcards: PLAN.run(wildcards).run_dir,
-        data_root=lambda wildcards, input: data_root_from_marker(input.data),
+        data_root=lambda wildcards, input: paths.data_root_from_marker(input.data),
         n_bins=segmentation_bins(config),
     script:
         "../scripts/evaluate_segmentation.py"

@@ -1,7 +1,5 @@
 # Stage 5: one tidy table per study (a row per run x calibrator x metric), for figures and report.
 
-from focalcal.report.rules import one_of
-
 
 localrules:
     study_table,
@@ -11,15 +9,15 @@ rule study_table:
     input:
         lambda wildcards: PLAN.study_inputs(wildcards.study),
     output:
-        "results/tables/{study}.csv",
+        paths.study_table(),
     log:
-        "results/logs/study_table/{study}.log",
+        paths.log("study_table", "{study}"),
     benchmark:
-        "results/benchmarks/study_table/{study}.tsv"
+        paths.benchmark("study_table", "{study}")
     wildcard_constraints:
         study=one_of(PLAN.studies),
     conda:
-        "../../envs/analysis.yaml"
+        "../envs/analysis.yaml"
     script:
         "../scripts/study_table.py"
 
@@ -29,7 +27,6 @@ rule study_table:
 # behind it; every pair's difference with its unit in claims_pairs.csv (its own target).
 
 from focalcal.report.claims import claims_inputs
-from focalcal.report.targets import CLAIMS_PAIRS, CLAIMS_TABLE
 
 
 localrules:
@@ -40,11 +37,11 @@ rule claims:
     input:
         claims_inputs(PLAN),
     output:
-        claims=CLAIMS_TABLE,
-        pairs=CLAIMS_PAIRS,
+        claims=paths.CLAIMS_TABLE,
+        pairs=paths.CLAIMS_PAIRS,
     log:
-        "results/logs/claims.log",
+        f"{paths.LOGS}/claims.log",
     conda:
-        "../../envs/analysis.yaml"
+        "../envs/analysis.yaml"
     script:
         "../scripts/claims.py"

@@ -9,22 +9,22 @@
 
 rule train:
     input:
-        data=ancient(f"{DATA_ROOT}/ready/{{dataset}}.json"),
+        data=ancient(DATA_READY),
         trained_elsewhere=not_trained_elsewhere,
     output:
-        run_config=f"results/runs/{RUN}/run_config.json",
-        history=f"results/runs/{RUN}/history.csv",
+        run_config=paths.run_file(RUN, paths.RUN_CONFIG),
+        history=paths.run_file(RUN, paths.HISTORY),
     log:
-        f"results/logs/train/{RUN}.log",
+        paths.log("train", RUN),
     benchmark:
-        f"results/benchmarks/train/{RUN}.tsv"
+        paths.benchmark("train", RUN)
     wildcard_constraints:
         model=TRAINED_MODELS,
     retries: config["training"]["retries"]
     group:
         RUN_GROUP
     conda:
-        "../../envs/torch.yaml"
+        "../envs/torch.yaml"
     threads: run_resource("threads")
     resources:
         mem_mb=run_resource("mem_mb"),
@@ -35,6 +35,6 @@ rule train:
     params:
         run_identity=lambda wildcards: PLAN.run_identity(PLAN.run(wildcards)),
         run_dir=lambda wildcards: PLAN.run(wildcards).run_dir,
-        data_root=lambda wildcards, input: data_root_from_marker(input.data),
+        data_root=lambda wildcards, input: paths.data_root_from_marker(input.data),
     script:
         "../scripts/train.py"

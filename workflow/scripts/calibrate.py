@@ -1,11 +1,7 @@
 """Rule calibrate: fit every calibrator of one run on val logits, measure on test logits."""
 
-import sys
-
-sys.path.insert(0, snakemake.scriptdir)
-from _common import logged
-
 from focalcal.pipeline.calibrate import calibrate_run
+from focalcal.pipeline.joblog import logged
 
 with logged(snakemake.log[0]):
     calibrate_run(

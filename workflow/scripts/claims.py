@@ -2,12 +2,9 @@
 claims_pairs.csv, every pair behind them."""
 
 import copy
-import sys
-
-sys.path.insert(0, snakemake.scriptdir)
-from _common import logged
 
 from focalcal.pipeline import build_plan
+from focalcal.pipeline.joblog import logged
 from focalcal.report.claims import write_claims
 
 with logged(snakemake.log[0]):

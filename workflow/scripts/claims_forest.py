@@ -1,10 +1,6 @@
 """Rule claims_forest: the forest plot of a paper page's claims, or of every claim for the index."""
 
-import sys
-
-sys.path.insert(0, snakemake.scriptdir)
-from _common import logged
-
+from focalcal.pipeline.joblog import logged
 from focalcal.report.claims import write_forest
 
 with logged(snakemake.log[0]):

@@ -1,10 +1,6 @@
 """Rule evaluate_segmentation: test-fold metrics and sample masks of one segmentation run."""
 
-import sys
-
-sys.path.insert(0, snakemake.scriptdir)
-from _common import logged
-
+from focalcal.pipeline.joblog import logged
 from focalcal.pipeline.jobs import evaluate_segmentation
 
 with logged(snakemake.log[0]):

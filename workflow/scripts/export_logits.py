@@ -1,10 +1,6 @@
 """Rule export_logits: dump a trained run's val/test logits from its checkpoint (no training)."""
 
-import sys
-
-sys.path.insert(0, snakemake.scriptdir)
-from _common import logged
-
+from focalcal.pipeline.joblog import logged
 from focalcal.pipeline.jobs import export_logits
 
 with logged(snakemake.log[0]):

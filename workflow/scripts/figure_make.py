@@ -1,10 +1,6 @@
 """Rules theory_figure and study_figure: draw one planned figure and save it as PNG."""
 
-import sys
-
-sys.path.insert(0, snakemake.scriptdir)
-from _common import logged
-
+from focalcal.pipeline.joblog import logged
 from focalcal.report.figures import make
 from focalcal.report.targets import Artifact
 

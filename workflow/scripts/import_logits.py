@@ -1,10 +1,6 @@
 """Rule import_logits: check a model's own logits file and copy it into its run directory."""
 
-import sys
-
-sys.path.insert(0, snakemake.scriptdir)
-from _common import logged
-
+from focalcal.pipeline.joblog import logged
 from focalcal.pipeline.jobs import import_logits
 
 with logged(snakemake.log[0]):

@@ -1,10 +1,6 @@
 """Rule prepare_data: make one dataset available under the data root and write its marker."""
 
-import sys
-
-sys.path.insert(0, snakemake.scriptdir)
-from _common import logged
-
+from focalcal.pipeline.joblog import logged
 from focalcal.pipeline.jobs import prepare_dataset
 
 with logged(snakemake.log[0]):

@@ -2,12 +2,9 @@
 
 import json
 import os
-import sys
-
-sys.path.insert(0, snakemake.scriptdir)
-from _common import logged
 
 from focalcal._io import atomic_write_text
+from focalcal.pipeline.joblog import logged
 from focalcal.report.browser import check_report
 
 with logged(snakemake.log[0]):

@@ -1,11 +1,7 @@
 """Rule report_index: results/report/index.html, the report's entry page."""
 
-import sys
-
-sys.path.insert(0, snakemake.scriptdir)
-from _common import logged
-
 from focalcal._io import read_csv, read_json
+from focalcal.pipeline.joblog import logged
 from focalcal.report.claims import read_claims, read_pairs
 from focalcal.report.index import write_index
 

@@ -1,11 +1,7 @@
 """Rule run_inventory: one row per run — epochs, training time, device, size."""
 
-import sys
-
-sys.path.insert(0, snakemake.scriptdir)
-from _common import logged
-
 from focalcal._io import atomic_write_text
+from focalcal.pipeline.joblog import logged
 from focalcal.report.inventory import run_inventory
 
 with logged(snakemake.log[0]):

@@ -1,12 +1,9 @@
 """Rule report_manifest: the planned figures, tables and studies, for the notebooks and index."""
 
 import json
-import sys
-
-sys.path.insert(0, snakemake.scriptdir)
-from _common import logged
 
 from focalcal._io import atomic_write_text
+from focalcal.pipeline.joblog import logged
 
 with logged(snakemake.log[0]):
     text = json.dumps(snakemake.params.manifest, indent=1, ensure_ascii=False)

@@ -1,11 +1,8 @@
 """Rule report_notebook: execute one report notebook with papermill and convert it to HTML."""
 
 import os
-import sys
 
-sys.path.insert(0, snakemake.scriptdir)
-from _common import logged
-
+from focalcal.pipeline.joblog import logged
 from focalcal.report.notebooks import render
 
 with logged(snakemake.log[0]):

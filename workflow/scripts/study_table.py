@@ -1,12 +1,9 @@
 """Rule study_table: one study's tidy metrics table from its runs' metrics files."""
 
 import copy
-import sys
-
-sys.path.insert(0, snakemake.scriptdir)
-from _common import logged
 
 from focalcal.pipeline import build_plan
+from focalcal.pipeline.joblog import logged
 from focalcal.pipeline.tables import write_study_table
 
 with logged(snakemake.log[0]):

@@ -1,11 +1,7 @@
 """Rule paper_table: one paper table (ours beside the published values) from a study table."""
 
-import sys
-
-sys.path.insert(0, snakemake.scriptdir)
-from _common import logged
-
 from focalcal._io import atomic_write_text
+from focalcal.pipeline.joblog import logged
 from focalcal.report.tables import build, read_study_table
 from focalcal.report.targets import Artifact
 

@@ -1,14 +1,10 @@
 """Rule train: train (or resume from its checkpoint) one run."""
 
-import sys
-
-sys.path.insert(0, snakemake.scriptdir)
-from _common import logged
-
 from focalcal.numerics import pin
 
 pin(snakemake.config["training"]["numerics"], snakemake.threads)  # before torch is imported
 
+from focalcal.pipeline.joblog import logged
 from focalcal.pipeline.jobs import train
 from focalcal.pipeline.plan import execution_settings, segmentation_bins
 

@@ -16,14 +16,10 @@ from pathlib import Path
 
 from focalcal._io import read_json
 from focalcal.catalog import FROM_LOSS, focal_gamma, is_logits_file, is_segmentation
+from focalcal.paths import (HISTORY, LOGITS, METRICS, RUN_CONFIG, RUN_INFO, RUN_PATTERN, SAMPLES, calibration_dir,
+                            evaluation_dir, run_dir, study_table)
 from focalcal.pipeline.config import ConfigError
 
-RESULTS = "results"
-RUNS = f"{RESULTS}/runs"
-CALIBRATION = f"{RESULTS}/calibration"
-SEGMENTATION = f"{RESULTS}/segmentation"  # per-run IoU / Hausdorff / pixel-ECE evaluation
-TABLES = f"{RESULTS}/tables"
-RUN_CONFIG = "run_config.json"  # what determined the run, written first by the training job
 IDENTITY_KEYS = ("dataset", "model", "loss", "recipe", "seed")  # what determines a run's numbers
 # How a run is executed, not what it computes: read by the train job from the config, never a rule
 # param, so changing them does not re-plan finished runs.
@@ -36,11 +32,6 @@ SHARED_GPU_GROUP = "gpu_run"  # runs_per_gpu of these share one submission and i
 
 # The recipe part of an imported run's path when its grid names no recipe (logits files only).
 IMPORTED_RECIPE = "imported"
-
-
-# A run's path under results/runs/ (and results/calibration/); the workflow's rules use it
-# as their wildcard pattern, so a path and its wildcards are one fact.
-RUN_PATTERN = "{dataset}/{model}/{loss}/{recipe}/seed{seed}"
 
 
 @dataclass(frozen=True)
@@ -66,16 +57,16 @@ class Run:
 
     @property
     def run_dir(self) -> str:
-        return f"{RUNS}/{self.path}"
+        return run_dir(self.path)
 
     @property
     def calibration_dir(self) -> str:
-        return f"{CALIBRATION}/{self.path}"
+        return calibration_dir(self.path)
 
     @property
     def evaluation_dir(self) -> str:
         """Where a segmentation run's evaluation (metrics.csv, samples.npz) goes."""
-        return f"{SEGMENTATION}/{self.path}"
+        return evaluation_dir(self.path)
 
     @property
     def fold(self) -> int | None:
@@ -183,33 +174,33 @@ class Plan:
         inputs = []
         for run in self.studies[study].runs:
             if run.segmentation:
-                inputs += [f"{run.evaluation_dir}/metrics.csv", self.run_info_path(run)]
+                inputs += [f"{run.evaluation_dir}/{METRICS}", self.run_info_path(run)]
             elif self.calibrators[run.path]:
-                inputs += [f"{run.calibration_dir}/metrics.csv", self.run_info_path(run)]
+                inputs += [f"{run.calibration_dir}/{METRICS}", self.run_info_path(run)]
         return inputs
 
     @staticmethod
     def run_info_path(run: Run) -> str:
         """The run's ``run.json``: written with its logits, or for a segmentation run with its test scores."""
-        return f"{run.evaluation_dir if run.segmentation else run.run_dir}/run.json"
+        return f"{run.evaluation_dir if run.segmentation else run.run_dir}/{RUN_INFO}"
 
     def table_targets(self) -> list[str]:
-        return [f"{TABLES}/{key}.csv" for key, study in self.studies.items() if study.has_table(self)]
+        return [study_table(key) for key, study in self.studies.items() if study.has_table(self)]
 
     def segmentation_runs(self) -> list[Run]:
         return [run for run in self.runs.values() if run.segmentation]
 
     def evaluation_targets(self) -> list[str]:
         """Every segmentation run's evaluation (a deleted one is re-made from the checkpoint)."""
-        return [f"{run.evaluation_dir}/{name}" for run in self.segmentation_runs() for name in ("metrics.csv", "samples.npz")]
+        return [f"{run.evaluation_dir}/{name}" for run in self.segmentation_runs() for name in (METRICS, SAMPLES)]
 
     def logits_targets(self) -> list[str]:
         """Every calibrated run's logits: a deleted logits file is re-dumped by a plain ``snakemake``."""
-        return [f"{run.run_dir}/logits.npz" for run in self.calibrated_runs()]
+        return [f"{run.run_dir}/{LOGITS}" for run in self.calibrated_runs()]
 
     def training_targets(self) -> list[str]:
         """Runs no study calibrates or evaluates: train them."""
-        return [f"{run.run_dir}/history.csv" for path, run in self.runs.items()
+        return [f"{run.run_dir}/{HISTORY}" for path, run in self.runs.items()
                 if not self.calibrators[path] and not run.segmentation and not run.imported]
 
 

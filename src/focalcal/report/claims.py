@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from focalcal import paths
 from focalcal._io import atomic_write_text, read_csv, read_json
 from focalcal.claims import evaluate
 from focalcal.claims.verdict import INTERVAL, MIN_PAIRS, VERDICT_COLORS
@@ -33,9 +34,9 @@ def claims_inputs(plan) -> list[str]:
         files.append(f"{TABLES}/{key}.csv")
         for run in study.runs:
             if not run.imported:  # an imported run has no training history
-                files.append(f"{run.run_dir}/history.csv")
+                files.append(f"{run.run_dir}/{paths.HISTORY}")
             if plan.calibrators[run.path]:
-                files.append(f"{run.calibration_dir}/calibration.json")
+                files.append(f"{run.calibration_dir}/{paths.CALIBRATION_PARAMS}")
     return list(dict.fromkeys(files))
 
 
@@ -59,8 +60,8 @@ def study_evidence(plan, study_key: str, root=".") -> StudyEvidence:
         paper_datasets={d: paper_setting(config["datasets"][d], config["models"][models[d]]).dataset for d in datasets},
         # imported runs (logits files) have no training history: claims that need one are not testable
         history=None if any(run.imported for run in study.runs)
-        else (lambda path: read_csv(root / runs[path].run_dir / "history.csv")),
-        calibration=lambda path: read_json(root / runs[path].calibration_dir / "calibration.json"),
+        else (lambda path: read_csv(root / runs[path].run_dir / paths.HISTORY)),
+        calibration=lambda path: read_json(root / runs[path].calibration_dir / paths.CALIBRATION_PARAMS),
     )
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from focalcal import paths
 from focalcal._io import read_csv, read_json
 from focalcal.training.health import NOT_ASSESSED, UNHEALTHY, MissingHealthError, assess_health, health_of
 
@@ -28,8 +29,8 @@ COLUMNS = ["run", "dataset", "model", "loss", "recipe", "seed", "status", "statu
 
 def _info_path(root: Path, run_path: str) -> Path:
     """The run's ``run.json``: beside its logits, else beside its segmentation scores (may not exist)."""
-    path = root / "results/runs" / run_path / "run.json"
-    return path if path.is_file() else root / "results/segmentation" / run_path / "run.json"
+    path = root / paths.run_file(run_path, paths.RUN_INFO)
+    return path if path.is_file() else root / paths.evaluation_dir(run_path) / paths.RUN_INFO
 
 
 def run_health(root, run_path: str) -> dict | None:
@@ -42,14 +43,14 @@ def run_health(root, run_path: str) -> dict | None:
             return health_of(read_json(info_path), info_path)
         except MissingHealthError as error:  # written before health checks: the reason says how to re-write it
             return {"status": NOT_ASSESSED, "reason": str(error)}
-    history_path = root / "results/runs" / run_path / "history.csv"
+    history_path = root / paths.run_file(run_path, paths.HISTORY)
     return assess_health(read_csv(history_path)) if history_path.is_file() else None
 
 
 def run_record(root: Path, run_path: str) -> dict:
     """One run's inventory row; ``run_path`` is ``<dataset>/<model>/<loss>/<recipe>/seed<k>``."""
     root = Path(root)
-    run_dir = root / "results/runs" / run_path
+    run_dir = root / paths.run_dir(run_path)
     dataset, model, loss, recipe, seed = run_path.split("/")
     row = {"run": run_path, "dataset": dataset, "model": model, "loss": loss, "recipe": recipe,
            "seed": int(seed.removeprefix("seed"))}
@@ -59,7 +60,7 @@ def run_record(root: Path, run_path: str) -> dict:
         row.update(epochs=info.get("epochs_done"), train_time_s=info.get("train_time_s"), device=info.get("device"),
                    host=info.get("host"), parameters=info.get("parameters"), finished_at=info.get("finished_at"))
     else:
-        history_path = run_dir / "history.csv"
+        history_path = run_dir / paths.HISTORY
         if not history_path.is_file():
             raise ValueError(f"run {run_path} has neither run.json nor history.csv under {run_dir}; train it first")
         history = read_csv(history_path)
@@ -67,7 +68,7 @@ def run_record(root: Path, run_path: str) -> dict:
                    train_time_s=float(history["wall_time_s"].iloc[-1]) if len(history) else 0.0)
     health = run_health(root, run_path)
     row.update(status=health["status"], status_reason=health["reason"])
-    benchmark = root / "results/benchmarks/train" / f"{run_path}.tsv"
+    benchmark = root / paths.benchmark("train", run_path)
     if benchmark.is_file():
         row["job_wall_s"] = float(read_csv(benchmark, sep="\t")["s"].iloc[-1])  # Snakemake's: no sidecar
     return row

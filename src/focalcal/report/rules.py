@@ -9,7 +9,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from focalcal.report.targets import INVENTORY, OVERVIEW, ReportPlan
+from focalcal.paths import HISTORY, INVENTORY, RUN_CONFIG, RUN_INFO
+from focalcal.report.targets import OVERVIEW, ReportPlan
 
 
 def one_of(names: Iterable[str]) -> str:
@@ -35,11 +36,11 @@ def inventory_inputs(plan) -> list[str]:
     segmentation runs."""
     files = []
     for path, run in plan.runs.items():
-        files += ([] if run.imported else [f"{run.run_dir}/history.csv"]) + [f"{run.run_dir}/run_config.json"]
+        files += ([] if run.imported else [f"{run.run_dir}/{HISTORY}"]) + [f"{run.run_dir}/{RUN_CONFIG}"]
         if run.segmentation:
-            files.append(f"{run.evaluation_dir}/run.json")
+            files.append(f"{run.evaluation_dir}/{RUN_INFO}")
         elif plan.calibrators[path]:
-            files.append(f"{run.run_dir}/run.json")
+            files.append(f"{run.run_dir}/{RUN_INFO}")
     return files
 
 

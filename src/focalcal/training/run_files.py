@@ -26,16 +26,10 @@ from focalcal._io import (
     read_json,
     verified_bytes,
 )
+from focalcal.paths import CHECKPOINT, GRADIENT_NORMS, HISTORY, LOGITS, RELIABILITY, RUN_INFO, STAGED_EXPORT
+from focalcal.paths import METRICS as SEGMENTATION_METRICS
+from focalcal.paths import SAMPLES as SEGMENTATION_SAMPLES
 
-CHECKPOINT = "checkpoint.pt"
-HISTORY = "history.csv"
-RELIABILITY = "train_reliability.csv"
-GRADIENT_NORMS = "train_gradient_norms.csv"
-LOGITS = "logits.npz"
-RUN_INFO = "run.json"
-SEGMENTATION_METRICS = "metrics.csv"
-SEGMENTATION_SAMPLES = "samples.npz"
-STAGED_EXPORT = "staged_export"  # what the training job wrote for the run's next job, before that job publishes it
 STAGED_RECORD = "staged"  # run.json key: the staging's cost and settings
 
 
