@@ -22,7 +22,8 @@ from focalcal.claims.verdict import INTERVAL, MIN_PAIRS, VERDICT_COLORS
 from focalcal.claims.evidence import StudyEvidence, unit_label
 from focalcal.catalog import calibrator_role
 from focalcal.report.naming import loss_info, paper_setting
-from focalcal.report.targets import CLAIMS_INDEX, CLAIMS_PAIRS, CLAIMS_TABLE, PAPERS, TABLES
+from focalcal.paths import CLAIMS_PAIRS, CLAIMS_TABLE, TABLES
+from focalcal.report.targets import CLAIMS_INDEX, PAPERS
 
 
 def claims_inputs(plan) -> list[str]:

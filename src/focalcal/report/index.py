@@ -19,7 +19,8 @@ import pandas as pd
 from focalcal._io import atomic_write_text
 from focalcal.report.claims import claims_html
 from focalcal.report.inventory import summary
-from focalcal.report.targets import CLAIMS_INDEX, OVERVIEW, PAPERS, REPORT
+from focalcal.paths import REPORT
+from focalcal.report.targets import CLAIMS_INDEX, OVERVIEW, PAPERS
 from focalcal.training.health import NOT_ASSESSED, UNHEALTHY
 
 STYLE = """

@@ -18,7 +18,7 @@ import pandas as pd
 from focalcal._io import load_npz, read_json
 from focalcal.calibration import Calibrator
 from focalcal.report.tables import read_study_table
-from focalcal.report.targets import TABLES
+from focalcal import paths
 
 # --------------------------------------------------------------------------- run files
 
@@ -56,7 +56,7 @@ def run_status(run_dir: Path) -> str | None:
     ``run.json`` records under "health", or None (no run.json, or one written before runs
     recorded their health). Figures mark a run that did not train with
     :func:`focalcal.plots.style.status_label`."""
-    path = Path(run_dir) / "run.json"
+    path = Path(run_dir) / paths.RUN_INFO
     if not path.is_file():
         return None
     health = read_json(path).get("health")
@@ -64,7 +64,7 @@ def run_status(run_dir: Path) -> str | None:
 
 
 def study_table(root: Path, study: str) -> pd.DataFrame:
-    path = root / TABLES / f"{study}.csv"
+    path = root / paths.study_table(study)
     if not path.is_file():
         raise ValueError(f"no study table {str(path)!r}; run the workflow's study_table rule first")
     return read_study_table(path)

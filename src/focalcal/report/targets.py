@@ -22,18 +22,11 @@ from focalcal import catalog, papers
 from focalcal.catalog import calibrator_role
 from focalcal.report.naming import LossInfo, loss_info, paper_setting
 
-FIGURES = "results/figures"
-TABLES = "results/tables"
-REPORT = "results/report"
-THEORY = "theory"  # results/figures/theory/<name>.png
+from focalcal import paths
+from focalcal.paths import (CLAIMS, CLAIMS_FIGURES, CLAIMS_PAIRS, CLAIMS_TABLE, FIGURES, INVENTORY, TABLES, THEORY)
 
 PAPERS = catalog.PAPERS  # paper -> its page title
 OVERVIEW = "overview"
-INVENTORY = f"{REPORT}/runs.csv"
-CLAIMS = "claims"
-CLAIMS_TABLE = f"{TABLES}/{CLAIMS}.csv"  # every paper's claims tested on the study tables (focalcal.report.claims)
-CLAIMS_PAIRS = f"{TABLES}/{CLAIMS}_pairs.csv"  # every pair behind those verdicts, with its unit
-CLAIMS_FIGURES = f"{FIGURES}/{CLAIMS}"  # forest plots of the claims: <paper>.png per page, index.png for all
 CLAIMS_INDEX = "index"  # results/figures/claims/index.png: the compact plot of every claim
 
 
@@ -155,10 +148,10 @@ class StudyView:
                 "describe": setting.describe()}
 
     def calibration(self, view: RunView) -> str:
-        return f"{view.run.calibration_dir}/calibration.json"
+        return f"{view.run.calibration_dir}/{paths.CALIBRATION_PARAMS}"
 
     def logits(self, view: RunView) -> str:
-        return f"{view.run.run_dir}/logits.npz"
+        return f"{view.run.run_dir}/{paths.LOGITS}"
 
     def history(self, view: RunView) -> str:
         return f"{view.run.run_dir}/history.csv"

@@ -36,6 +36,7 @@ from focalcal.report.tables import (
     with_mark,
 )
 from focalcal.report.targets import Artifact, StudyView, first_seed, focal_family
+from focalcal import paths
 
 # The top of its report page (notebooks/paper.ipynb): the paper, its claims, what the page shows.
 SUMMARY = """\
@@ -76,7 +77,7 @@ def plan(study: StudyView) -> tuple[list[Artifact], list[str]]:
             panels += [{"run": v.path, "calibrator": v.roles[role], "label": f"{v.loss.label} + {suffix}"}
                        for v in views if v.loss.gamma > 0 and role in v.roles]
         runs = [{"path": v.path, "columns": v.run.columns(), "run_config": f"{v.run.run_dir}/run_config.json",
-                 "info": f"{v.run.run_dir}/run.json"} for v in views]
+                 "info": f"{v.run.run_dir}/{paths.RUN_INFO}"} for v in views]
         inputs = [study.table] + [study.logits(v) for v in views] + [study.calibration(v) for v in views]
         inputs += [r["run_config"] for r in runs] + [r["info"] for r in runs]
         params = {"dataset": dataset, "runs": runs, "panels": panels, "bins": study.ece_bins[0],
@@ -238,12 +239,12 @@ def synthetic_posterior(params: dict, root: Path, study: str):
     """C21 Fig 3: scores against x of each panel (run x stored calibrator), truth dashed."""
     table = study_table(root, study)
     runs = {run["path"]: run for run in params["runs"]}
-    arrays = {path: read_logits(root / f"results/runs/{path}/logits.npz") for path in runs}
-    stored = {path: read_calibration(root / f"results/calibration/{path}/calibration.json") for path in runs}
+    arrays = {path: read_logits(root / paths.run_file(path, paths.LOGITS)) for path in runs}
+    stored = {path: read_calibration(root / paths.calibration_dir(path) / paths.CALIBRATION_PARAMS) for path in runs}
     first = next(iter(runs))
     for path, data in arrays.items():
         if "test_posterior" not in data:
-            raise ValueError(f"results/runs/{path}/logits.npz has no test_posterior; Fig 3 needs a data set with a known posterior")
+            raise ValueError(f"{paths.run_file(path, paths.LOGITS)} has no test_posterior; Fig 3 needs a data set with a known posterior")
         if not np.array_equal(data["test_labels"], arrays[first]["test_labels"]):
             raise ValueError(f"runs {first} and {path} were tested on different points; Fig 3 needs one test set")
     x = inputs_of_test_points(root, runs[first], arrays[first], params["data_root"])
@@ -255,7 +256,7 @@ def synthetic_posterior(params: dict, root: Path, study: str):
     for panel in params["panels"]:
         run = panel["run"]
         probs = apply_stored(stored[run], panel["calibrator"], arrays[run]["test_logits"], f"calibration.json of {run}")
-        label = status_label(panel["label"], [run_status(root / f"results/runs/{run}")])
+        label = status_label(panel["label"], [run_status(root / paths.run_dir(run))])
         predictions[label] = probs[order]
         scores[label] = panel_scores(table, runs[run]["columns"], panel["calibrator"], params["bins"])
     density = None
@@ -278,11 +279,11 @@ def raw_vs_psi_reliability(params: dict, root: Path, study: str):
     panels, health = {}, {}
     for panel in params["panels"]:
         run = panel["run"]
-        health[(panel["paradigm"], float(panel["gamma"]))] = run_status(root / f"results/runs/{run}")
-        data = read_logits(root / f"results/runs/{run}/logits.npz")
+        health[(panel["paradigm"], float(panel["gamma"]))] = run_status(root / paths.run_dir(run))
+        data = read_logits(root / paths.run_file(run, paths.LOGITS))
         logits = data["test_logits"].astype(np.float64)
         if panel["temperature_from"]:
-            calibration = read_calibration(root / f"results/calibration/{run}/calibration.json")
+            calibration = read_calibration(root / paths.calibration_dir(run) / paths.CALIBRATION_PARAMS)
             calibrator, _ = stored_calibrator(calibration, panel["temperature_from"], f"calibration.json of {run}")
             logits = logits / calibrator.temperature_
         panels[(panel["paradigm"], float(panel["gamma"]))] = (logits, data["test_labels"])

@@ -20,6 +20,7 @@ from focalcal.report.naming import loss_color_key
 from focalcal.report.study_figures import study_table
 from focalcal.report.tables import SETTING_KEYS, PaperTable, format_cell, health_mark, mean_std, row_marks
 from focalcal.report.targets import Artifact, StudyView
+from focalcal import paths
 
 # The top of its report page (notebooks/paper.ipynb): the paper, its claims, what the page shows.
 SUMMARY = """\
@@ -78,7 +79,7 @@ def plan(study: StudyView) -> tuple[list[Artifact], list[str]]:
         same = [v for v in views if (v.run.dataset, v.run.model) == (dataset, model)]
         first = min(v.run.seed for v in same)
         chosen = [v for v in same if v.run.seed == first]
-        runs = [{"loss": v.run.loss, "samples": f"{v.run.evaluation_dir}/samples.npz"} for v in chosen]
+        runs = [{"loss": v.run.loss, "samples": f"{v.run.evaluation_dir}/{paths.SAMPLES}"} for v in chosen]
         where = f"fold {first}" if chosen[0].run.n_folds else f"seed {first}"
         artifacts.append(study.artifact("figure", f"hossain2021_overlays_{dataset}_{model}",
                                         f"Figs 3-6: test images of {dataset} ({model}, {where}) with each loss's "

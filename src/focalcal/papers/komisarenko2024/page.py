@@ -30,6 +30,7 @@ from focalcal.report.tables import (
     with_mark,
 )
 from focalcal.report.targets import Artifact, StudyView
+from focalcal import paths
 
 # The top of its report page (notebooks/paper.ipynb): the paper, its claims, what the page shows.
 SUMMARY = """\
@@ -169,7 +170,7 @@ def optimal_temperature(params: dict, root: Path, study: str):
     rows, colors, statuses = [], {}, {}
     runs = sorted(params["runs"], key=lambda r: (r["dataset"], r["gamma_train"]))
     for run in runs:
-        statuses.setdefault((run["dataset"], run["loss"]), []).append(run_status(root / f"results/runs/{run['path']}"))
+        statuses.setdefault((run["dataset"], run["loss"]), []).append(run_status(root / paths.run_dir(run["path"])))
     for run in runs:
         calibration = read_calibration(root / run["calibration"])
         calibrator, _ = stored_calibrator(calibration, run["calibrator"], run["calibration"])

@@ -30,6 +30,7 @@ from focalcal.report.tables import (
     setting_of,
 )
 from focalcal.report.targets import Artifact, RunView, StudyView
+from focalcal import paths
 
 # The top of its report page (notebooks/paper.ipynb): the paper, its claims, what the page shows.
 SUMMARY = """\
@@ -182,7 +183,8 @@ def _m20_fig9(study: StudyView, views: list[RunView], where: str, notes: list[st
                "calibration": study.calibration(v), "raw": v.roles["raw"], "post": v.roles.get("ts_ece") or v.roles.get("ts_nll"),
                "run_dir": v.run.run_dir} for v in chosen]
     anchor = chosen[0]
-    run = {"path": anchor.path, "run_config": f"{anchor.run.run_dir}/run_config.json", "info": f"{anchor.run.run_dir}/run.json"}
+    run = {"path": anchor.path, "run_config": f"{anchor.run.run_dir}/{paths.RUN_CONFIG}",
+           "info": f"{anchor.run.run_dir}/{paths.RUN_INFO}"}
     inputs = [m["logits"] for m in models] + [m["calibration"] for m in models] + [run["run_config"], run["info"]]
     params = {"models": models, "run": run, "data_root": study.plan.config.get("data_root", "data")}
     return [study.artifact("figure", "mukhoti2020_fig9_test_confidences",
@@ -283,7 +285,7 @@ def present_m20_table(table: pd.DataFrame) -> pd.DataFrame:
 
 def training_reliability(params: dict, root: Path, study: str):
     """M20 Fig 1 from the run's train_reliability.csv (written when the recipe asks for it)."""
-    path = root / params["run_dir"] / "train_reliability.csv"
+    path = root / params["run_dir"] / paths.RELIABILITY
     if not path.is_file():
         raise ValueError(f"no {str(path)!r}: the run's recipe must set reliability_epochs (retrain to record it)")
     table = read_csv(path)
@@ -308,7 +310,7 @@ def gradient_norms(params: dict, root: Path, study: str):
     """M20 Fig 4b-d from each run's train_gradient_norms.csv (written when the recipe asks)."""
     tables = {}
     for label, run_dir in params["run_dirs"].items():
-        path = root / run_dir / "train_gradient_norms.csv"
+        path = root / run_dir / paths.GRADIENT_NORMS
         if not path.is_file():
             raise ValueError(f"no {str(path)!r}: the run's recipe must set gradient_norm_epochs (retrain to record it)")
         tables[status_label(label, [run_status(root / run_dir)])] = read_csv(path)
