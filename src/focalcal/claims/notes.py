@@ -37,8 +37,8 @@ _PATTERNS = (
     rf"\b(?:ECE|AdaECE|NLL|error|accuracy|IoU|Dice|Hausdorff(?: distance)?|temperature|T|KL|mean|median|"
     rf"confidence|share|norm|gap|difference|interval)\s*(?:=|≈|:|of|is|was|at)?\s*(?:about\s+)?{_NUMBER}",
     # a count of the evidence
-    rf"\b\d+\s+(?:pairs?|rows?)\b",
-    rf"\b\d+\s+(?:of|out of)\s+\d+\b",
+    r"\b\d+\s+(?:pairs?|rows?)\b",
+    r"\b\d+\s+(?:of|out of)\s+\d+\b",
 )
 _MEASURED = re.compile("|".join(f"(?:{pattern})" for pattern in _PATTERNS), re.IGNORECASE)
 

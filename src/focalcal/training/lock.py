@@ -31,7 +31,7 @@ class RunLock:
         self.path = Path(run_dir) / LOCK_FILE
         self._handle = None
 
-    def acquire(self) -> "RunLock":
+    def acquire(self) -> RunLock:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         handle = open(self.path, "a+")
         try:
@@ -58,7 +58,7 @@ class RunLock:
             self._handle.close()
             self._handle = None
 
-    def __enter__(self) -> "RunLock":
+    def __enter__(self) -> RunLock:
         return self.acquire()
 
     def __exit__(self, *exc) -> None:
