@@ -547,7 +547,8 @@ def _word_vectors(model: torch.nn.Module, config: RunConfig) -> torch.nn.Paramet
         return None
     embedding = getattr(model, "embedding", None)
     if not isinstance(embedding, torch.nn.Embedding):
-        raise ValueError(f"recipe.embedding_lr steps a model's word vectors, but model {config.model['name']!r} has none")
+        raise ValueError(  # noqa: TRY004  a recipe that does not fit the model, not a wrong argument type
+            f"recipe.embedding_lr steps a model's word vectors, but model {config.model['name']!r} has none")
     if not embedding.weight.requires_grad:
         raise ValueError(f"recipe.embedding_lr steps the word vectors, but model {config.model['name']!r} freezes them "
                          "(freeze_embeddings: true); set one of the two")
