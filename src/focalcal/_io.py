@@ -16,6 +16,7 @@ Snakefile and the report can use it without paying for a torch import.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import tempfile
@@ -186,19 +187,18 @@ def _open_checked(path: Path) -> tuple[BinaryIO, bool]:
     handle the parser then gets, so a file replaced in between cannot slip through unchecked."""
     for attempt in range(2):
         expected = _expected(path)
-        handle = open(path, "rb")
-        if expected is None:
-            return handle, False
-        try:
-            problem = _mismatch(expected, os.fstat(handle.fileno()).st_size, lambda: _sidecar.digest_stream(handle))
-            rewritten = problem is not None and _rewritten_since(path, handle, expected)
-        except BaseException:
-            handle.close()
-            raise
-        if problem is None:
-            handle.seek(0)
-            return handle, True
-        handle.close()
+        with contextlib.ExitStack() as on_failure:
+            handle = on_failure.enter_context(open(path, "rb"))  # closed unless handed to the caller
+            if expected is None:
+                on_failure.pop_all()
+                return handle, False
+            problem = _mismatch(expected, os.fstat(handle.fileno()).st_size,
+                                functools.partial(_sidecar.digest_stream, handle))
+            if problem is None:
+                handle.seek(0)
+                on_failure.pop_all()
+                return handle, True
+            rewritten = _rewritten_since(path, handle, expected)
         if not (attempt == 0 and rewritten):
             raise CorruptArtefactError(path, problem)
     raise CorruptArtefactError(path, "it keeps changing while it is read")
@@ -212,7 +212,7 @@ def _read_checked(path: Path) -> tuple[bytes, bool]:
             data = handle.read()
             if expected is None:
                 return data, False
-            problem = _mismatch(expected, len(data), lambda: _sidecar.digest_bytes(data))
+            problem = _mismatch(expected, len(data), functools.partial(_sidecar.digest_bytes, data))
             if problem is None:
                 return data, True
             if not (attempt == 0 and _rewritten_since(path, handle, expected)):

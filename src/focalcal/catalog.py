@@ -13,7 +13,7 @@ workflow reads the catalog when the Snakefile is parsed: it imports no torch.
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from focalcal.papers import PAPERS as _PAPERS  # one package per paper (focalcal.papers)

@@ -104,7 +104,7 @@ def record() -> dict:
         from focalcal.losses import _fused
 
         kernels = _fused.build_name() if _fused.enabled() and _fused.kernels() is not None else "eager (no build)"
-    except Exception as error:  # the record must never fail a finished run
+    except Exception as error:  # noqa: BLE001  the record must never fail a finished run
         kernels = f"unknown ({error})"
     return {
         "mode": PINNED if pinned else NATIVE,

@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 import sys
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import lru_cache, partial
 
 import numpy as np
 from scipy import optimize, special
@@ -35,26 +35,26 @@ from scipy import optimize, special
 from ._validation import as_numpy, check_probs, check_scores, row_sum_tolerance
 
 __all__ = [
-    "phi",
-    "tau_oc",
-    "tau_uc",
-    "psi",
-    "psi_from_logits",
-    "log_psi_from_logits",
-    "focal_risk_minimizer",
+    "LinearModelData",
+    "LinearModelExperiment",
+    "LinearModelFit",
     "binary_focal_calibration",
     "binary_focal_calibration_logit",
-    "temperature_bounds",
     "closest_temperature",
-    "gradient_ratio",
+    "focal_risk_minimizer",
     "gamma_star",
-    "LinearModelData",
-    "LinearModelFit",
-    "LinearModelExperiment",
+    "gradient_ratio",
     "linear_model_data",
-    "linear_model_loss",
-    "train_linear_model",
     "linear_model_experiment",
+    "linear_model_loss",
+    "log_psi_from_logits",
+    "phi",
+    "psi",
+    "psi_from_logits",
+    "tau_oc",
+    "tau_uc",
+    "temperature_bounds",
+    "train_linear_model",
 ]
 
 _MIN_PSI_GAMMA = -1.0  # φ^γ > 0 on [0, 1) exactly when γ > -1 (since q(-log q) <= 1-q)
@@ -609,7 +609,7 @@ def _sorted_logit_grid(num_classes: int, max_logit_gap: float, logit_step: float
     Softmax is shift-invariant and both maps are permutation-equivariant with a permutation-
     invariant error, so this covers every vector whose logits span at most ``max_logit_gap``.
     """
-    n_steps = int(round(max_logit_gap / logit_step))
+    n_steps = round(max_logit_gap / logit_step)
     levels = -np.arange(n_steps + 1) * (max_logit_gap / n_steps)
     index = np.arange(n_steps + 1)[:, None]  # non-decreasing index sequences = non-increasing logits
     for _ in range(num_classes - 2):
@@ -679,7 +679,7 @@ def closest_temperature(gamma, num_classes: int, *, max_logit_gap=None, logit_st
         raise ValueError(f"max_logit_gap must be a positive number, got {max_logit_gap!r}")
     if not (np.isfinite(step) and 0 < step <= gap):
         raise ValueError(f"logit_step must lie in (0, max_logit_gap], got {logit_step!r}")
-    n_points = _grid_size(num_classes, int(round(gap / step)))
+    n_points = _grid_size(num_classes, round(gap / step))
     if n_points > _GRID_BUDGET:
         raise ValueError(
             f"the logit grid would hold {n_points:.3g} vectors for num_classes={num_classes}; raise logit_step"
@@ -748,7 +748,7 @@ def _minimax_on_active_rows(target, logits, left: float, right: float, start_err
     for _ in range(20):
         active_target, active_logits = target[active], logits[active]
         result = optimize.minimize_scalar(
-            lambda x: _max_abs_difference(active_target, active_logits, x),
+            partial(_max_abs_difference, active_target, active_logits),
             bounds=(left, right), method="bounded", options={"xatol": 1e-7},
         )
         errors = _row_errors(target, logits, float(result.x))
@@ -792,7 +792,7 @@ def _check_int(value, name: str, minimum: int, maximum: float = math.inf) -> int
 
 def _check_real(value, name: str, *, low: float, high: float = math.inf, open_low: bool = False) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise ValueError(f"{name} must be a real number, got {value!r}")
+        raise ValueError(f"{name} must be a real number, got {value!r}")  # noqa: TRY004  as _check_gamma and _check_int
     value = float(value)
     bad_low = value <= low if open_low else value < low
     if not math.isfinite(value) or bad_low or value > high:
@@ -846,8 +846,8 @@ def linear_model_data(n_train: int = 4000, n_test: int = 1000, flip: float = 0.1
     from sklearn.datasets import make_classification  # here: importing sklearn costs ~1 s
 
     n = n_train + n_test
-    options = dict(n_samples=n, n_features=2, n_informative=2, n_redundant=0, n_repeated=0, n_classes=2,
-                   n_clusters_per_class=2, class_sep=side / 2, shuffle=False, random_state=seed)
+    options = {"n_samples": n, "n_features": 2, "n_informative": 2, "n_redundant": 0, "n_repeated": 0, "n_classes": 2,
+               "n_clusters_per_class": 2, "class_sep": side / 2, "shuffle": False, "random_state": seed}
     x, y = make_classification(flip_y=flip, **options)
     x_clean, y_clean = make_classification(flip_y=0.0, **options)
     # Points come in 4 consecutive blocks, cluster k with clean label k mod 2 (empty blocks only

@@ -36,14 +36,13 @@ from focalcal.theory import log_psi_from_logits, psi, psi_from_logits
 
 __all__ = [
     "CALIBRATORS",
-    "register",
     "KOMISARENKO_GAMMAS",
     "KOMISARENKO_TEMPERATURES",
     "MUKHOTI_TEMPERATURES",
+    "BetaCalibration",
     "Calibrator",
     "DirichletCalibration",
     "EnsembleTemperatureScaling",
-    "BetaCalibration",
     "FocalTemperatureScaling",
     "HistogramBinning",
     "IdentityCalibration",
@@ -57,4 +56,5 @@ __all__ = [
     "log_psi_from_logits",
     "psi",
     "psi_from_logits",
+    "register",
 ]

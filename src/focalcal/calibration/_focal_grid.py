@@ -80,7 +80,8 @@ def _row_chunks(z: torch.Tensor, y: torch.Tensor, dtype, rows_per_chunk: int) ->
 
 
 def _per_temperature_terms(chunk: _RowChunk, betas: torch.Tensor):
-    """d, ℓ − ℓ_top and ρ, each (n_T, n, K), and ℓ_top, ρ_top, each (n_T, n), for a block of 1/T."""
+    """d, ℓ − ℓ_top and ρ (ρ_top in the top class's column), each (n_T, n, K), and ℓ_top (n_T, n),
+    for a block of 1/T."""
     n_temps, (n, _) = betas.shape[0], chunk.centred.shape
     top_index = chunk.top_index.unsqueeze(0).expand(n_temps, n, 1)
     b = betas.view(-1, 1, 1)
@@ -99,7 +100,7 @@ def _per_temperature_terms(chunk: _RowChunk, betas: torch.Tensor):
     rho.scatter_(2, top_index, top_rho.unsqueeze(2))
     relative_log_one_minus = one_minus_q.log_().sub_(log_one_minus_top.unsqueeze(2))
     relative_log_one_minus.scatter_(2, top_index, 0.0)
-    return d, relative_log_one_minus, rho, log_one_minus_top, top_rho
+    return d, relative_log_one_minus, rho, log_one_minus_top
 
 
 QUANTITIES = ("confidence", "log_psi_label", "both")
@@ -147,7 +148,7 @@ def focal_grid_blocks(
         wanted = ("confidence", "log_psi_label") if quantity == "both" else (quantity,)
         values = {name: torch.empty(n_gammas, stop - start, n, dtype=dtype) for name in wanted}
         for chunk in chunks:
-            d, rel_log_one_minus, rho, log_one_minus_top, top_rho = _per_temperature_terms(chunk, betas)
+            d, rel_log_one_minus, rho, log_one_minus_top = _per_temperature_terms(chunk, betas)
             shape = (n_gammas, *d.shape)
             x, denominator = (buffer[: np.prod(shape)].view(shape) for buffer in buffers)
             # x = d − γ (ℓ − ℓ_top); h_j ∝ exp(x_j) / (1 + γ ρ_j); the top class has x = 0.

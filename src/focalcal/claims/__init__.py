@@ -20,8 +20,20 @@ import pandas as pd
 from focalcal import papers
 from focalcal.claims.claim import Claim
 from focalcal.claims.evidence import UNIT_COLUMNS, StudyEvidence
-from focalcal.claims.verdict import (FAILS, HOLDS, INCONCLUSIVE, INTERVAL, NOT_TESTABLE, VERDICTS, Direction,
-                                     NotTestable, Outcome, Pairs, judge, on_paper_side)
+from focalcal.claims.verdict import (
+    FAILS,
+    HOLDS,
+    INCONCLUSIVE,
+    INTERVAL,
+    NOT_TESTABLE,
+    VERDICTS,
+    Direction,
+    NotTestable,
+    Outcome,
+    Pairs,
+    judge,
+    on_paper_side,
+)
 
 
 def paper_claims(paper: str) -> list[Claim]:
@@ -99,6 +111,26 @@ def scoreboard(table: pd.DataFrame) -> pd.DataFrame:
     return board.sort_values("claim", key=lambda s: s.map(order), kind="stable").reset_index(drop=True)
 
 
-__all__ = ["CLAIMS", "COLUMNS", "PAIR_COLUMNS", "Claim", "Direction", "FAILS", "HOLDS", "INCONCLUSIVE", "NOT_TESTABLE", "NotTestable",
-           "Outcome", "Pairs", "StudyEvidence", "VERDICTS", "claims_table", "evaluate", "evaluate_claim", "evaluate_study",
-           "judge", "paper_claims", "scoreboard"]
+__all__ = [
+    "CLAIMS",
+    "COLUMNS",
+    "FAILS",
+    "HOLDS",
+    "INCONCLUSIVE",
+    "NOT_TESTABLE",
+    "PAIR_COLUMNS",
+    "VERDICTS",
+    "Claim",
+    "Direction",
+    "NotTestable",
+    "Outcome",
+    "Pairs",
+    "StudyEvidence",
+    "claims_table",
+    "evaluate",
+    "evaluate_claim",
+    "evaluate_study",
+    "judge",
+    "paper_claims",
+    "scoreboard",
+]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 
 import pandas as pd
 
@@ -88,7 +89,7 @@ def trend(evidence: StudyEvidence, ladder: Sequence[tuple[float, str]], metric: 
     """
     pairs = Pairs()
     series = [(level, loss, evidence.values(loss, metric, calibrator, bins, datasets=datasets)) for level, loss in ladder]
-    for (low_level, low_loss, low), (high_level, high_loss, high) in zip(series, series[1:]):
+    for (low_level, low_loss, low), (high_level, high_loss, high) in pairwise(series):
         pair_series(pairs, high, low, f"{metric} at {high_level:g} − at {low_level:g} ({high_loss} − {low_loss})")
     return pairs
 

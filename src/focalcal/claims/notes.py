@@ -27,18 +27,18 @@ import re
 _NUMBER = r"\d(?:[\d,]*\d)?(?:\.\d+)?"
 _PATTERNS = (
     # a number with a unit of measurement
-    rf"(?<![\w.]){_NUMBER}\s*(?:%|×|(?:percent|percentage points?|points?|pp|px|pixels?|nats?|bits|s|seconds?|min|"
-    rf"minutes?|hours?)\b)",
+    (rf"(?<![\w.]){_NUMBER}\s*(?:%|×|(?:percent|percentage points?|points?|pp|px|pixels?|nats?|bits|s|seconds?|min|"
+     rf"minutes?|hours?)\b)"),
     # a signed number (a hyphen inside a word or between digits, as in FL-3 or γ = 0-3, is no sign)
     rf"(?<![\w.)])[+\-−±]\s?{_NUMBER}",
     # a decimal range
     rf"(?<![\w.§]){_NUMBER}\.?\d*\s*(?:to|–|—|-)\s*[+\-−]?\d+\.\d+|(?<![\w.§])\d+\.\d+\s*(?:to|–|—|-)\s*[+\-−]?\d",
     # a metric followed by its value
-    rf"\b(?:ECE|AdaECE|NLL|error|accuracy|IoU|Dice|Hausdorff(?: distance)?|temperature|T|KL|mean|median|"
-    rf"confidence|share|norm|gap|difference|interval)\s*(?:=|≈|:|of|is|was|at)?\s*(?:about\s+)?{_NUMBER}",
+    (r"\b(?:ECE|AdaECE|NLL|error|accuracy|IoU|Dice|Hausdorff(?: distance)?|temperature|T|KL|mean|median|"
+     rf"confidence|share|norm|gap|difference|interval)\s*(?:=|≈|:|of|is|was|at)?\s*(?:about\s+)?{_NUMBER}"),
     # a count of the evidence
-    rf"\b\d+\s+(?:pairs?|rows?)\b",
-    rf"\b\d+\s+(?:of|out of)\s+\d+\b",
+    r"\b\d+\s+(?:pairs?|rows?)\b",
+    r"\b\d+\s+(?:of|out of)\s+\d+\b",
 )
 _MEASURED = re.compile("|".join(f"(?:{pattern})" for pattern in _PATTERNS), re.IGNORECASE)
 

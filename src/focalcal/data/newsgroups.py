@@ -72,7 +72,7 @@ def _check_options(max_words, sequence_length, glove, drop_unknown_words) -> Pat
     check_max_words(max_words)
     check_length(sequence_length)
     if not isinstance(drop_unknown_words, bool):
-        raise ValueError(f"drop_unknown_words must be true or false, got {drop_unknown_words!r}")
+        raise TypeError(f"drop_unknown_words must be true or false, got {drop_unknown_words!r}")
     return check_glove_path(glove)
 
 

@@ -26,9 +26,9 @@ test set) take folds: an official test set is the test set.
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import torch
@@ -135,7 +135,8 @@ def _check_folds(n_folds, fold, entry: DatasetSpec, options: dict) -> dict | Non
         return None
     for value, name in ((n_folds, "n_folds"), (fold, "fold")):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-            raise ValueError(f"n_folds and fold must be given together as integers, got {name}={value!r}")
+            raise ValueError(  # noqa: TRY004  dataset arguments fail as ValueError (see _checked_arguments)
+                f"n_folds and fold must be given together as integers, got {name}={value!r}")
     if n_folds < 2 or not 0 <= fold < n_folds:
         raise ValueError(f"need n_folds >= 2 and 0 <= fold < n_folds, got n_folds={n_folds}, fold={fold}")
     if entry.test_size is None:

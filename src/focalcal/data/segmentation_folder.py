@@ -39,7 +39,7 @@ UNMAPPED_POLICIES = ("error", "ignore")
 # object, nature, sky, human, vehicle. The 8 groups are our reading of hossain2021 §4.1's
 # "reduced to 8 by grouping multiple similar classes"; map 0 to IGNORE_INDEX to drop void.
 CITYSCAPES_CATEGORY_MAP = {
-    **dict.fromkeys(range(0, 7), 0), **dict.fromkeys(range(7, 11), 1), **dict.fromkeys(range(11, 17), 2),
+    **dict.fromkeys(range(7), 0), **dict.fromkeys(range(7, 11), 1), **dict.fromkeys(range(11, 17), 2),
     **dict.fromkeys(range(17, 21), 3), 21: 4, 22: 4, 23: 5, 24: 6, 25: 6, **dict.fromkeys(range(26, 34), 7),
 }
 

@@ -18,7 +18,8 @@ SPLIT_NAMES = ("train", "val", "test")
 def resolve_size(size, pool_size: int, name: str) -> int:
     """A split size given as a count (int >= 1) or a fraction of the pool (float in (0, 1))."""
     if isinstance(size, bool) or not isinstance(size, (int, float, np.integer, np.floating)):
-        raise ValueError(f"{name} must be an int count or a float fraction in (0, 1), got {size!r}")
+        raise ValueError(  # noqa: TRY004  a bad split size is a bad dataset option, a ValueError like the others
+            f"{name} must be an int count or a float fraction in (0, 1), got {size!r}")
     if isinstance(size, (float, np.floating)):
         if not 0.0 < size < 1.0:
             raise ValueError(f"{name} as a fraction must lie in (0, 1), got {size}")

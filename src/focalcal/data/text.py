@@ -140,7 +140,7 @@ def check_glove_path(glove) -> Path | None:
     if glove is None:
         return None
     if not isinstance(glove, (str, os.PathLike)):
-        raise ValueError(f"glove must be None or the path of a glove.*.txt file, got {glove!r}")
+        raise TypeError(f"glove must be None or the path of a glove.*.txt file, got {glove!r}")
     path = Path(glove).expanduser()
     if not path.is_file():
         raise FileNotFoundError(f"GloVe file not found: {path} (glove= must name a GloVe text file, e.g. "

@@ -36,14 +36,39 @@ from .cross_entropy import CrossEntropyLoss
 from .focal import FocalLoss, SampleDependentFocalLoss, ScheduledFocalLoss, focal_of_target
 from .mmce import MMCELoss
 from .registry import LOSSES, PRESETS, available, build, loss_class, parameters, register
-from .segmentation import (DualCrossEntropyLoss, DualFocalLoss, GeneralizedDiceLoss, WeightedCrossEntropyLoss,
-                           class_counts, inverse_frequency_weights)
+from .segmentation import (
+    DualCrossEntropyLoss,
+    DualFocalLoss,
+    GeneralizedDiceLoss,
+    WeightedCrossEntropyLoss,
+    class_counts,
+    inverse_frequency_weights,
+)
 from .smoothing import LabelSmoothingLoss
 
 __all__ = [
-    "Loss", "check_target_values", "build", "register", "available", "parameters", "LOSSES", "PRESETS", "focal_of_target",
+    "LOSSES",
+    "PRESETS",
+    "AdaFocalLoss",
+    "BrierLoss",
+    "CrossEntropyLoss",
+    "DualCrossEntropyLoss",
+    "DualFocalLoss",
+    "FocalLoss",
+    "GeneralizedDiceLoss",
+    "LabelSmoothingLoss",
+    "Loss",
+    "MMCELoss",
+    "SampleDependentFocalLoss",
+    "ScheduledFocalLoss",
+    "WeightedCrossEntropyLoss",
+    "available",
+    "build",
+    "check_target_values",
+    "class_counts",
+    "focal_of_target",
+    "inverse_frequency_weights",
     "loss_class",
-    "CrossEntropyLoss", "FocalLoss", "LabelSmoothingLoss", "SampleDependentFocalLoss", "ScheduledFocalLoss",
-    "BrierLoss", "MMCELoss", "AdaFocalLoss", "WeightedCrossEntropyLoss", "DualCrossEntropyLoss",
-    "DualFocalLoss", "GeneralizedDiceLoss", "class_counts", "inverse_frequency_weights",
+    "parameters",
+    "register",
 ]

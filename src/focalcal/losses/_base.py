@@ -254,7 +254,7 @@ def class_weight_tensor(weights, name: str) -> torch.Tensor | None:
     if weights is None:
         return None
     if isinstance(weights, (int, float)) and not isinstance(weights, bool):
-        raise ValueError(f"{name} must be a sequence with one weight per class, got the scalar {weights!r}")
+        raise TypeError(f"{name} must be a sequence with one weight per class, got the scalar {weights!r}")
     if not torch.is_tensor(weights):
         weights = real_array(weights, name)  # no text or booleans, which as_tensor would convert
     tensor = torch.as_tensor(weights, dtype=torch.float64).detach().clone()

@@ -125,7 +125,7 @@ def _load(allow_build: bool):
                                    "run `python -m focalcal build-kernels` once")
             return _compile(cpp_extension, name, directory)
         return _import(name, library)
-    except Exception as error:  # no compiler, no ninja, read-only cache, source not installed, ...
+    except Exception as error:  # noqa: BLE001  no compiler, no ninja, read-only cache, ...: all fall back
         warnings.warn(f"focalcal: fused CPU loss kernels unavailable, using the eager PyTorch path: {error}",
                       RuntimeWarning, stacklevel=3)
         return False

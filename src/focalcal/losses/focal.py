@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from itertools import pairwise
 
 import torch
 from torch.autograd.function import once_differentiable
@@ -297,7 +298,7 @@ class ScheduledFocalLoss(Loss):
             switch_at = tuple(switch_at)
             if (len(switch_at) != len(tuple(milestones)) or any(isinstance(e, bool) or not isinstance(e, int) or e < 1
                                                                 for e in switch_at)
-                    or any(b <= a for a, b in zip(switch_at, switch_at[1:]))):
+                    or any(b <= a for a, b in pairwise(switch_at))):
                 raise ValueError(f"switch_at must be {len(tuple(milestones))} increasing epochs >= 1 (0-based, one per "
                                  f"γ after the first), got {switch_at!r}")
         self.switch_at = switch_at

@@ -308,7 +308,7 @@ class MMCELoss(Loss):
         self.lam = check_number(lam, "lam", low=0.0)
         self.bandwidth = check_number(bandwidth, "bandwidth", low=0.0, low_open=True)
         if not isinstance(weighted, bool):
-            raise ValueError(f"weighted must be True or False, got {weighted!r}")
+            raise TypeError(f"weighted must be True or False, got {weighted!r}")
         self.weighted = weighted
         self.normalization = _check_normalization(normalization)
 

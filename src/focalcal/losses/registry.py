@@ -81,7 +81,7 @@ def parameters(name: str) -> dict:
 def build(config: Mapping) -> Loss:
     """A loss module from ``{"name": ..., **parameters}``."""
     if not isinstance(config, Mapping):
-        raise ValueError(f"a loss config must be a mapping with a 'name', got {type(config).__name__}")
+        raise TypeError(f"a loss config must be a mapping with a 'name', got {type(config).__name__}")
     if "name" not in config:
         raise ValueError(f"a loss config needs a 'name'; available: {', '.join(available())}")
     options = dict(config)

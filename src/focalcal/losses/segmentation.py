@@ -280,7 +280,7 @@ class GeneralizedDiceLoss(Loss):
     def __init__(self, *, per_image: bool = False, reduction: str = "mean", ignore_index: int | None = None) -> None:
         super().__init__(reduction=reduction, ignore_index=ignore_index)
         if not isinstance(per_image, bool):
-            raise ValueError(f"per_image must be True or False, got {per_image!r}")
+            raise TypeError(f"per_image must be True or False, got {per_image!r}")
         self.per_image = per_image
 
     def reduce_valid(self, logits, index, valid):

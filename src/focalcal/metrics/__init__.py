@@ -15,8 +15,16 @@ Conventions shared by every function here:
   distance take integer label maps; ``pixel_ece`` is ``ece`` over the flattened pixels.
 """
 
-from focalcal.metrics.calibration import (SmoothReliability, classwise_ece, ece, ece_of_confidence, mce,
-                                          reliability_bins, smooth_ece, smooth_reliability_curve)
+from focalcal.metrics.calibration import (
+    SmoothReliability,
+    classwise_ece,
+    ece,
+    ece_of_confidence,
+    mce,
+    reliability_bins,
+    smooth_ece,
+    smooth_reliability_curve,
+)
 from focalcal.metrics.classification import (
     S99,
     brier,
@@ -28,12 +36,20 @@ from focalcal.metrics.classification import (
     s99,
     top_k_error,
 )
-from focalcal.metrics.segmentation import (IoU, hausdorff_distance, iou, iou_from_confusion, pixel_accuracy,
-                                          pixel_confusion_matrix, pixel_ece)
+from focalcal.metrics.segmentation import (
+    IoU,
+    hausdorff_distance,
+    iou,
+    iou_from_confusion,
+    pixel_accuracy,
+    pixel_confusion_matrix,
+    pixel_ece,
+)
 
 __all__ = [
-    "IoU",
     "S99",
+    "IoU",
+    "SmoothReliability",
     "brier",
     "classwise_ece",
     "confidence_gap",
@@ -54,6 +70,5 @@ __all__ = [
     "s99",
     "smooth_ece",
     "smooth_reliability_curve",
-    "SmoothReliability",
     "top_k_error",
 ]

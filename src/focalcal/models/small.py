@@ -110,4 +110,4 @@ class CNN1D(nn.Module):
         return self.classifier(self.features(x).flatten(1))
 
 
-__all__ = ["MLP", "SmallCNN", "CNN1D"]
+__all__ = ["CNN1D", "MLP", "SmallCNN"]

@@ -16,8 +16,13 @@ run of thousands of jobs stays fast; only the entry check (once, in Snakemake's 
 process), calibration and training pull torch in.
 """
 
-from focalcal.pipeline.config import (ConfigError, check_config_files, check_configfile_conflicts, load_config_file,
-                                      validate_config)
+from focalcal.pipeline.config import (
+    ConfigError,
+    check_config_files,
+    check_configfile_conflicts,
+    load_config_file,
+    validate_config,
+)
 from focalcal.pipeline.entries import check_entries
 from focalcal.pipeline.plan import Plan, Run, RunConflictError, build_plan, check_run_directories
 

@@ -94,8 +94,8 @@ def describe(budgets: list[StudyBudget], results: dict | None, results_path, gpu
         head = (f"No figures were measured on {gpu}: {results_path} holds {measured}'s "
                 f"(torch {results.get('torch')}, {results.get('date')}). Run `python -m bench gpu` on {gpu}.")
         return "\n".join([head] + [f"  {b.study}: {b.runs} training runs, GPU-hours not measured" for b in budgets])
-    lines = [f"Training budget on {measured}, one run per GPU, from {results_path} (torch {results.get('torch')}, "
-             f"{results.get('date')}, commit {results.get('commit')}):"]
+    lines = [(f"Training budget on {measured}, one run per GPU, from {results_path} (torch {results.get('torch')}, "
+              f"{results.get('date')}, commit {results.get('commit')}):")]
     for budget in budgets:
         lines.append(f"  {budget.study}: {budget.gpu_hours:,.1f} GPU-hours for {budget.estimated} of its "
                      f"{budget.runs} training runs")

@@ -197,7 +197,7 @@ def _keyword_parameters(function) -> dict[str, tuple]:
 def _hints(function) -> dict:
     try:
         return typing.get_type_hints(function)
-    except Exception:  # an annotation that does not evaluate here: judge by the defaults
+    except Exception:  # noqa: BLE001  an annotation that does not evaluate here: judge by the defaults
         return {}
 
 

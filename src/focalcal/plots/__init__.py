@@ -22,23 +22,60 @@ C21 = charoenphakdee2021, K24 = komisarenko2024, M20 = mukhoti2020, H21 = hossai
 """
 
 from .confidences import choose_samples, sample_confidences_figure
-from .experiment_figures import (ece_box_plots, feature_norms_figure, gradient_norm_histograms_figure,
-                                 optimal_temperature_figure, posterior_scores, synthetic_posterior_figure,
-                                 training_comparison_figure, training_curves_figure)
-from .reliability import (draw_reliability, raw_vs_psi_reliability_figure, reliability_diagram,
-                          training_reliability_figure)
+from .experiment_figures import (
+    ece_box_plots,
+    feature_norms_figure,
+    gradient_norm_histograms_figure,
+    optimal_temperature_figure,
+    posterior_scores,
+    synthetic_posterior_figure,
+    training_comparison_figure,
+    training_curves_figure,
+)
+from .reliability import (
+    draw_reliability,
+    raw_vs_psi_reliability_figure,
+    reliability_diagram,
+    training_reliability_figure,
+)
 from .segmentation import segmentation_overlays_figure, segmentation_scores_figure
-from .simplex import (barycentric_grid, calibration_arrows_figure, calibration_difference_figure,
-                      conditional_risk, conditional_risk_isolines_figure, map_difference, to_cartesian)
+from .simplex import (
+    barycentric_grid,
+    calibration_arrows_figure,
+    calibration_difference_figure,
+    conditional_risk,
+    conditional_risk_isolines_figure,
+    map_difference,
+    to_cartesian,
+)
 from .style import color_for, gamma_color, plot_style, save
 
 __all__ = [
-    "barycentric_grid", "choose_samples", "feature_norms_figure", "gradient_norm_histograms_figure",
-    "sample_confidences_figure", "calibration_arrows_figure", "calibration_difference_figure",
-    "color_for", "conditional_risk", "conditional_risk_isolines_figure", "draw_reliability", "ece_box_plots",
+    "barycentric_grid",
+    "calibration_arrows_figure",
+    "calibration_difference_figure",
+    "choose_samples",
+    "color_for",
+    "conditional_risk",
+    "conditional_risk_isolines_figure",
+    "draw_reliability",
+    "ece_box_plots",
+    "feature_norms_figure",
     "gamma_color",
-    "map_difference", "optimal_temperature_figure",
-    "plot_style", "posterior_scores", "raw_vs_psi_reliability_figure",
-    "reliability_diagram", "save", "segmentation_overlays_figure", "segmentation_scores_figure", "synthetic_posterior_figure", "to_cartesian",
-    "training_comparison_figure", "training_curves_figure", "training_reliability_figure",
+    "gradient_norm_histograms_figure",
+    "map_difference",
+    "optimal_temperature_figure",
+    "plot_style",
+    "posterior_scores",
+    "raw_vs_psi_reliability_figure",
+    "reliability_diagram",
+    "sample_confidences_figure",
+    "save",
+    "segmentation_overlays_figure",
+    "segmentation_scores_figure",
+    "synthetic_posterior_figure",
+    "to_cartesian",
+    "training_comparison_figure",
+    "training_curves_figure",
+    "training_reliability_figure",
 ]

@@ -107,7 +107,7 @@ def _panels(panels, n: int) -> dict[str, dict[str, np.ndarray]]:
     checked = {}
     for model, panel in panels.items():
         if not isinstance(panel, Mapping):
-            raise ValueError(f"panels[{model!r}] must be a mapping with keys {list(PANEL_KEYS)}")
+            raise TypeError(f"panels[{model!r}] must be a mapping with keys {list(PANEL_KEYS)}")
         missing = [key for key in PANEL_KEYS if key not in panel]
         if missing:
             raise ValueError(f"panels[{model!r}] lacks {missing} (needs {list(PANEL_KEYS)})")

@@ -38,7 +38,8 @@ def segmentation_scores_figure(table, *, loss_order: Sequence[str], colors: Mapp
         for column, (metric, label, scale) in enumerate((("iou", "mean IoU (%)", 100.0),
                                                            ("hausdorff", "mean Hausdorff distance (pixels)", 1.0))):
             ax = axes[row, column]
-            data = group[group["metric"] == metric].assign(shown=lambda d: d["value"].astype(float) * scale)
+            data = group[group["metric"] == metric]
+            data = data.assign(shown=data["value"].astype(float) * scale)
             boxes_or_points(ax, data, x="loss", y="shown", hue="loss", order=order, hue_order=order, palette=colors,
                             width=0.6, dodge=False, overlay="black")
             mark_status_ticks(ax, data, x="loss", order=order)

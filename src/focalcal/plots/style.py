@@ -207,7 +207,7 @@ def save(figure: Figure, path) -> Path:
     if path.suffix.lower() not in (".png", ".svg"):
         raise ValueError(f"save writes .png or .svg files, got {str(path)!r}")
     if not isinstance(figure, Figure):
-        raise ValueError(f"figure must be a matplotlib Figure, got {type(figure).__name__}")
+        raise TypeError(f"figure must be a matplotlib Figure, got {type(figure).__name__}")
     atomic_write(path, lambda handle: figure.savefig(handle, dpi=DPI, format=path.suffix[1:].lower()))
     figure.clear()
     return path

@@ -20,7 +20,14 @@
 Importing this package imports only the light planning modules.
 """
 
-from focalcal.report.targets import (PAPERS, THEORY_FIGURES, Artifact, ReportPlan, StudyReport, report_plan,
-                                     study_artifacts)
+from focalcal.report.targets import (
+    PAPERS,
+    THEORY_FIGURES,
+    Artifact,
+    ReportPlan,
+    StudyReport,
+    report_plan,
+    study_artifacts,
+)
 
 __all__ = ["PAPERS", "THEORY_FIGURES", "Artifact", "ReportPlan", "StudyReport", "report_plan", "study_artifacts"]

@@ -88,12 +88,12 @@ def _study_html(study: dict) -> str:
     scale = study["scale"]
     parts = [f"<h3>Study <code>{_e(study['key'])}</code></h3>",
              f"<p><em>Mirrors:</em> {_e(study['mirrors'])}</p>",
-             "<table><tr><th>runs</th><th>data sets</th><th>models</th><th>losses</th><th>seeds</th><th>epochs</th>"
-             "<th>published setting(s)</th></tr>"
-             f"<tr><td>{scale['runs']}</td><td>{_e(', '.join(scale['datasets']))}</td><td>{_e(', '.join(scale['models']))}</td>"
-             f"<td>{_e(', '.join(scale['losses']))}</td><td>{_e(scale['seeds'])}</td>"
-             f"<td>{_e(', '.join(f'{k}: {v}' for k, v in scale['epochs'].items()))}</td>"
-             f"<td>{_e('; '.join(scale['settings']))}</td></tr></table>"]
+             ("<table><tr><th>runs</th><th>data sets</th><th>models</th><th>losses</th><th>seeds</th><th>epochs</th>"
+              "<th>published setting(s)</th></tr>"
+              f"<tr><td>{scale['runs']}</td><td>{_e(', '.join(scale['datasets']))}</td><td>{_e(', '.join(scale['models']))}</td>"
+              f"<td>{_e(', '.join(scale['losses']))}</td><td>{_e(scale['seeds'])}</td>"
+              f"<td>{_e(', '.join(f'{k}: {v}' for k, v in scale['epochs'].items()))}</td>"
+              f"<td>{_e('; '.join(scale['settings']))}</td></tr></table>")]
     if study["artifacts"]:
         items = "".join(f"<li>{_link(a['path'], a['title'])} ({a['kind']})</li>" for a in study["artifacts"])
         parts.append(f"<p>Reproduced:</p><ul>{items}</ul>")
@@ -112,8 +112,8 @@ def build_index(manifest: dict, inventory: pd.DataFrame, config_text: str, confi
     at the top, under the compact forest plot of every claim."""
     pages = [OVERVIEW, *PAPERS]
     nav = " ".join(f'<a href="{_e(page)}.html">{_e(page)}</a>' for page in pages)
-    sections = [f"<h1>focalcal report</h1><p class='note'>Generated {_e(time.strftime('%Y-%m-%d %H:%M:%S %Z'))}. "
-                f"Pages: </p><nav>{nav}</nav>"]
+    sections = [(f"<h1>focalcal report</h1><p class='note'>Generated {_e(time.strftime('%Y-%m-%d %H:%M:%S %Z'))}. "
+                 f"Pages: </p><nav>{nav}</nav>")]
     if claims is not None:
         forest = manifest["claims_forest"][CLAIMS_INDEX]
         href = os.path.relpath(forest, REPORT).replace(os.sep, "/")

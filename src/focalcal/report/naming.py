@@ -45,7 +45,7 @@ def loss_info(spec: dict) -> LossInfo:
     """Read a config loss spec (``{"name": "focal", "gamma": 3}``); labels come from
     :mod:`focalcal.catalog`."""
     if not isinstance(spec, dict) or not isinstance(spec.get("name"), str):
-        raise ValueError(f"a loss spec must be a dict with a 'name', got {spec!r}")
+        raise ValueError(f"a loss spec must be a dict with a 'name', got {spec!r}")  # noqa: TRY004  a missing name too
     name = spec["name"]
     entry = catalog.loss(name)
     gamma = catalog.focal_gamma(spec)

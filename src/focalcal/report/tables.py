@@ -49,7 +49,7 @@ def mean_std(values: pd.Series) -> tuple[float, float, int]:
     values = values.dropna().astype(float)
     if values.empty:
         return np.nan, np.nan, 0
-    return float(values.mean()), float(values.std(ddof=1)) if len(values) > 1 else np.nan, int(len(values))
+    return float(values.mean()), float(values.std(ddof=1)) if len(values) > 1 else np.nan, len(values)
 
 
 def metric_rows(table: pd.DataFrame, calibrator: str, metric: str, bins=None) -> pd.DataFrame:

@@ -112,7 +112,7 @@ class RunConfig:
         return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]
 
     @classmethod
-    def from_dict(cls, raw: dict[str, Any]) -> "RunConfig":
+    def from_dict(cls, raw: dict[str, Any]) -> RunConfig:
         raw = copy.deepcopy(dict(raw))
         _reject_unknown(raw, cls, "run config")
         for key in ("dataset", "model", "loss"):

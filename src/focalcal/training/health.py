@@ -129,7 +129,7 @@ def assess_health_from_confusion(history, confusion, *, logits_finite: bool = Tr
 
 def _assess(history, collapse, num_classes, logits_finite, stopped_early) -> dict:
     history = history if isinstance(history, pd.DataFrame) else pd.DataFrame(list(history))
-    measures = {"epochs": int(len(history)), "logits_finite": bool(logits_finite), "stopped_early": bool(stopped_early)}
+    measures = {"epochs": len(history), "logits_finite": bool(logits_finite), "stopped_early": bool(stopped_early)}
     # diverged
     losses = history["train_loss"].astype(float).to_numpy() if "train_loss" in history else np.array([])
     bad = [int(e) for e, loss in zip(_epochs(history), losses) if not math.isfinite(loss)]

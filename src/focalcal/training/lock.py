@@ -10,12 +10,14 @@ honoured across nodes on NFS (Linux emulates it with POSIX byte-range locks ther
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
 import platform
 import time
 from pathlib import Path
+from typing import Self
 
 LOCK_FILE = "train.lock"
 
@@ -31,24 +33,25 @@ class RunLock:
         self.path = Path(run_dir) / LOCK_FILE
         self._handle = None
 
-    def acquire(self) -> "RunLock":
+    def acquire(self) -> Self:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        handle = open(self.path, "a+")
-        try:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+        with contextlib.ExitStack() as on_failure:
+            handle = on_failure.enter_context(open(self.path, "a+"))  # held open while the lock is held
+            try:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                handle.seek(0)
+                holder = _describe_holder(handle.read())
+                raise RunLockedError(
+                    f"{self.path.parent} is being trained by another process ({holder}); "
+                    "a second trainer would overwrite its checkpoint. Wait for it, or stop that process first"
+                ) from None
             handle.seek(0)
-            holder = _describe_holder(handle.read())
-            handle.close()
-            raise RunLockedError(
-                f"{self.path.parent} is being trained by another process ({holder}); "
-                "a second trainer would overwrite its checkpoint. Wait for it, or stop that process first"
-            ) from None
-        handle.seek(0)
-        handle.truncate()
-        handle.write(json.dumps({"pid": os.getpid(), "host": platform.node(),
-                                 "since": time.strftime("%Y-%m-%dT%H:%M:%S%z")}) + "\n")
-        handle.flush()
+            handle.truncate()
+            handle.write(json.dumps({"pid": os.getpid(), "host": platform.node(),
+                                     "since": time.strftime("%Y-%m-%dT%H:%M:%S%z")}) + "\n")
+            handle.flush()
+            on_failure.pop_all()
         self._handle = handle
         return self
 
@@ -58,7 +61,7 @@ class RunLock:
             self._handle.close()
             self._handle = None
 
-    def __enter__(self) -> "RunLock":
+    def __enter__(self) -> Self:
         return self.acquire()
 
     def __exit__(self, *exc) -> None:
@@ -71,15 +74,14 @@ def live_holder(run_dir) -> str | None:
     and a training job before it writes anything."""
     path = Path(run_dir) / LOCK_FILE
     try:
-        handle = open(path)
+        with open(path) as handle:
+            try:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return _describe_holder(handle.read())
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+            return None
     except FileNotFoundError:
-        return None
-    with handle:
-        try:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return _describe_holder(handle.read())
-        fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
         return None
 
 

@@ -17,17 +17,23 @@ import numpy as np
 import pandas as pd
 import torch
 
-from focalcal import numerics
 from focalcal import data as data_lib
 from focalcal import losses as loss_lib
 from focalcal import models as model_lib
-from focalcal.training.config import RunConfig
-from focalcal.training.device import DeviceSetup, choose_device, epoch_seed, seed_everything
-from focalcal.training.diagnostics import (IGNORE_INDEX, LastLayerInputs, last_layer_gradient_norms,
-                                           split_statistics, training_reliability, weight_norm)
-from focalcal.training.health import assess_health
+from focalcal import numerics
 from focalcal._io import atomic_savez, atomic_torch_save, atomic_write_json, atomic_write_text
 from focalcal.training.checkpoint import load_checkpoint
+from focalcal.training.config import RunConfig
+from focalcal.training.device import DeviceSetup, choose_device, epoch_seed, seed_everything
+from focalcal.training.diagnostics import (
+    IGNORE_INDEX,
+    LastLayerInputs,
+    last_layer_gradient_norms,
+    split_statistics,
+    training_reliability,
+    weight_norm,
+)
+from focalcal.training.health import assess_health
 from focalcal.training.lock import RunLock
 from focalcal.training.progress import Progress, log
 from focalcal.training.run_files import RunPaths, checkpoint_sha256
@@ -541,7 +547,8 @@ def _word_vectors(model: torch.nn.Module, config: RunConfig) -> torch.nn.Paramet
         return None
     embedding = getattr(model, "embedding", None)
     if not isinstance(embedding, torch.nn.Embedding):
-        raise ValueError(f"recipe.embedding_lr steps a model's word vectors, but model {config.model['name']!r} has none")
+        raise ValueError(  # noqa: TRY004  a recipe that does not fit the model, not a wrong argument type
+            f"recipe.embedding_lr steps a model's word vectors, but model {config.model['name']!r} has none")
     if not embedding.weight.requires_grad:
         raise ValueError(f"recipe.embedding_lr steps the word vectors, but model {config.model['name']!r} freezes them "
                          "(freeze_embeddings: true); set one of the two")

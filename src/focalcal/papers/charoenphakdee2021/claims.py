@@ -7,6 +7,8 @@ accuracy on the test set: below 0 means underconfident.
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 from focalcal.claims.claim import Claim, NotTestable, compare_calibrators, ladder, trend
 from focalcal.claims.evidence import StudyEvidence
 from focalcal.claims.verdict import Direction, Pairs
@@ -57,7 +59,7 @@ def _underconfidence_grows(evidence: StudyEvidence) -> Pairs | NotTestable:
         return NotTestable("needs uncalibrated runs at two or more γ (Standard training)")
     pairs = Pairs()
     gaps = [(gamma, loss, _gap(evidence, loss, raw)) for gamma, loss in steps]
-    for (g0, l0, low), (g1, l1, high) in zip(gaps, gaps[1:]):
+    for (g0, l0, low), (g1, l1, high) in pairwise(gaps):
         for unit in low.index.intersection(high.index):
             pairs.add(float(high[unit] - low[unit]), unit, f"γ {g1:g} − γ {g0:g}")
     return pairs

@@ -95,7 +95,7 @@ def plan(study: StudyView) -> tuple[list[Artifact], list[str]]:
     real = [v for v in study.runs if focal_family(v) and not catalog.dataset(study.dataset_name(v.run.dataset)).known_posterior]
     standard = [v for v in real if training_paradigm(v.loss) == "Standard"]
     smoothed = [v for v in real if training_paradigm(v.loss) == "LS"]
-    raw_psi = lambda v: {"raw", "psi"} <= set(v.roles)  # noqa: E731
+    raw_psi = lambda v: {"raw", "psi"} <= set(v.roles)
     paradigm_runs = {
         "Standard": [v for v in standard if raw_psi(v)],
         "TS_FL": [v for v in standard if {"ts_focal", "ts_focal_psi"} <= set(v.roles)],

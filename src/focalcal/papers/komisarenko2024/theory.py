@@ -156,7 +156,7 @@ def numerical_temperature_bounds(gammas, *, max_logit: float = 20.0, logit_step:
     gammas = check_gammas(gammas)
     if not (np.isfinite(max_logit) and max_logit > 0 and np.isfinite(logit_step) and 0 < logit_step <= max_logit):
         raise ValueError(f"need 0 < logit_step <= max_logit, got logit_step={logit_step!r}, max_logit={max_logit!r}")
-    s = np.arange(1, int(round(max_logit / logit_step)) + 1) * logit_step
+    s = np.arange(1, round(max_logit / logit_step) + 1) * logit_step
     low, high = np.empty_like(gammas), np.empty_like(gammas)
     for i, gamma in enumerate(gammas):
         ratio = s / theory.binary_focal_calibration_logit(s, gamma)

@@ -113,7 +113,7 @@ def plan(study: StudyView) -> tuple[list[Artifact], list[str]]:
         notes.append("Figs 1-3 (training diagnostics): need a cross-entropy run; this study has none")
         return artifacts, notes
     anchor = ce[0].run
-    same_setting = lambda v: (v.run.dataset, v.run.model, v.run.recipe, v.run.seed) == (  # noqa: E731
+    same_setting = lambda v: (v.run.dataset, v.run.model, v.run.recipe, v.run.seed) == (
         anchor.dataset, anchor.model, anchor.recipe, anchor.seed)
     where = f"{anchor.dataset}, {anchor.model}, seed {anchor.seed}"
     recipe = study.plan.config["recipes"][anchor.recipe]
