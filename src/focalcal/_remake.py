@@ -22,9 +22,28 @@ from dataclasses import dataclass
 from fnmatch import fnmatch
 from pathlib import Path
 
-from focalcal.paths import (CALIBRATION, CHECKPOINT, CLAIMS_TABLE, FIGURES, GRADIENT_NORMS, HISTORY, LOGITS, METRICS,
-                            READY, RELIABILITY, REPORT, RESULTS, RUN_CONFIG, RUN_INFO, RUNS, SAMPLES, SEGMENTATION,
-                            STAGED_EXPORT, TABLES, is_own_snakefile)
+from focalcal.paths import (
+    CALIBRATION,
+    CHECKPOINT,
+    CLAIMS_TABLE,
+    FIGURES,
+    GRADIENT_NORMS,
+    HISTORY,
+    LOGITS,
+    METRICS,
+    READY,
+    RELIABILITY,
+    REPORT,
+    RESULTS,
+    RUN_CONFIG,
+    RUN_INFO,
+    RUNS,
+    SAMPLES,
+    SEGMENTATION,
+    STAGED_EXPORT,
+    TABLES,
+    is_own_snakefile,
+)
 
 WORKFLOW_ENV = "FOCALCAL_WORKFLOW"  # {"snakefile": ..., "configfiles": [...]}, absolute paths; jobs inherit it
 
@@ -114,7 +133,7 @@ def _fields(workdir: Path | None, relative: Path) -> dict:
     segmentation = Path(SEGMENTATION, *run.parts[len(Path(RUNS).parts):], METRICS)
     staged = (here / run / STAGED_EXPORT)
     is_segmentation = (staged / METRICS).exists() and not (staged / LOGITS).exists()
-    quote = lambda value: shlex.quote(Path(value).as_posix())  # noqa: E731
+    quote = lambda value: shlex.quote(Path(value).as_posix())
     return {"snakemake": snakemake, "config": config, "path": quote(relative), "dir": quote(relative.parent),
             "run": quote(run), "segmentation": quote(segmentation),
             "staged_target": quote(segmentation if is_segmentation else run / LOGITS)}

@@ -16,8 +16,19 @@ from pathlib import Path
 
 from focalcal._io import read_json
 from focalcal.catalog import FROM_LOSS, focal_gamma, is_logits_file, is_segmentation
-from focalcal.paths import (HISTORY, LOGITS, METRICS, RUN_CONFIG, RUN_INFO, RUN_PATTERN, SAMPLES, calibration_dir,
-                            evaluation_dir, run_dir, study_table)
+from focalcal.paths import (
+    HISTORY,
+    LOGITS,
+    METRICS,
+    RUN_CONFIG,
+    RUN_INFO,
+    RUN_PATTERN,
+    SAMPLES,
+    calibration_dir,
+    evaluation_dir,
+    run_dir,
+    study_table,
+)
 from focalcal.pipeline.config import ConfigError
 
 IDENTITY_KEYS = ("dataset", "model", "loss", "recipe", "seed")  # what determines a run's numbers

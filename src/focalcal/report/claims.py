@@ -17,12 +17,12 @@ import pandas as pd
 
 from focalcal import paths
 from focalcal._io import atomic_write_text, read_csv, read_json
-from focalcal.claims import evaluate
-from focalcal.claims.verdict import INTERVAL, MIN_PAIRS, VERDICT_COLORS
-from focalcal.claims.evidence import StudyEvidence, unit_label
 from focalcal.catalog import calibrator_role
-from focalcal.report.naming import loss_info, paper_setting
+from focalcal.claims import evaluate
+from focalcal.claims.evidence import StudyEvidence, unit_label
+from focalcal.claims.verdict import INTERVAL, MIN_PAIRS, VERDICT_COLORS
 from focalcal.paths import CLAIMS_PAIRS, CLAIMS_TABLE, TABLES
+from focalcal.report.naming import loss_info, paper_setting
 from focalcal.report.targets import CLAIMS_INDEX, PAPERS
 
 
@@ -198,8 +198,8 @@ def claims_html(table: pd.DataFrame, notes: dict | None = None, with_paper: bool
             why.append(f"<em>Note (from the config):</em> {_e(notes[row.claim])}")
         paper = re.sub(r"(\d{4})$", r"<wbr>\1", _e(row.paper))  # a narrow column breaks before the year
         cells = ([f"<td>{paper}</td>"] if with_paper else []) + [
-            f"<td>{_e(row.statement)}<br><code style='font-size:11px'>{_e(row.claim)}</code> "
-            f"<span style='color:#666;font-size:11px'>({_e(row.study)})</span></td>",
+            (f"<td>{_e(row.statement)}<br><code style='font-size:11px'>{_e(row.claim)}</code> "
+            f"<span style='color:#666;font-size:11px'>({_e(row.study)})</span></td>"),
             f"<td>{_e(row.source)}</td>",
             f"<td>{_e(row.compares)}; claimed {_e(row.direction)} {row.threshold:g}</td>",
             f"<td>{evidence_html(row, pairs)}</td>",

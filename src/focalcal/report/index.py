@@ -17,9 +17,9 @@ from pathlib import Path
 import pandas as pd
 
 from focalcal._io import atomic_write_text
+from focalcal.paths import REPORT
 from focalcal.report.claims import claims_html
 from focalcal.report.inventory import summary
-from focalcal.paths import REPORT
 from focalcal.report.targets import CLAIMS_INDEX, OVERVIEW, PAPERS
 from focalcal.training.health import NOT_ASSESSED, UNHEALTHY
 

@@ -85,7 +85,7 @@ def summary(inventory: pd.DataFrame) -> dict:
     devices = inventory["device"].dropna().astype(str)
     statuses = inventory["status"].value_counts() if "status" in inventory else pd.Series(dtype=int)
     return {
-        "runs": int(len(inventory)),
+        "runs": len(inventory),
         "unhealthy": {status: int(statuses[status]) for status in UNHEALTHY if status in statuses},
         "not_assessed": int(statuses.get(NOT_ASSESSED, 0)),
         "train_time_s": float(inventory["train_time_s"].fillna(0).sum()),

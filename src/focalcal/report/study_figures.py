@@ -15,10 +15,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from focalcal import paths
 from focalcal._io import load_npz, read_json
 from focalcal.calibration import Calibrator
 from focalcal.report.tables import read_study_table
-from focalcal import paths
 
 # --------------------------------------------------------------------------- run files
 

@@ -18,12 +18,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 
-from focalcal import catalog, papers
+from focalcal import catalog, papers, paths
 from focalcal.catalog import calibrator_role
+from focalcal.paths import CLAIMS, CLAIMS_FIGURES, CLAIMS_PAIRS, CLAIMS_TABLE, FIGURES, INVENTORY, TABLES, THEORY
 from focalcal.report.naming import LossInfo, loss_info, paper_setting
-
-from focalcal import paths
-from focalcal.paths import (CLAIMS, CLAIMS_FIGURES, CLAIMS_PAIRS, CLAIMS_TABLE, FIGURES, INVENTORY, TABLES, THEORY)
 
 PAPERS = catalog.PAPERS  # paper -> its page title
 OVERVIEW = "overview"

@@ -123,9 +123,9 @@ def damaged_checkpoint_message(run_dir, problem: str) -> str:
 
     paths = RunPaths(Path(run_dir))
     kept = {name: _state(paths.root / name) for name in (LOGITS, RUN_INFO)}
-    lines = [f"{paths.checkpoint} cannot be read ({problem}), so the logits cannot be re-dumped from it. "
+    lines = [(f"{paths.checkpoint} cannot be read ({problem}), so the logits cannot be re-dumped from it. "
              f"The run keeps its outputs: {LOGITS} {kept[LOGITS]}, {RUN_INFO} {kept[RUN_INFO]} (Snakemake puts "
-             "them back after this failure, and the jobs after this one go on with them). Ways out:"]
+             "them back after this failure, and the jobs after this one go on with them). Ways out:")]
     staged = paths.staged_export
     recorded = _recorded(paths.logits)
     if recorded is not None and staged.logits.exists() and _sidecar.digest_file(staged.logits) == recorded:

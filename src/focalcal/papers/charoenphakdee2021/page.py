@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from focalcal import catalog, plots
+from focalcal import catalog, paths, plots
 from focalcal._io import read_json
 from focalcal.papers.charoenphakdee2021.labels import training_paradigm
 from focalcal.plots.style import status_label
@@ -36,7 +36,6 @@ from focalcal.report.tables import (
     with_mark,
 )
 from focalcal.report.targets import Artifact, StudyView, first_seed, focal_family
-from focalcal import paths
 
 # The top of its report page (notebooks/paper.ipynb): the paper, its claims, what the page shows.
 SUMMARY = """\

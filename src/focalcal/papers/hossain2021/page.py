@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from focalcal import plots
+from focalcal import paths, plots
 from focalcal._io import load_npz
 from focalcal.papers.hossain2021.labels import LOSS_NAMES, TABLES, hossain_setting
 from focalcal.plots.style import color_for
@@ -20,7 +20,6 @@ from focalcal.report.naming import loss_color_key
 from focalcal.report.study_figures import study_table
 from focalcal.report.tables import SETTING_KEYS, PaperTable, format_cell, health_mark, mean_std, row_marks
 from focalcal.report.targets import Artifact, StudyView
-from focalcal import paths
 
 # The top of its report page (notebooks/paper.ipynb): the paper, its claims, what the page shows.
 SUMMARY = """\

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from focalcal import plots
+from focalcal import paths, plots
 from focalcal.calibration import KOMISARENKO_GAMMAS
 from focalcal.papers.komisarenko2024.labels import approach, dataset_name
 from focalcal.plots.style import color_for, status_label
@@ -30,7 +30,6 @@ from focalcal.report.tables import (
     with_mark,
 )
 from focalcal.report.targets import Artifact, StudyView
-from focalcal import paths
 
 # The top of its report page (notebooks/paper.ipynb): the paper, its claims, what the page shows.
 SUMMARY = """\

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from focalcal import plots
+from focalcal import paths, plots
 from focalcal._io import read_csv
 from focalcal.catalog import ROLE_LABELS
 from focalcal.papers.mukhoti2020.labels import mukhoti_name
@@ -30,7 +30,6 @@ from focalcal.report.tables import (
     setting_of,
 )
 from focalcal.report.targets import Artifact, RunView, StudyView
-from focalcal import paths
 
 # The top of its report page (notebooks/paper.ipynb): the paper, its claims, what the page shows.
 SUMMARY = """\
