@@ -2,47 +2,22 @@
 
 from __future__ import annotations
 
-import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from conftest import BIN, ROOT, SNAKEFILE, planned_jobs, snakemake
 
-ROOT = Path(__file__).resolve().parents[1]
 STUDIES = ROOT / "config" / "studies"
-BIN = Path(sys.executable).parent
-
-
-def snakemake(workdir: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-    """Run Snakemake on the repository's Snakefile in ``workdir`` (its own .snakemake/ and results/)."""
-    command = [str(BIN / "snakemake"), "-s", str(ROOT / "Snakefile"), "--directory", str(workdir), *args]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=300)
-    if check and result.returncode != 0:
-        raise AssertionError(f"{' '.join(command)} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
-    return result
-
-
-def job_counts(result: subprocess.CompletedProcess) -> dict[str, int]:
-    """The 'Job stats' table of a dry run, as {rule: count}."""
-    text = result.stdout + result.stderr
-    table = text[text.index("Job stats:") :]
-    counts = {}
-    for line in table.splitlines()[3:]:
-        match = re.fullmatch(r"(\w+)\s+(\d+)", line.strip())
-        if not match:
-            break
-        counts[match.group(1)] = int(match.group(2))
-    return counts
 
 
 def dry_run(tmp_path: Path, *configfiles: Path) -> dict[str, int]:
     args = ["-n"] + (["--configfile", *map(str, configfiles)] if configfiles else [])
     if not configfiles:
         shutil.copytree(ROOT / "config", tmp_path / "config")
-    return job_counts(snakemake(tmp_path, *args))
+    return planned_jobs(snakemake(tmp_path, *args))
 
 
 def test_default_config_plans_every_stage(tmp_path):
@@ -139,6 +114,6 @@ def test_lint_is_clean(tmp_path):
 
 
 def test_snakefmt_is_clean():
-    files = [ROOT / "Snakefile", *sorted((ROOT / "workflow" / "rules").glob("*.smk"))]
+    files = [SNAKEFILE, *sorted((ROOT / "workflow" / "rules").glob("*.smk"))]
     result = subprocess.run([str(BIN / "snakefmt"), "--check", *map(str, files)], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
