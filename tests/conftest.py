@@ -177,13 +177,8 @@ def finished_copy(finished, tmp_path) -> Path:
     return copy_workdir(finished, tmp_path / "finished")
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook reads the xdist_group marks
 def pytest_collection_modifyitems(items):
-    """Order the session for ``make test`` (pytest-xdist, ``--dist loadgroup``): the tests that
-    read ``finished`` form one group, which one worker runs from the start, so that the run is
-    made once and no worker waits for it; and the modules that run Snakemake come first, so that
-    the session ends on short tests rather than on one worker's long one."""
-    for item in items:
-        if "finished" in item.fixturenames:
-            item.add_marker(pytest.mark.xdist_group("finished_test_config"))
+    """The modules that run Snakemake first, the others after them in their usual order: with
+    ``make test``'s work-stealing workers (pytest-xdist ``--dist worksteal``) the long tests start
+    early and the session ends on short ones, which the idle worker takes from the busy one."""
     items.sort(key=lambda item: getattr(getattr(item, "module", None), "snakemake", None) is not snakemake)
