@@ -65,7 +65,8 @@ def loss_kernels(request, monkeypatch):
 @pytest.fixture
 def workflow_checkout(tmp_path):
     """A copy of the checkout's tracked workflow files (source, rules, configs, notebooks), for
-    tests that add a module to the package and run Snakemake on it without touching the tree."""
+    tests that add a module to the package, or change a script, and run Snakemake on it without
+    touching the tree."""
     checkout = tmp_path / "checkout"
     listed = subprocess.run(["git", "ls-files", "src", "workflow", "Snakefile", "profiles", "envs", "notebooks", "config"],
                             cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
