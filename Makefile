@@ -21,7 +21,7 @@ run: $(STAMP)
 	$(VENV)/bin/snakemake --cores $(CORES) --profile profiles/default
 
 test: $(STAMP)
-	$(PY) -m pytest -n 2 tests
+	$(PY) -m pytest -n 2 --dist worksteal tests
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check

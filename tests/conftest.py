@@ -1,19 +1,36 @@
-"""Shared test set-up.
+"""Shared test set-up: one thread per process, fixtures, and the one way the tests run Snakemake.
 
 pytest-xdist runs two workers on this 2-core machine; each torch process would otherwise
 start one thread per core and the workers would thrash each other (observed: 20 s → 260 s).
+
+The workflow tests import the Snakemake helpers from here (``from conftest import snakemake``)
+and read the one finished run of config/test.yaml, ``finished``, made once per session.
 """
 
+import fcntl
 import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-import torch  # noqa: E402
+import torch
 
 torch.set_num_threads(1)
 
 
-import pytest  # noqa: E402
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+# The workflow's entry point, looked up as `snakemake` does from the repository root.
+SNAKEFILE = ROOT / "workflow" / "Snakefile"  
+TEST_CONFIG = ROOT / "config" / "test.yaml"
+BIN = Path(sys.executable).parent
+RUN = "results/runs/digits/cnn_small/ce/tiny/seed0"  # the first classification run of config/test.yaml
 
 
 @pytest.fixture
@@ -48,16 +65,121 @@ def loss_kernels(request, monkeypatch):
 @pytest.fixture
 def workflow_checkout(tmp_path):
     """A copy of the checkout's tracked workflow files (source, rules, configs, notebooks), for
-    tests that add a module to the package and run Snakemake on it without touching the tree."""
-    import shutil
-    import subprocess
-    from pathlib import Path
-
-    root = Path(__file__).resolve().parents[1]
+    tests that add a module to the package, or change a script, and run Snakemake on it without
+    touching the tree."""
     checkout = tmp_path / "checkout"
     listed = subprocess.run(["git", "ls-files", "src", "workflow", "profiles", "notebooks", "config"],
-                            cwd=root, capture_output=True, text=True, check=True).stdout.split()
+                            cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
     for name in listed:
         (checkout / name).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(root / name, checkout / name)
+        shutil.copy2(ROOT / name, checkout / name)
     return checkout
+
+
+# ------------------------------------------------------------------------------ Snakemake runs
+
+
+def snakemake_command(workdir: Path, *args: str, snakefile: Path = SNAKEFILE) -> list[str]:
+    """The venv's ``snakemake`` on ``snakefile``, working in ``workdir`` (its own .snakemake/ and results/)."""
+    return [str(BIN / "snakemake"), "-s", str(snakefile), "--directory", str(workdir), *args]
+
+
+def snakemake(workdir: Path, *args: str, check: bool = True, snakefile: Path = SNAKEFILE, timeout: float = 600,
+              env: dict | None = None) -> subprocess.CompletedProcess:
+    """Run Snakemake in ``workdir`` (with ``env``'s variables added to the environment); with
+    ``check``, a failure raises with the output's tail."""
+    command = snakemake_command(workdir, *args, snakefile=snakefile)
+    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=timeout,
+                            env={**os.environ, "OMP_NUM_THREADS": "1", **(env or {})})
+    if check and result.returncode != 0:
+        raise AssertionError(f"{' '.join(command)} failed:\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}")
+    return result
+
+
+def planned_jobs(result: subprocess.CompletedProcess) -> dict[str, int]:
+    """The 'Job stats' table Snakemake prints, as {rule: count} with its 'total'; {} when it planned nothing."""
+    text = result.stdout + result.stderr
+    if "Job stats:" not in text:
+        return {}
+    counts = {}
+    for line in text[text.index("Job stats:") :].splitlines()[3:]:
+        match = re.fullmatch(r"(\w+)\s+(\d+)", line.strip())
+        if not match:
+            break
+        counts[match.group(1)] = int(match.group(2))
+    return counts
+
+
+def run_as_printed(command: str, workdir: Path) -> subprocess.CompletedProcess:
+    """A command an error message printed, in a shell from the workflow directory, with the venv's
+    snakemake and focalcal first on PATH."""
+    env = dict(os.environ, OMP_NUM_THREADS="1", PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}")
+    result = subprocess.run(["bash", "-c", command], cwd=workdir, capture_output=True, text=True, timeout=600, env=env)
+    assert result.returncode == 0, f"{command}\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    return result
+
+
+def one_run_config(path: Path, study: str, epochs: int, **recipe) -> Path:
+    """config/test.yaml cut down to one study of one run (:data:`RUN`, recipe ``tiny`` trained for
+    ``epochs`` with ``recipe``'s other settings), written to ``path``."""
+    config = yaml.safe_load(TEST_CONFIG.read_text())
+    config["recipes"]["tiny"].update(recipe, epochs=epochs)
+    config["studies"] = {study: {
+        "paper": "mukhoti2020", "mirrors": f"{study}: one run",
+        "grids": [{"datasets": ["digits"], "models": ["cnn_small"], "losses": ["ce"], "recipe": "tiny", "seeds": [0],
+                   "calibrators": ["uncalibrated"]}],
+    }}
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def copy_workdir(source: Path, target: Path) -> Path:
+    """A private copy of a working directory: modification times and .snakemake/ kept, so that
+    Snakemake finds in it what it found in ``source``."""
+    shutil.copytree(source, target, symlinks=True)
+    return target
+
+
+def _run_the_test_config(workdir: Path) -> None:
+    result = snakemake(workdir, "--cores", "2", "--configfile", str(TEST_CONFIG), timeout=1800)
+    (workdir / "snakemake.out").write_text(result.stdout + result.stderr)
+
+
+@pytest.fixture(scope="session")
+def finished(tmp_path_factory, worker_id) -> Path:
+    """A working directory in which config/test.yaml ran to the end (its output in snakemake.out),
+    made once per test session: pytest-xdist's workers share it through a file lock, the first
+    to ask runs it. Read it, never change it: tests that do work on ``finished_copy``."""
+    if worker_id == "master":  # no xdist: this session's own folder
+        workdir = tmp_path_factory.mktemp("finished_test_config")
+        _run_the_test_config(workdir)
+        return workdir
+    shared = tmp_path_factory.getbasetemp().parent  # this session's, common to its workers
+    workdir = shared / "finished_test_config"
+    done, failed = workdir.with_suffix(".done"), workdir.with_suffix(".failed")
+    with open(workdir.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if failed.exists():
+            raise AssertionError(f"the shared run of config/test.yaml failed in another worker:\n{failed.read_text()}")
+        if not done.exists():
+            try:
+                workdir.mkdir()
+                _run_the_test_config(workdir)
+            except BaseException as error:
+                failed.write_text(str(error))
+                raise
+            done.touch()
+    return workdir
+
+
+@pytest.fixture
+def finished_copy(finished, tmp_path) -> Path:
+    """A private copy of ``finished`` for a test that re-runs or damages part of it."""
+    return copy_workdir(finished, tmp_path / "finished")
+
+
+def pytest_collection_modifyitems(items):
+    """The modules that run Snakemake first, the others after them in their usual order: with
+    ``make test``'s work-stealing workers (pytest-xdist ``--dist worksteal``) the long tests start
+    early and the session ends on short ones, which the idle worker takes from the busy one."""
+    items.sort(key=lambda item: getattr(getattr(item, "module", None), "snakemake", None) is not snakemake)

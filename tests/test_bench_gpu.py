@@ -10,7 +10,7 @@ import torch
 from focalcal import losses
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout's bench/ package
-from bench import bench_gpu  # noqa: E402
+from bench import bench_gpu
 
 
 def test_the_reference_loss_is_the_summed_focal_loss():

@@ -11,7 +11,7 @@ from scipy.optimize import minimize
 from scipy.special import log_softmax, softmax
 from sklearn.isotonic import IsotonicRegression as SklearnIsotonicRegression
 
-import focalcal.calibration as calibration
+from focalcal import calibration
 from focalcal.calibration import (
     Calibrator,
     FocalTemperatureScaling,

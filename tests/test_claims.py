@@ -10,8 +10,20 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from focalcal.claims import (CLAIMS, FAILS, HOLDS, INCONCLUSIVE, NOT_TESTABLE, Direction, NotTestable, Pairs,
-                             claims_table, evaluate_claim, judge, scoreboard)
+from focalcal.claims import (
+    CLAIMS,
+    FAILS,
+    HOLDS,
+    INCONCLUSIVE,
+    NOT_TESTABLE,
+    Direction,
+    NotTestable,
+    Pairs,
+    claims_table,
+    evaluate_claim,
+    judge,
+    scoreboard,
+)
 from focalcal.claims.evidence import StudyEvidence
 from focalcal.claims.verdict import decide, t_interval
 from focalcal.report.naming import loss_info

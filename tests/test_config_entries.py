@@ -7,7 +7,7 @@ import sys
 import numpy as np
 import pytest
 import yaml
-from test_workflow import ROOT, snakemake
+from conftest import ROOT, snakemake
 
 from focalcal.pipeline import ConfigError, check_entries, load_config_file, validate_config
 
@@ -17,7 +17,7 @@ GOOD_CONFIGS = [ROOT / "config" / "config.yaml", ROOT / "config" / "test.yaml",
 
 
 @pytest.fixture
-def test_config() -> dict:
+def ci_config() -> dict:
     return validate_config(load_config_file(ROOT / "config" / "test.yaml"), SCHEMA)
 
 
@@ -46,18 +46,18 @@ BAD_ENTRIES = {
 
 
 @pytest.mark.parametrize("mistake", list(BAD_ENTRIES))
-def test_a_bad_entry_is_named_with_its_key_path_and_the_allowed_values(test_config, mistake):
+def test_a_bad_entry_is_named_with_its_key_path_and_the_allowed_values(ci_config, mistake):
     table, key, entry, expected = BAD_ENTRIES[mistake]
-    test_config[table][key] = entry
-    message = problems_of(test_config)
+    ci_config[table][key] = entry
+    message = problems_of(ci_config)
     for text in expected:
         assert text in message
 
 
-def test_every_bad_entry_is_reported_at_once(test_config):
+def test_every_bad_entry_is_reported_at_once(ci_config):
     for mistake, (table, key, entry, _) in BAD_ENTRIES.items():
-        test_config[table][f"{key}_{mistake.replace(' ', '_')}"] = entry
-    message = problems_of(test_config)
+        ci_config[table][f"{key}_{mistake.replace(' ', '_')}"] = entry
+    message = problems_of(ci_config)
     assert message.count("\n  ") == len(BAD_ENTRIES)
 
 
@@ -66,10 +66,10 @@ def test_the_shipped_configs_pass(path):
     check_entries(validate_config(load_config_file(path), SCHEMA))
 
 
-def test_from_loss_and_after_are_workflow_level_not_calibrator_parameters(test_config):
-    test_config["calibrators"]["ts_focal"] = {"name": "temperature_scaling", "objective": "focal", "gamma": "from_loss"}
-    test_config["calibrators"]["ts_focal_psi"] = {"name": "psi", "gamma": "from_loss", "after": "ts_focal"}
-    check_entries(test_config)
+def test_from_loss_and_after_are_workflow_level_not_calibrator_parameters(ci_config):
+    ci_config["calibrators"]["ts_focal"] = {"name": "temperature_scaling", "objective": "focal", "gamma": "from_loss"}
+    ci_config["calibrators"]["ts_focal_psi"] = {"name": "psi", "gamma": "from_loss", "after": "ts_focal"}
+    check_entries(ci_config)
 
 
 @pytest.mark.parametrize(("table", "entry", "expected"), [
@@ -90,36 +90,36 @@ def test_from_loss_and_after_are_workflow_level_not_calibrator_parameters(test_c
     ("models", {"name": "wide_resnet28_10", "dropout": "0.3"}, "models.x.dropout: expected float, got '0.3' (str)"),
     ("models", {"name": "deeplabv3plus", "pretrained": "yes"}, "models.x.pretrained: expected bool, got 'yes'"),
 ])
-def test_text_or_a_boolean_where_a_number_is_expected_is_refused(test_config, table, entry, expected):
-    test_config[table]["x"] = entry
-    assert expected in problems_of(test_config)
+def test_text_or_a_boolean_where_a_number_is_expected_is_refused(ci_config, table, entry, expected):
+    ci_config[table]["x"] = entry
+    assert expected in problems_of(ci_config)
 
 
-def test_a_value_load_would_refuse_is_refused_without_loading(test_config):
-    test_config["datasets"]["x"] = {"name": "digits-s", "subset_fraction": 0.5}
-    test_config["datasets"]["y"] = {"name": "cifar10", "n_folds": 3, "fold": 0}  # official test set: no folds
-    message = problems_of(test_config)
+def test_a_value_load_would_refuse_is_refused_without_loading(ci_config):
+    ci_config["datasets"]["x"] = {"name": "digits-s", "subset_fraction": 0.5}
+    ci_config["datasets"]["y"] = {"name": "cifar10", "n_folds": 3, "fold": 0}  # official test set: no folds
+    message = problems_of(ci_config)
     assert "datasets.x: 'digits-s' already means subset_fraction=0.1" in message
     assert "datasets.y: dataset 'cifar10' has an official test set, so it takes no folds" in message
 
 
-def test_data_root_and_download_are_set_for_all_datasets_at_the_top_level(test_config):
-    test_config["datasets"]["x"] = {"name": "digits", "download": True, "root": "elsewhere"}
-    message = problems_of(test_config)
+def test_data_root_and_download_are_set_for_all_datasets_at_the_top_level(ci_config):
+    ci_config["datasets"]["x"] = {"name": "digits", "download": True, "root": "elsewhere"}
+    message = problems_of(ci_config)
     assert "datasets.x.download: set for every dataset by the top-level 'download' key" in message
     assert "datasets.x.root: set for every dataset by the top-level 'data_root' key" in message
 
 
-def test_a_preset_loss_says_which_parameters_it_fixes(test_config):
-    test_config["losses"]["x"] = {"name": "flsd53", "gammas": [5, 3]}
+def test_a_preset_loss_says_which_parameters_it_fixes(ci_config):
+    ci_config["losses"]["x"] = {"name": "flsd53", "gammas": [5, 3]}
     assert "losses.x.gammas: unknown parameter of loss 'flsd53' (a preset: it fixes gammas, thresholds)" in problems_of(
-        test_config)
+        ci_config)
 
 
-def test_without_torch_the_check_fails_saying_so(test_config, monkeypatch):
+def test_without_torch_the_check_fails_saying_so(ci_config, monkeypatch):
     monkeypatch.setitem(sys.modules, "torch", None)  # import torch now raises ImportError
     with pytest.raises(ConfigError, match=r"needs torch and the focalcal library in the Python that runs Snakemake"):
-        check_entries(test_config)
+        check_entries(ci_config)
 
 
 # ---------------------------------------------------------------- the library's own number checks

@@ -38,6 +38,6 @@ def test_the_walk_finds_keys_at_every_depth():
 
 def test_config_readme_describes_every_schema_key():
     schema = yaml.safe_load(SCHEMA.read_text())
-    described = set(re.findall(r"^\| `([^`]+)` \|", (ROOT / "config" / "README.md").read_text(), flags=re.M))
+    described = set(re.findall(r"^\| `([^`]+)` \|", (ROOT / "config" / "README.md").read_text(), flags=re.MULTILINE))
     missing = [key for key in schema_keys(schema, schema["$defs"]) if key not in described]
     assert not missing, f"config/README.md does not describe {missing}"

@@ -14,11 +14,10 @@ import torch
 from PIL import Image
 from scipy.io import savemat
 
-import focalcal.data as data
+from focalcal import data
 from focalcal.data import download, sources
 from focalcal.data.download import ChecksumError, DatasetNotFoundError, extract, md5sum
 from focalcal.data.tiny_imagenet import CACHE_NAME, reorganise_val
-
 
 pytestmark = pytest.mark.usefixtures("no_network")  # tests/conftest.py
 
@@ -341,7 +340,7 @@ def test_tiny_imagenet_download_reorganise_and_cache(tmp_path, monkeypatch):
     np.testing.assert_array_equal(np.bincount(ds.val.y.numpy()), [1, 1, 1])
 
     # Official val set as test, labelled through val_annotations.txt, classes in sorted order.
-    val_files = sorted(((classes.index(WNIDS[j % 3]), f"val_{j}.JPEG") for j in range(6)))
+    val_files = sorted((classes.index(WNIDS[j % 3]), f"val_{j}.JPEG") for j in range(6))
     np.testing.assert_array_equal(ds.test.y.numpy(), [label for label, _ in val_files])
     expected_test = np.stack([decoded[name] for _, name in val_files]).transpose(0, 3, 1, 2) / np.float32(255)
     np.testing.assert_array_equal(ds.test.x.numpy(), expected_test)

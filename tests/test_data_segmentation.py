@@ -12,13 +12,12 @@ import torch.nn.functional as F
 import yaml
 from PIL import Image
 
-import focalcal.data as data
+from focalcal import data
 from focalcal.data import camvid, sources
 from focalcal.data.download import ChecksumError, DatasetNotFoundError
 from focalcal.data.segmentation import IGNORE_INDEX, make_synthetic_segmentation
 from focalcal.data.segmentation_folder import CITYSCAPES_CATEGORY_MAP
 from focalcal.data.splits import fold_indices
-
 
 pytestmark = pytest.mark.usefixtures("no_network")  # tests/conftest.py
 STUDIES = Path(__file__).resolve().parents[1] / "config" / "studies"

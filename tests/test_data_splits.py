@@ -10,10 +10,9 @@ import torch
 from scipy import integrate
 from scipy.stats import norm
 
-import focalcal.data as data
+from focalcal import data
 from focalcal.data import mnist_1d, synthetic
 from focalcal.data.splits import per_class_subset, resolve_size, split_hash, split_indices
-
 
 # ---------------------------------------------------------------- split_indices
 

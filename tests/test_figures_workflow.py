@@ -1,23 +1,15 @@
 """Figures, paper tables and the HTML report, run for real on config/test.yaml.
 
-One Snakemake run of the test config (data -> runs -> calibration -> tables -> figures ->
-notebooks -> index) in a temporary directory, then: every planned figure and table exists,
+The session's finished run of the test config (data -> runs -> calibration -> tables -> figures
+-> notebooks -> index; conftest's ``finished``), then: every planned figure and table exists,
 every notebook page embeds its images and ran without error, the index links resolve, the
 pages pass the headless-Chromium check (screenshot saved), a paper table agrees with the
 study table it summarises, and a deleted figure is rebuilt alone.
-
-The K = 3 and K = 4 closest-temperature figures cost minutes at the paper's grids; the
-fixture draws them beforehand with the same plotting call on a coarse grid, and Snakemake,
-finding them present, leaves them alone. Every other figure is made by the workflow.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import re
-import subprocess
-import sys
 import zipfile
 from pathlib import Path
 
@@ -25,37 +17,14 @@ import nbformat
 import pandas as pd
 import pytest
 import yaml
+from conftest import ROOT, TEST_CONFIG, planned_jobs, snakemake
+from test_report_browser import ensure_chromium
 
 from focalcal.pipeline import build_plan, validate_config
 from focalcal.report.browser import broken_links, check_report
 from focalcal.report.targets import report_plan
-from test_report_browser import ensure_chromium
 
-ROOT = Path(__file__).resolve().parents[1]
-SNAKEFILE = ROOT / "workflow" / "Snakefile"
-TEST_CONFIG = ROOT / "config" / "test.yaml"
-BIN = Path(sys.executable).parent
-PRESEEDED = {"komisarenko2024_fig6_closest_temperature_k3": 3, "komisarenko2024_closest_temperature_k4": 4}
-
-
-def snakemake(workdir: Path, *args: str) -> subprocess.CompletedProcess:
-    command = [str(BIN / "snakemake"), "-s", str(SNAKEFILE), "--directory", str(workdir), "--configfile",
-               str(TEST_CONFIG), *args]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=1500, env=dict(os.environ, OMP_NUM_THREADS="1"))
-    if result.returncode != 0:
-        raise AssertionError(f"snakemake {' '.join(args)} failed:\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}")
-    return result
-
-
-def planned_jobs(result: subprocess.CompletedProcess) -> dict[str, int]:
-    text = result.stdout + result.stderr
-    counts = {}
-    for line in text[text.index("Job stats:"):].splitlines()[3:] if "Job stats:" in text else []:
-        match = re.fullmatch(r"(\w+)\s+(\d+)", line.strip())
-        if not match:
-            break
-        counts[match.group(1)] = int(match.group(2))
-    return counts
+TEST_CONFIG_ARGS = ("--configfile", str(TEST_CONFIG))
 
 
 @pytest.fixture(scope="module")
@@ -65,28 +34,14 @@ def plan():
     return report_plan(build_plan(config))
 
 
-@pytest.fixture(scope="module")
-def workdir(tmp_path_factory) -> Path:
-    from focalcal import plots
-    from focalcal.papers.komisarenko2024.theory import closest_temperature_figure
-
-    workdir = tmp_path_factory.mktemp("report")
-    for name, classes in PRESEEDED.items():
-        figure = closest_temperature_figure(classes, [0.0, 1.0, 2.0], max_logit_gap=4.0, logit_step=0.25)
-        plots.save(figure, workdir / "results/figures/theory" / f"{name}.png")
-    result = snakemake(workdir, "--cores", "2")
-    (workdir / "snakemake.out").write_text(result.stdout + result.stderr)
-    return workdir
-
-
-def test_every_planned_figure_and_table_and_the_index_exist(workdir, plan):
+def test_every_planned_figure_and_table_and_the_index_exist(finished, plan):
     for artifact in plan.artifacts():
-        assert (workdir / artifact.path).stat().st_size > 0, artifact.path
-    assert (workdir / "results/report/index.html").is_file()
-    assert broken_links(workdir / "results/report") == []
-    manifest = json.loads((workdir / "results/report/manifest.json").read_text())
+        assert (finished / artifact.path).stat().st_size > 0, artifact.path
+    assert (finished / "results/report/index.html").is_file()
+    assert broken_links(finished / "results/report") == []
+    manifest = json.loads((finished / "results/report/manifest.json").read_text())
     assert set(manifest["studies"]) == {"test_posterior", "test_digits", "test_segmentation"}
-    inventory = pd.read_csv(workdir / "results/report/runs.csv")
+    inventory = pd.read_csv(finished / "results/report/runs.csv")
     # 4 classification runs (recipe tiny, 15 epochs), one at lr 100 (3 epochs, collapsed) and 2 losses x 2 folds
     # of segmentation (20 epochs); only the lr-100 run is unhealthy
     assert sorted(inventory["epochs"]) == [3] + [15] * 4 + [20] * 4
@@ -95,33 +50,33 @@ def test_every_planned_figure_and_table_and_the_index_exist(workdir, plan):
     assert inventory["device"].notna().all()
 
 
-def test_notebook_pages_ran_cleanly_and_embed_their_figures(workdir, plan):
+def test_notebook_pages_ran_cleanly_and_embed_their_figures(finished, plan):
     for notebook in plan.notebooks:
-        executed = nbformat.read(workdir / f"results/report/notebooks/{notebook}.ipynb", as_version=4)
+        executed = nbformat.read(finished / f"results/report/notebooks/{notebook}.ipynb", as_version=4)
         outputs = [output for cell in executed.cells if cell.cell_type == "code" for output in cell.get("outputs", [])]
         assert not [o for o in outputs if o.output_type == "error"], notebook
-        page = (workdir / f"results/report/{notebook}.html").read_text()
+        page = (finished / f"results/report/{notebook}.html").read_text()
         expected = len([a for a in plan.artifacts() if a.kind == "figure" and a.paper == notebook])
         assert page.count("data:image/png;base64,") >= expected, notebook
         assert "Traceback" not in page
-    mukhoti = (workdir / "results/report/mukhoti2020.html").read_text()
+    mukhoti = (finished / "results/report/mukhoti2020.html").read_text()
     assert "Table 13" in mukhoti and "published ece post_t" in mukhoti
 
 
-def test_report_pages_load_in_headless_chromium(workdir):
+def test_report_pages_load_in_headless_chromium(finished_copy):
     ensure_chromium()
-    outcome = check_report(workdir / "results/report")
+    outcome = check_report(finished_copy / "results/report")
     assert outcome["failures"] == []
     images = {name: len(info["images"]) for name, info in outcome["pages"].items()}
     # Figs 4a, 6, 7, 8 + 4 from runs (2, 3, 4b-d, 10), and the claims' forest plot
     assert images["komisarenko2024.html"] == 9 and images["mukhoti2020.html"] == 9
     assert any(image["src"].endswith("figures/claims/index.png") for image in outcome["pages"]["index.html"]["images"])
-    assert (workdir / "results/report/index.png").stat().st_size > 10_000
+    assert (finished_copy / "results/report/index.png").stat().st_size > 10_000
 
 
-def test_paper_table_agrees_with_the_study_table(workdir):
-    study = pd.read_csv(workdir / "results/tables/test_digits.csv")
-    table1 = pd.read_csv(workdir / "results/tables/test_digits/mukhoti2020_table1.csv").set_index("stage")
+def test_paper_table_agrees_with_the_study_table(finished):
+    study = pd.read_csv(finished / "results/tables/test_digits.csv")
+    table1 = pd.read_csv(finished / "results/tables/test_digits/mukhoti2020_table1.csv").set_index("stage")
     raw = study[(study.loss == "ce") & (study.calibrator == "uncalibrated") & (study.metric == "ece") & (study.bins == 15)]
     scaled = study[(study.loss == "ce") & (study.calibrator == "ts_nll") & (study.metric == "temperature")]
     assert table1.loc["pre_t", "ours_mean"] == pytest.approx(100 * raw["value"].mean())
@@ -129,32 +84,32 @@ def test_paper_table_agrees_with_the_study_table(workdir):
     assert table1["paper_dataset"].eq("SVHN").all() and table1["stand_in"].all()
 
 
-def test_a_deleted_figure_is_rebuilt_alone(workdir):
-    theory = workdir / "results/figures/theory/charoenphakdee2021_fig1_phi.png"
-    experiment = workdir / "results/figures/test_posterior/charoenphakdee2021_fig3_synthetic1d.png"
-    untouched = workdir / "results/figures/test_digits/mukhoti2020_fig2_training_curves.png"
+def test_a_deleted_figure_is_rebuilt_alone(finished_copy):
+    theory = finished_copy / "results/figures/theory/charoenphakdee2021_fig1_phi.png"
+    experiment = finished_copy / "results/figures/test_posterior/charoenphakdee2021_fig3_synthetic1d.png"
+    untouched = finished_copy / "results/figures/test_digits/mukhoti2020_fig2_training_curves.png"
     before = untouched.stat().st_mtime_ns
     for figure, rule in ((theory, "theory_figure"), (experiment, "study_figure")):
         figure.unlink()
-        target = str(figure.relative_to(workdir))
-        assert planned_jobs(snakemake(workdir, "-n", target)) == {rule: 1, "total": 1}
-        snakemake(workdir, "--cores", "1", target)
+        target = str(figure.relative_to(finished_copy))
+        assert planned_jobs(snakemake(finished_copy, "-n", target, *TEST_CONFIG_ARGS)) == {rule: 1, "total": 1}
+        snakemake(finished_copy, "--cores", "1", target, *TEST_CONFIG_ARGS)
         assert figure.stat().st_size > 0
     assert untouched.stat().st_mtime_ns == before
 
 
-def test_snakemake_report_includes_every_figure_and_table(workdir, plan):
-    snakemake(workdir, "--report", "report.zip")
-    with zipfile.ZipFile(workdir / "report.zip") as archive:
+def test_snakemake_report_includes_every_figure_and_table(finished_copy, plan):
+    snakemake(finished_copy, "--report", "report.zip", *TEST_CONFIG_ARGS)
+    with zipfile.ZipFile(finished_copy / "report.zip") as archive:
         listing = "\n".join(archive.namelist())
     for artifact in plan.artifacts():
         assert Path(artifact.path).name in listing, artifact.path
 
 
-def test_claims_table_is_its_own_target_and_every_paper_page_shows_claims(workdir):
+def test_claims_table_is_its_own_target_and_every_paper_page_shows_claims(finished_copy):
     from focalcal.claims import CLAIMS, VERDICTS
 
-    claims = pd.read_csv(workdir / "results/tables/claims.csv")
+    claims = pd.read_csv(finished_copy / "results/tables/claims.csv")
     expected = {(study, key) for study, paper in (("test_posterior", "charoenphakdee2021"), ("test_digits", "mukhoti2020"),
                                                   ("test_segmentation", "hossain2021"))
                 for key in (c.key for c in CLAIMS[paper])}
@@ -169,10 +124,11 @@ def test_claims_table_is_its_own_target_and_every_paper_page_shows_claims(workdi
     digits = claims[claims["study"] == "test_digits"]
     assert digits["excluded_runs"].str.contains(f"{collapsed} (collapsed: test accuracy", regex=False).all()
     assert claims[claims["study"] != "test_digits"]["excluded_runs"].isna().all()
-    warnings = [line for line in (workdir / "snakemake.out").read_text().splitlines() if "focalcal: WARNING" in line]
+    output = (finished_copy / "snakemake.out").read_text().splitlines()
+    warnings = [line for line in output if "focalcal: WARNING" in line]
     assert len(warnings) == 1 and collapsed in warnings[0] and "collapsed" in warnings[0]
     # every pair behind a verdict, with its unit, in the side table; the report shows them and the forest plots
-    pairs = pd.read_csv(workdir / "results/tables/claims_pairs.csv")
+    pairs = pd.read_csv(finished_copy / "results/tables/claims_pairs.csv")
     tested = claims[claims["n_pairs"] > 0]
     counted = pairs.groupby(["study", "claim"]).size()
     assert {key: counted.get(key, 0) for key in zip(tested["study"], tested["claim"])} == \
@@ -180,22 +136,24 @@ def test_claims_table_is_its_own_target_and_every_paper_page_shows_claims(workdi
     psi = pairs[(pairs["study"] == "test_posterior") & (pairs["claim"] == "c21-psi-recovers-posterior")]
     assert list(psi["dataset"]) == ["synthetic1d"] and psi["difference"].iloc[0] == pytest.approx(fl["mean"])
     for paper in CLAIMS:
-        page = (workdir / f"results/report/{paper}.html").read_text()
+        page = (finished_copy / f"results/report/{paper}.html").read_text()
         assert "Claims: does the paper hold here?" in page, paper
-        assert (workdir / f"results/figures/claims/{paper}.png").stat().st_size > 5_000, paper
-    page = (workdir / "results/report/charoenphakdee2021.html").read_text()
+        assert (finished_copy / f"results/figures/claims/{paper}.png").stat().st_size > 5_000, paper
+    page = (finished_copy / "results/report/charoenphakdee2021.html").read_text()
     assert "pair(s) point the paper&#x27;s way" in page or "pair(s) point the paper's way" in page
     assert f"{psi['difference'].iloc[0]:+.4g}" in page  # the pair itself, with its unit
-    index = (workdir / "results/report/index.html").read_text()
+    index = (finished_copy / "results/report/index.html").read_text()
     assert "Does each paper hold here?" in index and "c21-psi-recovers-posterior" in index
     assert "../figures/claims/index.png" in index and "synthetic1d/mlp/" in index
-    path = workdir / "results/tables/claims.csv"
+    path = finished_copy / "results/tables/claims.csv"
     path.unlink()
-    assert planned_jobs(snakemake(workdir, "-n", "results/tables/claims.csv")) == {"claims": 1, "total": 1}
-    snakemake(workdir, "--cores", "1", "results/tables/claims.csv")
+    dry = snakemake(finished_copy, "-n", "results/tables/claims.csv", *TEST_CONFIG_ARGS)
+    assert planned_jobs(dry) == {"claims": 1, "total": 1}
+    snakemake(finished_copy, "--cores", "1", "results/tables/claims.csv", *TEST_CONFIG_ARGS)
     assert pd.read_csv(path).equals(claims)
-    pairs_path = workdir / "results/tables/claims_pairs.csv"
+    pairs_path = finished_copy / "results/tables/claims_pairs.csv"
     pairs_path.unlink()
-    assert planned_jobs(snakemake(workdir, "-n", "results/tables/claims_pairs.csv")) == {"claims": 1, "total": 1}
-    snakemake(workdir, "--cores", "1", "results/tables/claims_pairs.csv")
+    dry = snakemake(finished_copy, "-n", "results/tables/claims_pairs.csv", *TEST_CONFIG_ARGS)
+    assert planned_jobs(dry) == {"claims": 1, "total": 1}
+    snakemake(finished_copy, "--cores", "1", "results/tables/claims_pairs.csv", *TEST_CONFIG_ARGS)
     assert pd.read_csv(pairs_path).equals(pairs)

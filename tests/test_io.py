@@ -65,8 +65,9 @@ def _figure_writer(path):
     import matplotlib
 
     matplotlib.use("Agg")
-    from focalcal.plots import save
     from matplotlib.figure import Figure
+
+    from focalcal.plots import save
 
     figure = Figure()
     figure.add_subplot().plot([0, 1], [1, 0])

@@ -149,7 +149,7 @@ def mmce_numpy(confidence, correct, weighted, bandwidth=0.4, normalization="coun
     divided once more by (pair count + 1e-5); √(· + 1e-10); 0 without both groups.
     """
     n = len(confidence)
-    kernel = lambda a, b: math.exp(-abs(a - b) / bandwidth)  # noqa: E731
+    kernel = lambda a, b: math.exp(-abs(a - b) / bandwidth)
     if weighted and normalization == "count":
         good = [i for i in range(n) if correct[i]]
         bad = [j for j in range(n) if not correct[j]]

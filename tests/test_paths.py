@@ -70,10 +70,9 @@ def test_the_re_make_command_names_the_snakefile_only_when_snakemake_would_not_f
 
 def test_a_job_log_holds_its_output_and_its_traceback(tmp_path):
     log = tmp_path / "job.log"
-    with pytest.raises(ValueError, match="bad input"):
-        with logged(str(log)):
-            print("reading the run")
-            raise ValueError("bad input")
+    with pytest.raises(ValueError, match="bad input"), logged(str(log)):
+        print("reading the run")
+        raise ValueError("bad input")
     text = log.read_text()
     assert text.startswith("reading the run\n") and "Traceback" in text and "ValueError: bad input" in text
 

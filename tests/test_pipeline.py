@@ -35,64 +35,64 @@ def validated(path) -> dict:
 
 
 @pytest.fixture
-def test_config() -> dict:
+def ci_config() -> dict:
     return load(ROOT / "config" / "test.yaml")
 
 
 # --------------------------------------------------------------------------- schema
 
 
-def test_unknown_loss_name_names_the_key_and_the_allowed_values(test_config):
-    test_config["losses"]["focal1"]["name"] = "focall"
+def test_unknown_loss_name_names_the_key_and_the_allowed_values(ci_config):
+    ci_config["losses"]["focal1"]["name"] = "focall"
     with pytest.raises(ConfigError) as error:
-        validate_config(test_config, SCHEMA)
+        validate_config(ci_config, SCHEMA)
     message = str(error.value)
     assert "losses.focal1.name" in message
     assert "'focall'" in message
     assert "focal_sample_dependent" in message and "cross_entropy" in message  # the allowed values
 
 
-def test_unknown_recipe_key_lists_the_allowed_keys(test_config):
-    test_config["recipes"]["tiny"]["epoch"] = 3
+def test_unknown_recipe_key_lists_the_allowed_keys(ci_config):
+    ci_config["recipes"]["tiny"]["epoch"] = 3
     with pytest.raises(ConfigError, match=r"recipes\.tiny: unknown key\(s\) \['epoch'\]; allowed keys: .*epochs"):
-        validate_config(test_config, SCHEMA)
+        validate_config(ci_config, SCHEMA)
 
 
-def test_wrong_type_names_the_key(test_config):
-    test_config["recipes"]["tiny"]["epochs"] = "three"
+def test_wrong_type_names_the_key(ci_config):
+    ci_config["recipes"]["tiny"]["epochs"] = "three"
     with pytest.raises(ConfigError, match=r"recipes\.tiny\.epochs: 'three' is not of type 'integer'"):
-        validate_config(test_config, SCHEMA)
+        validate_config(ci_config, SCHEMA)
 
 
-def test_study_referring_to_an_undefined_key_names_it(test_config):
-    test_config["studies"]["test_digits"]["grids"][0]["losses"].append("focal9")
+def test_study_referring_to_an_undefined_key_names_it(ci_config):
+    ci_config["studies"]["test_digits"]["grids"][0]["losses"].append("focal9")
     with pytest.raises(ConfigError, match=r"studies\.test_digits\.grids\[0\]\.losses: unknown losses key 'focal9'"):
-        validate_config(test_config, SCHEMA)
+        validate_config(ci_config, SCHEMA)
 
 
-def test_key_that_cannot_be_a_directory_name_is_rejected(test_config):
-    test_config["losses"]["focal/1"] = {"name": "focal", "gamma": 1}
+def test_key_that_cannot_be_a_directory_name_is_rejected(ci_config):
+    ci_config["losses"]["focal/1"] = {"name": "focal", "gamma": 1}
     with pytest.raises(ConfigError, match="directory names"):
-        validate_config(test_config, SCHEMA)
+        validate_config(ci_config, SCHEMA)
 
 
-def test_study_bins_must_be_computed(test_config):
-    test_config["studies"]["test_digits"]["ece_bins"] = [20]
+def test_study_bins_must_be_computed(ci_config):
+    ci_config["studies"]["test_digits"]["ece_bins"] = [20]
     with pytest.raises(ConfigError, match=r"studies\.test_digits\.ece_bins: \[20\] not among the computed ece_bins"):
-        validate_config(test_config, SCHEMA)
+        validate_config(ci_config, SCHEMA)
 
 
-def test_chained_calibrator_must_follow_a_temperature_scaling(test_config):
-    test_config["calibrators"]["bad_chain"] = {"name": "psi", "gamma": 1.0, "after": "uncalibrated"}
+def test_chained_calibrator_must_follow_a_temperature_scaling(ci_config):
+    ci_config["calibrators"]["bad_chain"] = {"name": "psi", "gamma": 1.0, "after": "uncalibrated"}
     with pytest.raises(ConfigError, match=r"calibrators\.bad_chain\.after: 'uncalibrated' must be a temperature_scaling"):
-        validate_config(test_config, SCHEMA)
+        validate_config(ci_config, SCHEMA)
 
 
-def test_defaults_are_filled_in(test_config):
+def test_defaults_are_filled_in(ci_config):
     for key in ("download", "compile", "device"):
-        test_config.pop(key, None)
-    test_config["training"] = {}
-    config = validate_config(test_config, SCHEMA)
+        ci_config.pop(key, None)
+    ci_config["training"] = {}
+    config = validate_config(ci_config, SCHEMA)
     assert config["download"] is False and config["compile"] == "auto" and config["device"] == "auto"
     assert config["training"] == {"threads": 1, "numerics": "pinned", "mem_mb": 2000, "runtime": 30, "gpu": 0,
                                   "runs_per_gpu": 1, "retries": 1,
@@ -120,10 +120,10 @@ def test_every_recipe_of_every_config_is_a_valid_trainer_recipe():
 # --------------------------------------------------------------------------- plan
 
 
-def test_runs_shared_between_studies_are_planned_once(test_config):
-    test_config["studies"]["test_digits_again"] = copy.deepcopy(test_config["studies"]["test_digits"])
-    test_config["studies"]["test_digits_again"]["grids"][0]["losses"] = ["ce", "focal3"]
-    plan = build_plan(validate_config(test_config, SCHEMA))
+def test_runs_shared_between_studies_are_planned_once(ci_config):
+    ci_config["studies"]["test_digits_again"] = copy.deepcopy(ci_config["studies"]["test_digits"])
+    ci_config["studies"]["test_digits_again"]["grids"][0]["losses"] = ["ce", "focal3"]
+    plan = build_plan(validate_config(ci_config, SCHEMA))
     digits_runs = [run for run in plan.runs.values() if run.dataset == "digits" and run.recipe == "tiny"]
     assert sorted(run.loss for run in digits_runs) == ["ce", "focal1", "focal3"]  # ce shared, not doubled
     # the posterior study's 2, these 3, the collapsed lr-100 run (shared too) and 4 segmentation runs
@@ -131,17 +131,17 @@ def test_runs_shared_between_studies_are_planned_once(test_config):
     assert plan.runs["digits/cnn_small/ce/tiny/seed0"].run_dir == "results/runs/digits/cnn_small/ce/tiny/seed0"
 
 
-def test_from_loss_takes_the_training_gamma(test_config):
-    plan = build_plan(validate_config(test_config, SCHEMA))
+def test_from_loss_takes_the_training_gamma(ci_config):
+    plan = build_plan(validate_config(ci_config, SCHEMA))
     assert plan.calibrators["synthetic1d/mlp/focal3/tiny/seed0"]["psi"] == {"build": {"name": "psi", "gamma": 3.0}}
     assert plan.calibrators["synthetic1d/mlp/ce/tiny/seed0"]["psi"] == {"build": {"name": "psi", "gamma": 0.0}}
 
 
-def test_from_loss_with_a_loss_without_single_gamma_fails(test_config):
-    test_config["losses"]["flsd"] = {"name": "flsd53"}
-    test_config["studies"]["test_posterior"]["grids"][0]["losses"].append("flsd")
+def test_from_loss_with_a_loss_without_single_gamma_fails(ci_config):
+    ci_config["losses"]["flsd"] = {"name": "flsd53"}
+    ci_config["studies"]["test_posterior"]["grids"][0]["losses"].append("flsd")
     with pytest.raises(ConfigError, match=r"calibrators\.psi\.gamma = 'from_loss' but losses\.flsd \('flsd53'\) has no single gamma"):
-        build_plan(validate_config(test_config, SCHEMA))
+        build_plan(validate_config(ci_config, SCHEMA))
 
 
 def test_chained_method_carries_the_temperature_scaling_it_follows():
@@ -211,8 +211,8 @@ def _write_run_config(tmp_path, plan, run, **changes):
     path.write_text(json.dumps(settings))
 
 
-def test_run_directory_with_other_settings_fails_loudly(tmp_path, test_config):
-    plan = build_plan(validate_config(test_config, SCHEMA))
+def test_run_directory_with_other_settings_fails_loudly(tmp_path, ci_config):
+    plan = build_plan(validate_config(ci_config, SCHEMA))
     run = plan.runs["digits/cnn_small/ce/tiny/seed0"]
     _write_run_config(tmp_path, plan, run, **{"recipe.epochs": 5})
     with pytest.raises(RunConflictError) as error:
@@ -222,8 +222,8 @@ def test_run_directory_with_other_settings_fails_loudly(tmp_path, test_config):
     assert "recipe.epochs = 5 on disk, 15 in this config" in message
 
 
-def test_run_directory_with_the_same_settings_or_another_device_is_reused(tmp_path, test_config):
-    plan = build_plan(validate_config(test_config, SCHEMA))
+def test_run_directory_with_the_same_settings_or_another_device_is_reused(tmp_path, ci_config):
+    plan = build_plan(validate_config(ci_config, SCHEMA))
     _write_run_config(tmp_path, plan, plan.runs["digits/cnn_small/ce/tiny/seed0"], device="cuda", compile="cudagraphs")
     _write_run_config(tmp_path, plan, plan.runs["digits/cnn_small/focal1/tiny/seed0"])
     check_run_directories(plan, tmp_path)  # device and compile do not change a run's numbers

@@ -440,7 +440,7 @@ def visible_legend_title(figure):
 
 
 def test_ece_box_plots_order_gammas_as_numbers_and_mark_runs_that_did_not_train():
-    status = lambda dataset, gamma, seed: "collapsed" if (dataset, gamma, seed) == ("digits", 10, 0) else "trained"  # noqa: E731
+    status = lambda dataset, gamma, seed: "collapsed" if (dataset, gamma, seed) == ("digits", 10, 0) else "trained"
     table = _seeds_table(3, gammas=(0, 0.5, 2, 10), status=status)
     figure = ef.ece_box_plots(table)
     first, second = figure.axes[:2]
@@ -509,8 +509,8 @@ def test_box_plot_panels_with_long_names_keep_their_titles_inside():
 def test_training_figures_mark_runs_that_did_not_train_from_run_json(tmp_path):
     import json
 
-    from focalcal.report import study_figures
     from focalcal.papers.mukhoti2020 import page as mukhoti2020
+    from focalcal.report import study_figures
 
     paths = {}
     for label, health in (("cross_entropy", {"status": "trained"}), ("focal γ=1", {"status": "diverged"}),
@@ -626,9 +626,9 @@ def test_fig9_builder_shows_each_models_stored_pre_and_post_ts_confidence(tmp_pa
     the bars are the stored calibrators' confidences (no refit), on inputs every model gets
     right (top) or wrong (bottom)."""
     from focalcal._io import atomic_savez
+    from focalcal.papers.mukhoti2020 import page as mukhoti2020
     from focalcal.pipeline.calibrate import calibrate_run
     from focalcal.report import study_figures
-    from focalcal.papers.mukhoti2020 import page as mukhoti2020
 
     rng = np.random.default_rng(4)
     n, k = 400, 5

@@ -11,10 +11,11 @@ import sys
 import textwrap
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import ROOT, SNAKEFILE, planned_jobs, snakemake
+
 README = (ROOT / "README.md").read_text()
-BLOCKS = dict(re.findall(r"<!-- readme-test: (\w+) -->\n```python\n(.*?)```", README, flags=re.S))
-YAML_BLOCKS = dict(re.findall(r"<!-- readme-test: (\w+) -->\n```yaml\n(.*?)```", README, flags=re.S))
+BLOCKS = dict(re.findall(r"<!-- readme-test: (\w+) -->\n```python\n(.*?)```", README, flags=re.DOTALL))
+YAML_BLOCKS = dict(re.findall(r"<!-- readme-test: (\w+) -->\n```yaml\n(.*?)```", README, flags=re.DOTALL))
 
 
 def run_block(name: str, checks: str, tmp_path: Path) -> str:
@@ -100,19 +101,14 @@ def test_paths_and_make_targets_named_in_the_readme_exist():
         assert (ROOT / path).exists(), path
     makefile = (ROOT / "Makefile").read_text()
     for target in sorted(set(re.findall(r"\bmake (\w+)", README))):
-        assert re.search(rf"^{target}:", makefile, flags=re.M), f"make {target}"
+        assert re.search(rf"^{target}:", makefile, flags=re.MULTILINE), f"make {target}"
 
 
 def dry_run_jobs(*args: str, cwd: Path) -> dict[str, int]:
     """rule -> planned jobs of a ``snakemake -n`` in ``cwd`` (an empty folder: nothing is done yet)."""
-    result = subprocess.run([str(Path(sys.executable).with_name("snakemake")), "-s", str(ROOT / "workflow" / "Snakefile"),
-                             "--directory", str(cwd), "-n", *args], cwd=ROOT, capture_output=True, text=True,
-                            timeout=300)
-    assert result.returncode == 0, result.stderr[-3000:]
-    text = result.stdout + result.stderr
-    stats = text[text.index("Job stats:"):].splitlines()[3:]
-    return {m.group(1): int(m.group(2)) for m in map(lambda line: re.fullmatch(r"(\w+)\s+(\d+)", line.strip()), stats)
-            if m and m.group(1) != "total"}
+    jobs = planned_jobs(snakemake(cwd, "-n", *args))
+    jobs.pop("total")
+    return jobs
 
 
 def test_study_recipe_plans_its_runs_and_shares_the_ones_another_study_has(tmp_path):
@@ -131,11 +127,9 @@ def test_study_recipe_plans_its_runs_and_shares_the_ones_another_study_has(tmp_p
     assert after["study_figure"] > before["study_figure"]  # mukhoti2020's figures of the new study
 
 
-def test_paper_recipe_is_one_package_and_builds_its_table(workflow_checkout):
-    """The README's paper package, written into a copy of the checkout and nothing else, gives a
-    study of that paper its table through the workflow and a report page."""
-    import os
-
+def test_paper_recipe_is_one_module_and_one_catalog_entry_and_builds_its_table(workflow_checkout):
+    """The README's paper module, written into a copy of the checkout with its catalog entry and
+    nothing else, gives a study of that paper its table through the workflow and a report page."""
     import pandas as pd
     import yaml
 
@@ -148,16 +142,11 @@ def test_paper_recipe_is_one_package_and_builds_its_table(workflow_checkout):
     study = dict(config["studies"]["test_digits"], paper="guo2017", grids=config["studies"]["test_digits"]["grids"][:1])
     config["studies"] = {"test_guo": study}
     (checkout / "guo.yaml").write_text(yaml.safe_dump(config))
-    env = {**os.environ, "PYTHONPATH": str(checkout / "src")}
-    snakemake = str(Path(sys.executable).with_name("snakemake"))
+    run = {"snakefile": checkout / SNAKEFILE.relative_to(ROOT), "env": {"PYTHONPATH": str(checkout / "src")}}
     target = "results/tables/test_guo/guo2017_table1.csv"
-    dry = subprocess.run([snakemake, "results/report/index.html", "-n", "--configfile", "guo.yaml"], cwd=checkout,
-                         env=env, capture_output=True, text=True, timeout=300)
-    assert dry.returncode == 0, dry.stderr[-3000:]
+    dry = snakemake(checkout, "results/report/index.html", "-n", "--configfile", str(checkout / "guo.yaml"), **run)
     assert "results/report/guo2017.html" in dry.stdout + dry.stderr  # its page, from notebooks/paper.ipynb
-    made = subprocess.run([snakemake, target, "--cores", "2", "--configfile", "guo.yaml"], cwd=checkout, env=env,
-                          capture_output=True, text=True, timeout=600)
-    assert made.returncode == 0, made.stderr[-3000:]
+    snakemake(checkout, target, "--cores", "2", "--configfile", str(checkout / "guo.yaml"), **run)
     built = pd.read_csv(checkout / target)
     assert list(built.loss) == ["ce", "focal1"] and (built.seeds == 1).all()
     assert ((built.ece_before > 0) & (built.ece_after > 0)).all()

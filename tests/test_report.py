@@ -381,8 +381,9 @@ def test_coarse_theory_grid_is_planned_from_the_config_and_draws_quickly():
 
 
 def test_index_scoreboard_shows_each_claim_verdict_interval_and_note():
-    from focalcal.claims import claims_table
     from test_claims import ece_table, evidence
+
+    from focalcal.claims import claims_table
 
     config = load_config("config/test.yaml")
     config["report"]["claim_notes"] = {"m20-flsd53-ece-pre": "this config trains no FLSD-53"}
@@ -479,8 +480,9 @@ def test_the_claims_forest_plots_render_one_row_per_claim_with_every_pair(n_clai
 
 
 def test_the_index_shows_the_forest_plot_and_every_pair_with_its_unit():
-    from focalcal.claims import evaluate
     from test_claims import ece_table, evidence
+
+    from focalcal.claims import evaluate
 
     config = load_config("config/test.yaml")
     report = report_plan(build_plan(config))

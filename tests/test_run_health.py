@@ -13,16 +13,23 @@ import pandas as pd
 import pytest
 import yaml
 
+from focalcal.papers.charoenphakdee2021 import page as charoenphakdee2021
+from focalcal.papers.hossain2021 import page as hossain2021
 from focalcal.pipeline import build_plan, validate_config
 from focalcal.pipeline.tables import COLUMNS, SEGMENTATION_COLUMNS, study_table
 from focalcal.report import tables
-from focalcal.papers.charoenphakdee2021 import page as charoenphakdee2021
-from focalcal.papers.hossain2021 import page as hossain2021
 from focalcal.report.index import build_index
 from focalcal.report.inventory import health_warnings, run_inventory, summary
 from focalcal.report.targets import report_plan
-from focalcal.training.health import (COLLAPSE_MARGIN, HEALTH_STATUSES, NOT_ASSESSED, MissingHealthError,
-                                      assess_health, assess_health_from_confusion, health_of)
+from focalcal.training.health import (
+    COLLAPSE_MARGIN,
+    HEALTH_STATUSES,
+    NOT_ASSESSED,
+    MissingHealthError,
+    assess_health,
+    assess_health_from_confusion,
+    health_of,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = ROOT / "workflow/schemas/config.schema.yaml"
@@ -191,43 +198,43 @@ def write_run_json(path: Path, status: str | None, reason: str = "because") -> N
 
 
 @pytest.fixture
-def test_plan():
+def ci_plan():
     return build_plan(validate_config(yaml.safe_load((ROOT / "config/test.yaml").read_text()), SCHEMA))
 
 
-def test_study_table_has_each_runs_status_after_the_seed(tmp_path, test_plan):
-    study = test_plan.studies["test_digits"]
+def test_study_table_has_each_runs_status_after_the_seed(tmp_path, ci_plan):
+    study = ci_plan.studies["test_digits"]
     runs = list(study.runs)
     for run in runs:
         out = tmp_path / run.calibration_dir
         out.mkdir(parents=True)
         pd.DataFrame({"calibrator": ["uncalibrated", "uncalibrated", "ts_nll"], "metric": ["ece", "error", "ece"],
                       "bins": [15, None, 15], "value": [0.1, 0.2, 0.05]}).to_csv(out / "metrics.csv", index=False)
-    assert test_plan.study_inputs("test_digits") == [
+    assert ci_plan.study_inputs("test_digits") == [
         path for run in runs for path in (f"{run.calibration_dir}/metrics.csv", f"{run.run_dir}/run.json")]
     for run in runs[2:]:  # the config's lr-100 run
         write_run_json(tmp_path / run.run_dir / "run.json", "collapsed")
     write_run_json(tmp_path / runs[0].run_dir / "run.json", "trained")
     write_run_json(tmp_path / runs[1].run_dir / "run.json", None)  # written before health checks
     with pytest.raises(ValueError, match=rf"{runs[1].run_dir}/run.json has no run health entry.*-f"):
-        study_table(test_plan, "test_digits", tmp_path)
+        study_table(ci_plan, "test_digits", tmp_path)
     write_run_json(tmp_path / runs[1].run_dir / "run.json", "collapsed")
-    table = study_table(test_plan, "test_digits", tmp_path)
+    table = study_table(ci_plan, "test_digits", tmp_path)
     assert tuple(table.columns) == COLUMNS and COLUMNS[COLUMNS.index("seed") + 1] == "status"
     statuses = table.groupby(["loss", "recipe"])["status"].unique().map(list).to_dict()
     assert statuses == {(runs[0].loss, runs[0].recipe): ["trained"], (runs[1].loss, runs[1].recipe): ["collapsed"],
                         **{(run.loss, run.recipe): ["collapsed"] for run in runs[2:]}}
 
 
-def test_segmentation_table_reads_the_status_beside_the_scores(tmp_path, test_plan):
-    runs = list(test_plan.studies["test_segmentation"].runs)
+def test_segmentation_table_reads_the_status_beside_the_scores(tmp_path, ci_plan):
+    runs = list(ci_plan.studies["test_segmentation"].runs)
     for index, run in enumerate(runs):
         out = tmp_path / run.evaluation_dir
         out.mkdir(parents=True)
         pd.DataFrame({"metric": ["iou"], "class": ["mean"], "value": [0.5]}).to_csv(out / "metrics.csv", index=False)
         write_run_json(out / "run.json", "not converged" if index == 0 else "trained")
-    assert f"{runs[0].evaluation_dir}/run.json" in test_plan.study_inputs("test_segmentation")
-    table = study_table(test_plan, "test_segmentation", tmp_path)
+    assert f"{runs[0].evaluation_dir}/run.json" in ci_plan.study_inputs("test_segmentation")
+    table = study_table(ci_plan, "test_segmentation", tmp_path)
     assert tuple(table.columns) == SEGMENTATION_COLUMNS and SEGMENTATION_COLUMNS[8] == "status"
     assert table["status"].tolist() == ["not converged"] + ["trained"] * (len(runs) - 1)
 

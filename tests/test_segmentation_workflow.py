@@ -14,8 +14,8 @@ import torch.nn.functional as F
 import yaml
 
 from focalcal import metrics
-from focalcal.pipeline import ConfigError, build_plan, validate_config
 from focalcal.papers.hossain2021.page import hossain_tables
+from focalcal.pipeline import ConfigError, build_plan, validate_config
 from focalcal.training import RunConfig, evaluate_segmentation, load_finished_run, train_run
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -173,7 +173,7 @@ def test_clipping_applies_to_the_summed_loss(tmp_path, data_root):
 
 
 @pytest.fixture
-def test_config() -> dict:
+def ci_config() -> dict:
     return yaml.safe_load((ROOT / "config" / "test.yaml").read_text())
 
 
@@ -187,10 +187,10 @@ def test_config() -> dict:
         ("grad_clip_norm", "2", r"recipes\.tiny\.grad_clip_norm: '2' is not of type 'number', 'null'"),
     ],
 )
-def test_the_schema_refuses_bad_values_naming_the_key(test_config, key, value, message):
-    test_config["recipes"]["tiny"][key] = value
+def test_the_schema_refuses_bad_values_naming_the_key(ci_config, key, value, message):
+    ci_config["recipes"]["tiny"][key] = value
     with pytest.raises(ConfigError, match=message):
-        validate_config(test_config, SCHEMA)
+        validate_config(ci_config, SCHEMA)
 
 
 @pytest.mark.parametrize(
@@ -208,9 +208,9 @@ def test_the_trainer_config_refuses_bad_values_naming_the_key(key, value, messag
         RunConfig.from_dict(raw_config(**{key: value}))
 
 
-def test_the_schema_accepts_the_options_and_fills_no_default(test_config):
-    test_config["recipes"]["tiny"].update(loss_reduction="sum", grad_clip_norm=2)
-    config = validate_config(test_config, SCHEMA)
+def test_the_schema_accepts_the_options_and_fills_no_default(ci_config):
+    ci_config["recipes"]["tiny"].update(loss_reduction="sum", grad_clip_norm=2)
+    config = validate_config(ci_config, SCHEMA)
     assert config["recipes"]["tiny"]["grad_clip_norm"] == 2
     # no default is filled in: a recipe that does not set them keeps the identity its runs had
     assert not {"loss_reduction", "grad_clip_norm"} & set(config["recipes"]["tiny_lr100"])

@@ -14,13 +14,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import torch
+from test_training import make_config
 
 from focalcal._io import CorruptArtefactError, atomic_torch_save
 from focalcal._sidecar import sidecar_path
 from focalcal.training import Trainer, export_run_logits, train_run
 from focalcal.training.checkpoint import UnreadableCheckpointError, UnsafeCheckpointError, load_checkpoint
 from focalcal.training.lock import RunLock, RunLockedError
-from test_training import make_config
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 
@@ -83,9 +83,8 @@ def test_a_second_trainer_on_a_locked_run_is_refused_naming_the_holder(tmp_path,
 
 
 def test_the_lock_is_exclusive_within_one_process_and_released_on_exit(tmp_path):
-    with RunLock(tmp_path):
-        with pytest.raises(RunLockedError, match=f"PID {os.getpid()}"):
-            RunLock(tmp_path).acquire()
+    with RunLock(tmp_path), pytest.raises(RunLockedError, match=f"PID {os.getpid()}"):
+        RunLock(tmp_path).acquire()
     with RunLock(tmp_path):  # released by the first block
         pass
 

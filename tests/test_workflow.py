@@ -5,44 +5,20 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from conftest import BIN, ROOT, SNAKEFILE, planned_jobs, snakemake
 
-ROOT = Path(__file__).resolve().parents[1]
 STUDIES = ROOT / "config" / "studies"
-BIN = Path(sys.executable).parent
-
-
-def snakemake(workdir: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-    """Run Snakemake on the repository's Snakefile in ``workdir`` (its own .snakemake/ and results/)."""
-    command = [str(BIN / "snakemake"), "-s", str(ROOT / "workflow" / "Snakefile"), "--directory", str(workdir), *args]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=300)
-    if check and result.returncode != 0:
-        raise AssertionError(f"{' '.join(command)} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
-    return result
-
-
-def job_counts(result: subprocess.CompletedProcess) -> dict[str, int]:
-    """The 'Job stats' table of a dry run, as {rule: count}."""
-    text = result.stdout + result.stderr
-    table = text[text.index("Job stats:") :]
-    counts = {}
-    for line in table.splitlines()[3:]:
-        match = re.fullmatch(r"(\w+)\s+(\d+)", line.strip())
-        if not match:
-            break
-        counts[match.group(1)] = int(match.group(2))
-    return counts
 
 
 def dry_run(tmp_path: Path, *configfiles: Path) -> dict[str, int]:
     args = ["-n"] + (["--configfile", *map(str, configfiles)] if configfiles else [])
     if not configfiles:
         shutil.copytree(ROOT / "config", tmp_path / "config")
-    return job_counts(snakemake(tmp_path, *args))
+    return planned_jobs(snakemake(tmp_path, *args))
 
 
 def test_default_config_plans_every_stage(tmp_path):
@@ -139,32 +115,22 @@ def test_lint_is_clean(tmp_path):
 
 
 def test_snakefmt_is_clean():
-    files = [ROOT / "workflow" / "Snakefile", *sorted((ROOT / "workflow" / "rules").glob("*.smk"))]
+    files = [SNAKEFILE, *sorted((ROOT / "workflow" / "rules").glob("*.smk"))]
     result = subprocess.run([str(BIN / "snakefmt"), "--check", *map(str, files)], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def tracked_checkout(destination: Path) -> Path:
-    """A copy of the repository's tracked workflow files: a clone, without its .venv and results."""
-    listed = subprocess.run(["git", "ls-files", "workflow", "config", "profiles", "notebooks"], cwd=ROOT,
-                            capture_output=True, text=True, check=True).stdout.split()
-    for name in listed:
-        (destination / name).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(ROOT / name, destination / name)
-    return destination
-
-
 @pytest.mark.parametrize("configfile", [None, "config/test.yaml"])
-def test_snakemake_in_a_clone_finds_workflow_snakefile_by_itself(tmp_path, configfile):
+def test_snakemake_in_a_clone_finds_workflow_snakefile_by_itself(workflow_checkout, configfile):
     """``snakemake`` with no ``-s`` in the repository root runs workflow/Snakefile, with the
     default config or a --configfile, and its profile (profiles/default is the workflow's own)."""
-    checkout = tracked_checkout(tmp_path)
+    checkout = workflow_checkout
     assert not (checkout / "Snakefile").exists()
     args = ["-n", "--cores", "1"] + (["--configfile", configfile] if configfile else [])
     result = subprocess.run([str(BIN / "snakemake"), *args], cwd=checkout, capture_output=True, text=True,
                             timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert job_counts(result)["total"] == (80 if configfile else 313)  # the counts of the two tests above
+    assert planned_jobs(result)["total"] == (80 if configfile else 313)  # the counts of the two tests above
     assert "profiles/default" in result.stdout + result.stderr
 
 

@@ -7,76 +7,66 @@ import os
 import re
 import subprocess
 import sys
-from pathlib import Path
 
-import pytest
+from conftest import RUN, SNAKEFILE, TEST_CONFIG, planned_jobs, run_as_printed, snakemake
 
 from focalcal import _sidecar
 from focalcal._io import load_npz
-from test_workflow_e2e import ROOT, RUN, TEST_CONFIG, planned_rules, run_as_printed, snakemake
 
 CALIBRATION = RUN.replace("results/runs/", "results/calibration/")
 METRICS = f"{CALIBRATION}/metrics.csv"
 
 
-@pytest.fixture(scope="module")
-def calibrated(tmp_path_factory) -> Path:
-    """A working directory in which one run of config/test.yaml was trained, exported and calibrated."""
-    workdir = tmp_path_factory.mktemp("corruption")
-    snakemake(workdir, METRICS, "--cores", "2", "--configfile", str(TEST_CONFIG))  # targets first: --configfile takes several
-    return workdir
-
-
-def test_every_artefact_of_the_run_carries_its_checksum(calibrated):
+def test_every_artefact_of_the_run_carries_its_checksum(finished):
     files = [f"{RUN}/{name}" for name in ("run_config.json", "history.csv", "checkpoint.pt", "logits.npz", "run.json")]
     files += [f"{CALIBRATION}/{name}" for name in ("calibration.json", "metrics.csv")] + ["data/ready/digits.json"]
     for name in files:
-        assert _sidecar.read(calibrated / name) == _sidecar.digest_file(calibrated / name), name
+        assert _sidecar.read(finished / name) == _sidecar.digest_file(finished / name), name
 
 
-def test_forcing_the_logits_re_dumps_them_alone(calibrated):
-    plan = planned_rules(snakemake(calibrated, "-n", "-f", f"{RUN}/logits.npz", "--configfile", str(TEST_CONFIG)))
+def test_forcing_the_logits_re_dumps_them_alone(finished_copy):
+    plan = planned_jobs(snakemake(finished_copy, "-n", "-f", f"{RUN}/logits.npz", "--configfile", str(TEST_CONFIG)))
     assert plan == {"export_logits": 1, "total": 1}
 
 
-def test_truncated_logits_are_named_with_the_command_that_re_makes_them_without_retraining(calibrated):
-    run_dir = calibrated / RUN
+def test_truncated_logits_are_named_with_the_command_that_re_makes_them_without_retraining(finished_copy):
+    run_dir = finished_copy / RUN
     logits = run_dir / "logits.npz"
     before = load_npz(logits)
     stamps = {name: (run_dir / name).stat().st_mtime_ns for name in ("checkpoint.pt", "history.csv")}
     logits.write_bytes(logits.read_bytes()[:1000])
 
-    failed = snakemake(calibrated, METRICS, "--cores", "1", "--configfile", str(TEST_CONFIG), check=False)
+    failed = snakemake(finished_copy, METRICS, "--cores", "1", "--configfile", str(TEST_CONFIG), check=False)
     assert failed.returncode != 0  # calibrate, newer input than output, re-ran and refused the file
-    log = (calibrated / "results/logs/calibrate" / f"{RUN.removeprefix('results/runs/')}.log").read_text()
+    log = (finished_copy / "results/logs/calibrate" / f"{RUN.removeprefix('results/runs/')}.log").read_text()
     assert f"CorruptArtefactError: corrupt artefact {RUN}/logits.npz: it is 1000 bytes but was written as" in log
     command = re.search(r"Re-make it: (.*?)   \(", log).group(1)
-    assert command == f"snakemake --cores 1 -s {ROOT / 'workflow' / 'Snakefile'} -f {RUN}/logits.npz --configfile {TEST_CONFIG}"
+    assert command == f"snakemake --cores 1 -s {SNAKEFILE} -f {RUN}/logits.npz --configfile {TEST_CONFIG}"
 
-    ran = run_as_printed(command, calibrated)  # as printed, from the workflow directory
-    assert planned_rules(ran) == {"export_logits": 1, "total": 1}
+    ran = run_as_printed(command, finished_copy)  # as printed, from the workflow directory
+    assert planned_jobs(ran) == {"export_logits": 1, "total": 1}
     after = load_npz(logits)
     assert before.keys() == after.keys() and all((before[k] == after[k]).all() for k in before)
     assert stamps == {name: (run_dir / name).stat().st_mtime_ns for name in stamps}  # nothing retrained
-    snakemake(calibrated, METRICS, "--cores", "1", "--configfile", str(TEST_CONFIG))
+    snakemake(finished_copy, METRICS, "--cores", "1", "--configfile", str(TEST_CONFIG))
 
 
-def test_a_damaged_staged_export_names_a_command_that_runs(calibrated):
-    staged = calibrated / RUN / "staged_export" / "logits.npz"
+def test_a_damaged_staged_export_names_a_command_that_runs(finished_copy):
+    staged = finished_copy / RUN / "staged_export" / "logits.npz"
     damaged = bytearray(staged.read_bytes())
     damaged[len(damaged) // 2] ^= 0x01
     staged.write_bytes(bytes(damaged))
-    snakemake(calibrated, "-f", f"{RUN}/logits.npz", "--cores", "1", "--configfile", str(TEST_CONFIG))
-    log = (calibrated / "results/logs/export_logits" / f"{RUN.removeprefix('results/runs/')}.log").read_text()
+    snakemake(finished_copy, "-f", f"{RUN}/logits.npz", "--cores", "1", "--configfile", str(TEST_CONFIG))
+    log = (finished_copy / "results/logs/export_logits" / f"{RUN.removeprefix('results/runs/')}.log").read_text()
     command = re.search(r"Re-make it: (.*?)   \(", log).group(1)
-    assert command == (f"rm -r {RUN}/staged_export && snakemake --cores 1 -s {ROOT / 'workflow' / 'Snakefile'} -f {RUN}/logits.npz "
+    assert command == (f"rm -r {RUN}/staged_export && snakemake --cores 1 -s {SNAKEFILE} -f {RUN}/logits.npz "
                        f"--configfile {TEST_CONFIG}")
-    ran = run_as_printed(command, calibrated)
-    assert planned_rules(ran) == {"export_logits": 1, "total": 1} and not staged.exists()
+    ran = run_as_printed(command, finished_copy)
+    assert planned_jobs(ran) == {"export_logits": 1, "total": 1} and not staged.exists()
 
 
-def test_verify_finds_one_flipped_byte_and_its_command_re_makes_it(calibrated):
-    metrics = calibrated / METRICS
+def test_verify_finds_one_flipped_byte_and_its_command_re_makes_it(finished_copy):
+    metrics = finished_copy / METRICS
     stat = metrics.stat()
     data = bytearray(metrics.read_bytes())
     data[len(data) // 2] ^= 0x01
@@ -84,8 +74,8 @@ def test_verify_finds_one_flipped_byte_and_its_command_re_makes_it(calibrated):
     os.utime(metrics, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # size and time kept: only the content tells
 
     def verify():
-        return subprocess.run([sys.executable, "-m", "focalcal", "verify", "--snakefile", str(ROOT / "workflow" / "Snakefile"),
-                               "--configfile", str(TEST_CONFIG)], cwd=calibrated, capture_output=True, text=True,
+        return subprocess.run([sys.executable, "-m", "focalcal", "verify", "--snakefile", str(SNAKEFILE),
+                               "--configfile", str(TEST_CONFIG)], cwd=finished_copy, capture_output=True, text=True,
                               timeout=300)
 
     found = verify()
@@ -95,6 +85,6 @@ def test_verify_finds_one_flipped_byte_and_its_command_re_makes_it(calibrated):
     damaged = [line for line in lines if line.startswith("damaged: ")]
     assert damaged == [f"damaged: {METRICS}: " + damaged[0].split(": ", 2)[2]] and "sha256" in damaged[0]
     command = re.search(r"re-make it: (.*?)   \(", found.stdout).group(1)
-    assert command == f"snakemake --cores 1 -s {ROOT / 'workflow' / 'Snakefile'} -f {METRICS} --configfile {TEST_CONFIG}"
-    run_as_printed(command, calibrated)
+    assert command == f"snakemake --cores 1 -s {SNAKEFILE} -f {METRICS} --configfile {TEST_CONFIG}"
+    run_as_printed(command, finished_copy)
     assert verify().returncode == 0

@@ -5,10 +5,8 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -16,53 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
-
-ROOT = Path(__file__).resolve().parents[1]
-TEST_CONFIG = ROOT / "config" / "test.yaml"
-BIN = Path(sys.executable).parent
-RUN = "results/runs/digits/cnn_small/ce/tiny/seed0"
-
-
-def snakemake_command(workdir: Path, *args: str) -> list[str]:
-    return [str(BIN / "snakemake"), "-s", str(ROOT / "workflow" / "Snakefile"), "--directory", str(workdir), *args]
-
-
-def snakemake(workdir: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    result = subprocess.run(snakemake_command(workdir, *args), capture_output=True, text=True, timeout=600, env=env)
-    if check and result.returncode != 0:
-        raise AssertionError(f"snakemake {' '.join(args)} failed:\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}")
-    return result
-
-
-def run_as_printed(command: str, workdir: Path) -> subprocess.CompletedProcess:
-    """A command an error message printed, in a shell from the workflow directory, with the venv's
-    snakemake and focalcal first on PATH."""
-    env = dict(os.environ, OMP_NUM_THREADS="1", PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}")
-    result = subprocess.run(["bash", "-c", command], cwd=workdir, capture_output=True, text=True, timeout=600, env=env)
-    assert result.returncode == 0, f"{command}\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
-    return result
-
-
-def planned_rules(result: subprocess.CompletedProcess) -> dict[str, int]:
-    text = result.stdout + result.stderr
-    if "Job stats:" not in text:
-        return {}
-    counts = {}
-    for line in text[text.index("Job stats:") :].splitlines()[3:]:
-        match = re.fullmatch(r"(\w+)\s+(\d+)", line.strip())
-        if not match:
-            break
-        counts[match.group(1)] = int(match.group(2))
-    return counts
-
-
-@pytest.fixture(scope="module")
-def finished(tmp_path_factory) -> Path:
-    """A working directory in which config/test.yaml ran to the end."""
-    workdir = tmp_path_factory.mktemp("workflow")
-    snakemake(workdir, "--cores", "2", "--configfile", str(TEST_CONFIG))
-    return workdir
+from conftest import ROOT, RUN, SNAKEFILE, TEST_CONFIG, one_run_config, planned_jobs, snakemake, snakemake_command
 
 
 def test_tables_hold_one_row_per_run_method_metric(finished):
@@ -99,17 +51,17 @@ def test_every_job_left_a_log_and_a_benchmark(finished):
     assert len(pd.read_csv(run_dir / "history.csv")) == 15
 
 
-def test_deleted_logits_are_re_dumped_without_retraining(finished):
-    run_dir = finished / RUN
+def test_deleted_logits_are_re_dumped_without_retraining(finished_copy):
+    run_dir = finished_copy / RUN
     before = dict(np.load(run_dir / "logits.npz"))
     stamps = {name: (run_dir / name).stat().st_mtime_ns for name in ("checkpoint.pt", "history.csv")}
     (run_dir / "logits.npz").unlink()
-    plan = planned_rules(snakemake(finished, "-n", "--configfile", str(TEST_CONFIG)))
+    plan = planned_jobs(snakemake(finished_copy, "-n", "--configfile", str(TEST_CONFIG)))
     # the logits are re-dumped from the checkpoint and everything downstream of them refreshed;
     # nothing is retrained
     assert "train" not in plan and "prepare_data" not in plan
     assert plan["export_logits"] == 1 and plan["calibrate"] == 1 and plan["study_table"] == 1
-    snakemake(finished, "--cores", "2", "--configfile", str(TEST_CONFIG))
+    snakemake(finished_copy, "--cores", "2", "--configfile", str(TEST_CONFIG))
     after = dict(np.load(run_dir / "logits.npz"))
     assert before.keys() == after.keys()
     for key in before:
@@ -117,19 +69,20 @@ def test_deleted_logits_are_re_dumped_without_retraining(finished):
     assert stamps == {name: (run_dir / name).stat().st_mtime_ns for name in stamps}
 
 
-def test_one_table_is_remade_alone(finished):
-    table = finished / "results/tables/test_digits.csv"
+def test_one_table_is_remade_alone(finished_copy):
+    table = finished_copy / "results/tables/test_digits.csv"
     table.unlink()
-    plan = planned_rules(snakemake(finished, "-n", "results/tables/test_digits.csv", "--configfile", str(TEST_CONFIG)))
+    plan = planned_jobs(snakemake(finished_copy, "-n", "results/tables/test_digits.csv",
+                                  "--configfile", str(TEST_CONFIG)))
     assert plan == {"study_table": 1, "total": 1}
 
 
-def test_changed_recipe_under_an_old_key_fails_loudly(finished, tmp_path):
+def test_changed_recipe_under_an_old_key_fails_loudly(finished_copy, tmp_path):
     config = yaml.safe_load(TEST_CONFIG.read_text())
     config["recipes"]["tiny"]["epochs"] = 16
     changed = tmp_path / "changed.yaml"
     changed.write_text(yaml.safe_dump(config))
-    result = snakemake(finished, "-n", "--configfile", str(changed), check=False)
+    result = snakemake(finished_copy, "-n", "--configfile", str(changed), check=False)
     output = result.stdout + result.stderr
     assert result.returncode != 0
     assert "RunConflictError" in output
@@ -151,15 +104,7 @@ def _live_members(group: int) -> list[int]:
 
 def test_killed_training_resumes_from_its_checkpoint(tmp_path):
     epochs = 40
-    config = yaml.safe_load(TEST_CONFIG.read_text())
-    config["recipes"]["tiny"]["epochs"] = epochs
-    config["studies"] = {"resume": {
-        "paper": "mukhoti2020", "mirrors": "resume test",
-        "grids": [{"datasets": ["digits"], "models": ["cnn_small"], "losses": ["ce"], "recipe": "tiny", "seeds": [0],
-                   "calibrators": ["uncalibrated"]}],
-    }}
-    path = tmp_path / "resume.yaml"
-    path.write_text(yaml.safe_dump(config))
+    path = one_run_config(tmp_path / "resume.yaml", "resume", epochs)
     workdir = tmp_path / "work"
     workdir.mkdir()
     history = workdir / RUN / "history.csv"
@@ -199,14 +144,6 @@ def test_killed_training_resumes_from_its_checkpoint(tmp_path):
 RUN_OUTPUTS = ("run_config.json", "history.csv")
 
 
-@pytest.fixture
-def finished_copy(finished, tmp_path) -> Path:
-    """A private copy of the finished working directory (mtimes and .snakemake kept)."""
-    workdir = tmp_path / "copy"
-    shutil.copytree(finished, workdir, symlinks=True)
-    return workdir
-
-
 def _run_state(workdir: Path) -> dict:
     run_dir = workdir / RUN
     return {"history": (run_dir / "history.csv").read_text(),
@@ -225,10 +162,10 @@ def _assert_rewritten_not_retrained(workdir: Path, before: dict) -> None:
 @pytest.mark.parametrize("setting", ["device: auto", "compile: cudagraphs"])
 def test_execution_settings_do_not_replan_finished_runs(finished_copy, tmp_path, setting):
     changed = tmp_path / "changed.yaml"
-    changed.write_text(re.sub(r"^device: cpu$", setting, TEST_CONFIG.read_text(), flags=re.M))
+    changed.write_text(re.sub(r"^device: cpu$", setting, TEST_CONFIG.read_text(), flags=re.MULTILINE))
     assert setting in changed.read_text()
     result = snakemake(finished_copy, "-n", f"{RUN}/history.csv", f"{RUN}/logits.npz", "--configfile", str(changed))
-    assert planned_rules(result) == {}, result.stdout
+    assert planned_jobs(result) == {}, result.stdout
 
 
 def test_forced_training_of_a_finished_run_rewrites_its_outputs(finished_copy):
@@ -240,22 +177,16 @@ def test_forced_training_of_a_finished_run_rewrites_its_outputs(finished_copy):
     _assert_rewritten_not_retrained(finished_copy, before)
 
 
-def test_changed_training_code_reruns_a_finished_run_without_retraining(finished_copy, tmp_path):
-    checkout = tmp_path / "checkout"  # the workflow as it would be after `git pull` changed the train script
-    checkout.mkdir()
-    for part in ("workflow", "config", "profiles", "notebooks"):
-        (shutil.copytree if (ROOT / part).is_dir() else shutil.copy2)(ROOT / part, checkout / part)
-    (checkout / "src").symlink_to(ROOT / "src")
+def test_changed_training_code_reruns_a_finished_run_without_retraining(finished_copy, workflow_checkout):
+    checkout = workflow_checkout  # the workflow as it would be after `git pull` changed the train script
     script = checkout / "workflow/scripts/train.py"
     script.write_text(script.read_text() + "# a changed line\n")
     before = _run_state(finished_copy)
-    command = [str(BIN / "snakemake"), "-s", str(checkout / "workflow" / "Snakefile"), "--directory", str(finished_copy),
-               f"{RUN}/history.csv", "--configfile", str(TEST_CONFIG)]
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    dry = subprocess.run([*command, "-n"], capture_output=True, text=True, timeout=300, env=env)
-    assert planned_rules(dry).get("train") == 1 and "Code has changed" in dry.stdout + dry.stderr
-    result = subprocess.run([*command, "--cores", "1"], capture_output=True, text=True, timeout=600, env=env)
-    assert result.returncode == 0, result.stderr[-3000:]
+    args = [f"{RUN}/history.csv", "--configfile", str(TEST_CONFIG)]
+    changed = checkout / SNAKEFILE.relative_to(ROOT)
+    dry = snakemake(finished_copy, *args, "-n", snakefile=changed)
+    assert planned_jobs(dry).get("train") == 1 and "Code has changed" in dry.stdout + dry.stderr
+    snakemake(finished_copy, *args, "--cores", "1", snakefile=changed)
     _assert_rewritten_not_retrained(finished_copy, before)
 
 
@@ -277,6 +208,7 @@ def test_snakemake_killed_after_the_last_epoch_resumes_to_complete_outputs(finis
         process.wait()
     assert not (finished_copy / RUN / "history.csv").exists()  # deleted by Snakemake, not yet written back
     snakemake(finished_copy, "--unlock", "--configfile", str(TEST_CONFIG))
-    assert "train" in planned_rules(snakemake(finished_copy, "-n", f"{RUN}/history.csv", "--configfile", str(TEST_CONFIG)))
+    dry = snakemake(finished_copy, "-n", f"{RUN}/history.csv", "--configfile", str(TEST_CONFIG))
+    assert "train" in planned_jobs(dry)
     snakemake(finished_copy, "--cores", "1", f"{RUN}/history.csv", "--configfile", str(TEST_CONFIG))
     _assert_rewritten_not_retrained(finished_copy, before)

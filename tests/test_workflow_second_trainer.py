@@ -6,33 +6,16 @@ from __future__ import annotations
 import os
 import subprocess
 import time
-from pathlib import Path
 
 import pandas as pd
-import yaml
-
-from test_workflow_e2e import RUN, TEST_CONFIG, snakemake, snakemake_command
+from conftest import RUN, one_run_config, snakemake, snakemake_command
 
 EPOCHS = 400  # long enough that the first is still training when the second has parsed its config
 LOG = "results/logs/train/digits/cnn_small/ce/tiny/seed0.log"
 
 
-def long_run_config(tmp_path) -> Path:
-    config = yaml.safe_load(TEST_CONFIG.read_text())
-    config["recipes"]["tiny"]["epochs"] = EPOCHS
-    config["recipes"]["tiny"]["gradient_norm_epochs"] = [2]
-    config["studies"] = {"live": {
-        "paper": "mukhoti2020", "mirrors": "two Snakemakes",
-        "grids": [{"datasets": ["digits"], "models": ["cnn_small"], "losses": ["ce"], "recipe": "tiny", "seeds": [0],
-                   "calibrators": ["uncalibrated"]}],
-    }}
-    path = tmp_path / "live.yaml"
-    path.write_text(yaml.safe_dump(config))
-    return path
-
-
 def test_a_second_snakemake_on_a_shared_results_folder_leaves_the_live_run_alone(tmp_path):
-    config = long_run_config(tmp_path)
+    config = one_run_config(tmp_path / "live.yaml", "live", EPOCHS, gradient_norm_epochs=[2])
     live, second = tmp_path / "live", tmp_path / "second"
     live.mkdir()
     second.mkdir()
