@@ -90,7 +90,7 @@ def snakemake(workdir: Path, *args: str, check: bool = True, snakefile: Path = S
     ``check``, a failure raises with the output's tail."""
     command = snakemake_command(workdir, *args, snakefile=snakefile)
     result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=timeout,
-                            env={**os.environ, "OMP_NUM_THREADS": "1", **(env or {})})
+                            env={**os.environ, "OMP_NUM_THREADS": "1", **(env or {})}, check=False)
     if check and result.returncode != 0:
         raise AssertionError(f"{' '.join(command)} failed:\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}")
     return result
@@ -114,7 +114,7 @@ def run_as_printed(command: str, workdir: Path) -> subprocess.CompletedProcess:
     """A command an error message printed, in a shell from the workflow directory, with the venv's
     snakemake and focalcal first on PATH."""
     env = dict(os.environ, OMP_NUM_THREADS="1", PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}")
-    result = subprocess.run(["bash", "-c", command], cwd=workdir, capture_output=True, text=True, timeout=600, env=env)
+    result = subprocess.run(["bash", "-c", command], cwd=workdir, capture_output=True, text=True, timeout=600, env=env, check=False)
     assert result.returncode == 0, f"{command}\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
     return result
 
@@ -150,11 +150,11 @@ def finished(tmp_path_factory, worker_id) -> Path:
     """A working directory in which config/test.yaml ran to the end (its output in snakemake.out),
     made once per test session: pytest-xdist's workers share it through a file lock, the first
     to ask runs it. Read it, never change it: tests that do work on ``finished_copy``."""
-    if worker_id == "master":  # no xdist: this session's own folder
+    if worker_id == "master":  # no xdist: the test session's own folder
         workdir = tmp_path_factory.mktemp("finished_test_config")
         _run_the_test_config(workdir)
         return workdir
-    shared = tmp_path_factory.getbasetemp().parent  # this session's, common to its workers
+    shared = tmp_path_factory.getbasetemp().parent  # the test session's, common to its workers
     workdir = shared / "finished_test_config"
     done, failed = workdir.with_suffix(".done"), workdir.with_suffix(".failed")
     with open(workdir.with_suffix(".lock"), "w") as lock:
@@ -181,5 +181,5 @@ def finished_copy(finished, tmp_path) -> Path:
 def pytest_collection_modifyitems(items):
     """The modules that run Snakemake first, the others after them in their usual order: with
     ``make test``'s work-stealing workers (pytest-xdist ``--dist worksteal``) the long tests start
-    early and the session ends on short ones, which the idle worker takes from the busy one."""
+    early and the test session ends on short ones, which the idle worker takes from the busy one."""
     items.sort(key=lambda item: getattr(getattr(item, "module", None), "snakemake", None) is not snakemake)

@@ -118,7 +118,7 @@ def _poly_loss():
         def __init__(self, *, epsilon: float = 1.0, reduction: str = "mean", ignore_index=None):
             super().__init__(reduction=reduction, ignore_index=ignore_index)
             if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)):
-                raise ValueError(f"epsilon must be a number, got {epsilon!r}")
+                raise TypeError(f"epsilon must be a number, got {epsilon!r}")
             self.epsilon = epsilon
 
         def elementwise(self, logits, index):

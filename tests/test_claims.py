@@ -192,7 +192,7 @@ def test_weight_norm_ordering_at_the_end():
              for loss, n in norms.items() for s in (0, 1)}
     outcome = evaluate_claim(claim("m20-weight-norm-reverses"), evidence(frame, history=lambda p: paths[p]))
     assert outcome.verdict == HOLDS and outcome.n_pairs == 4
-    assert sorted(zip(outcome.pairs.units, outcome.pairs.labels))[0] == (("mnist1d", "cnn", "r", 0), "focal1 − ce")
+    assert min(zip(outcome.pairs.units, outcome.pairs.labels)) == (("mnist1d", "cnn", "r", 0), "focal1 − ce")
 
 
 # --------------------------------------------------------------------- charoenphakdee2021

@@ -57,7 +57,7 @@ def test_100_rows_of_3000_classes_go_through_the_command(tmp_path):
     path = tmp_path / "wide.npz"
     np.savez(path, **logits_set(100, 3000))
     result = subprocess.run([sys.executable, "-m", "focalcal", "calibrate", str(path), "--gamma", "2", "--out",
-                             str(tmp_path / "out"), "--resamples", "50"], capture_output=True, text=True, timeout=240)
+                             str(tmp_path / "out"), "--resamples", "50"], capture_output=True, text=True, timeout=240, check=False)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "skipping vector_scaling: its cost grows as K²" in result.stdout
     fitted = json.loads((tmp_path / "out/calibration.json").read_text())

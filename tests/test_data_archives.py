@@ -367,7 +367,7 @@ def test_tiny_imagenet_download_reorganise_and_cache(tmp_path, monkeypatch):
 
 
 def test_tiny_imagenet_greyscale_becomes_rgb(tmp_path, monkeypatch):
-    folder, decoded = build_tiny_imagenet(tmp_path, np.random.default_rng(10))
+    _folder, decoded = build_tiny_imagenet(tmp_path, np.random.default_rng(10))
     grey_name = f"{WNIDS[0]}_0.JPEG"
     assert decoded[grey_name].shape == (64, 64, 3)
     ds = data.load("tiny_imagenet", root=tmp_path, val_size=3, split_seed=0)

@@ -28,7 +28,7 @@ STUDIES = Path(__file__).resolve().parents[1] / "config" / "studies"
 
 @pytest.mark.parametrize("imbalance, num_classes", [(15.0, 4), (6.0, 3), (40.0, 6)])
 def test_synthetic_imbalance_matches_the_request(imbalance, num_classes):
-    images, masks, summary = make_synthetic_segmentation(n_samples=120, size=64, num_classes=num_classes,
+    _images, masks, summary = make_synthetic_segmentation(n_samples=120, size=64, num_classes=num_classes,
                                                          imbalance=imbalance, data_seed=3)
     counts = np.bincount(masks.ravel(), minlength=num_classes)
     realised = counts[0] / counts[1:].sum()

@@ -1,6 +1,6 @@
 """Figures, paper tables and the HTML report, run for real on config/test.yaml.
 
-The session's finished run of the test config (data -> runs -> calibration -> tables -> figures
+The test session's finished run of the test config (data -> runs -> calibration -> tables -> figures
 -> notebooks -> index; conftest's ``finished``), then: every planned figure and table exists,
 every notebook page embeds its images and ran without error, the index links resolve, the
 pages pass the headless-Chromium check (screenshot saved), a paper table agrees with the

@@ -93,7 +93,8 @@ def test_fused_gradcheck(config, kind):
         target = torch.randint(0, shape[1], (shape[0], *shape[2:]))
         for reduction in ("mean", "none"):
             loss = _loss(config, reduction)
-            assert torch.autograd.gradcheck(lambda x: loss(x, target), (logits,), eps=1e-6, atol=1e-7)
+            assert torch.autograd.gradcheck(lambda x, loss=loss, target=target: loss(x, target), (logits,), eps=1e-6,
+                                            atol=1e-7)
 
 
 def _reference_dual_focal(row, target: int) -> float:
@@ -267,7 +268,7 @@ def test_fused_mmce_gradcheck():
     target = torch.randint(0, 4, (12,))
     for weighted in (True, False):
         loss = losses.build({"name": "mmce", "weighted": weighted, "normalization": "weight"})
-        assert torch.autograd.gradcheck(lambda x: loss(x, target), (logits,))
+        assert torch.autograd.gradcheck(lambda x, loss=loss, target=target: loss(x, target), (logits,))
 
 
 def test_fused_generalized_dice_matches_the_eager_reference(monkeypatch):

@@ -127,7 +127,7 @@ def test_weighted_cross_entropy_errors():
 
 def gdl_numpy(logits4d, target3d, ignore=None):
     """Sudre et al. Eq: batch-level generalised Dice with explicit loops over classes."""
-    n, k = logits4d.shape[:2]
+    _n, k = logits4d.shape[:2]
     probs = np_softmax(logits4d.numpy(), axis=1)
     target = target3d.numpy()
     valid = np.ones_like(target, dtype=bool) if ignore is None else target != ignore

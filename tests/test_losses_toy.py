@@ -66,7 +66,10 @@ def flsd_risk(thresholds, gammas, eta=ETA):
     return risk
 
 
-def mmce_count_risk(q, lam=2.0, labels=np.array([0] * 7 + [1] * 3)):
+SEVEN_THREE = np.array([0] * 7 + [1] * 3)  # seven samples of class 0, three of class 1
+
+
+def mmce_count_risk(q, lam=2.0, labels=SEVEN_THREE):
     """CE + λ·MMCE_w with the released code's count normalisation (its three group terms, the
     1e-5's and the √(· + 1e-10)) on one input seen with ``labels``. Every sample sits at the
     same confidence r, so the kernel is 1 and MMCE_w ≈ |(1 − r)/m − r/n|: 0 at r = n/(m + n), not

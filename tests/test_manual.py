@@ -38,9 +38,10 @@ DIARY = re.compile(
     r"|\bengineers?\b",
     re.IGNORECASE,
 )
-# pytest's vocabulary, removed from a line before it is checked.
+# pytest's vocabulary and pip's HTTP session (``pip._internal.network.session``, ``session=``),
+# removed from a line before it is checked.
 PYTEST_SESSION = re.compile(r"""scope\s*=\s*["']session["']|\bsession[- ]scoped?\b|\b(?:pytest|test) session\b"""
-                            r"|\bonce per session\b", re.IGNORECASE)
+                            r"|\bonce per session\b|\bnetwork\.session\b|\bsession=PipSession\(\)", re.IGNORECASE)
 
 
 def tracked_files() -> list[str]:

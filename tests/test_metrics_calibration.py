@@ -160,7 +160,7 @@ def tie_aware_rank_reference(confidence, correct, n_bins):
 
 
 def ece_from_table(table, n):
-    count, conf_sum, hit_sum = table.T
+    _count, conf_sum, hit_sum = table.T
     return np.abs(conf_sum - hit_sum).sum() / n
 
 

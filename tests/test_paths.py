@@ -81,7 +81,7 @@ def test_a_kept_attempt_survives_the_next_attempt_deleting_the_declared_log(tmp_
     log = tmp_path / "train" / "run.log"
     log.parent.mkdir()
     for pid, attempt in [(101, "first"), (102, "second")]:  # each attempt is its own process
-        monkeypatch.setattr("os.getpid", lambda: pid)
+        monkeypatch.setattr("os.getpid", lambda pid=pid: pid)
         if log.exists():
             log.unlink()  # what Snakemake does before it runs the job again
         with logged(str(log), keep_attempt=True):

@@ -90,7 +90,7 @@ def test_arrow_map_ends_at_the_focal_map_and_at_temperature_scaling():
     figure = simplex.calibration_arrows_figure(gammas=(1.0, 3.0), temperatures=(0.66, 0.36), subdivisions=6)
     starts = simplex.interior_grid(6)
     start_xy = simplex.to_cartesian(starts)
-    top_left, top_right, bottom_left, bottom_right = figure.axes[:4]
+    _top_left, top_right, _bottom_left, bottom_right = figure.axes[:4]
     for ax, image in ((top_right, theory.psi(starts, 3.0)), (bottom_right, simplex.temperature_scale_probs(starts, 0.36))):
         (quiver,) = [c for c in ax.collections if isinstance(c, Quiver)]
         np.testing.assert_allclose(quiver.X, start_xy[:, 0])

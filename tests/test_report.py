@@ -372,7 +372,7 @@ def test_coarse_theory_grid_is_planned_from_the_config_and_draws_quickly():
     k2 = report.artifact(None, "komisarenko2024_fig2_closest_temperature_k2", "figure")
     assert k2.params == {"grid": "coarse"} and k2.title.endswith("[coarse grid: config report.theory_grid]")
     figure = draw(k2)
-    fit = [t.get_text() for ax in figure.axes for t in ax.texts if t.get_text().startswith("fit: 1/T")][0]
+    fit = next(t.get_text() for ax in figure.axes for t in ax.texts if t.get_text().startswith("fit: 1/T"))
     slope, intercept = (float(v) for v in fit.split("≈")[1].split("\n")[0].replace("·γ", "").split("+"))
     assert abs(slope - 0.95) < 0.05 and abs(intercept - 0.85) < 0.05  # the paper's K = 2 line, on the coarse grid
     config["report"] = {"theory_grid": "rough"}

@@ -106,7 +106,7 @@ def test_damaged_or_missing_staged_logits_are_re_dumped(trained_run):
     assert why_not.startswith("the staged export is damaged") and "logits.npz" in why_not
     staged.unlink()
     assert publish_staged_export(run_dir) == "no staged export (logits.npz missing)"
-    message, imported_torch = export_in_subprocess(run_dir, data_root)
+    _message, imported_torch = export_in_subprocess(run_dir, data_root)
     assert imported_torch and (run_dir / "logits.npz").exists()
     np.testing.assert_array_equal(load_npz(run_dir / "logits.npz")["val_logits"],
                                   redumped(run_dir, data_root)["val_logits"])

@@ -187,12 +187,12 @@ def test_cli_train_and_export(tmp_path, data_root):
     run_dir = tmp_path / "run"
     command = [sys.executable, "-m", "focalcal", "train", "--config", str(path), "--run-dir", str(run_dir),
                "--data-root", str(data_root), "--progress", "lines"]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    result = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
     assert result.returncode == 0, result.stderr
     assert "epoch 1/1" in result.stderr and (run_dir / "logits.npz").exists()
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({**config, "loss": {"gamma": 2}}))
-    result = subprocess.run(command[:5] + [str(bad)] + command[6:], capture_output=True, text=True, timeout=300)
+    result = subprocess.run(command[:5] + [str(bad)] + command[6:], capture_output=True, text=True, timeout=300, check=False)
     assert result.returncode == 2 and "'loss' must be a mapping with a 'name'" in result.stderr
 
 

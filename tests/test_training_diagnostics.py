@@ -120,7 +120,7 @@ def test_feature_norm_is_the_mean_norm_of_the_features_the_step_saw(tmp_path, da
     expected = []
     for epoch in (1, 2):
         seen = []
-        handle = layer.register_forward_hook(lambda m, i, o: seen.append(i[0].detach().double().norm(dim=1).mean()))
+        handle = layer.register_forward_hook(lambda m, i, o, seen=seen: seen.append(i[0].detach().double().norm(dim=1).mean()))
         with torch.no_grad():
             trainer.model.train()
             trainer.model(trainer.train_x)

@@ -64,8 +64,8 @@ def test_deleted_logits_are_re_dumped_without_retraining(finished_copy):
     snakemake(finished_copy, "--cores", "2", "--configfile", str(TEST_CONFIG))
     after = dict(np.load(run_dir / "logits.npz"))
     assert before.keys() == after.keys()
-    for key in before:
-        np.testing.assert_array_equal(before[key], after[key])  # same checkpoint, same logits
+    for key, value in before.items():
+        np.testing.assert_array_equal(value, after[key])  # same checkpoint, same logits
     assert stamps == {name: (run_dir / name).stat().st_mtime_ns for name in stamps}
 
 
