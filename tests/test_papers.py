@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import snakemake
 
 from focalcal import catalog, papers
 from focalcal.pipeline.config import load_schema
@@ -208,11 +209,9 @@ def test_a_new_paper_is_one_package_and_a_study_file(workflow_checkout):
     assert found["enum"][-1] == "guo2017" and found["claims"] == ["g17-ts-ece"] and found["lines"] == 2
     assert (found["verdict"], found["n_pairs"]) == ("holds", 4) and found["mean"] == pytest.approx(-0.0625)
 
-    snakemake = str(Path(sys.executable).with_name("snakemake"))
-    dry = subprocess.run([snakemake, "results/report/index.html", "-n", "--configfile", "config/test.yaml",
-                          "guo_study.yaml"], check=False, cwd=checkout, env=env, capture_output=True, text=True,
-                         timeout=300)
-    assert dry.returncode == 0, dry.stderr[-3000:]
+    dry = snakemake(checkout, "results/report/index.html", "-n", "--configfile", str(checkout / "config/test.yaml"),
+                    str(checkout / "guo_study.yaml"), snakefile=checkout / "workflow/Snakefile",
+                    env={"PYTHONPATH": str(checkout / "src")}, timeout=300)
     planned = dry.stdout + dry.stderr
     for target in ("results/report/guo2017.html", "results/figures/theory/guo2017_fig0_temperature.png",
                    "results/tables/test_guo/guo2017_table1.csv", "results/figures/claims/guo2017.png",
