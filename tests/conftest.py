@@ -63,6 +63,16 @@ def loss_kernels(request, monkeypatch):
 
 
 @pytest.fixture
+def fresh_catalog(monkeypatch):
+    """The catalog's tables as copies, so that what a test declares (``catalog.declare``,
+    ``data.register``, ``losses.register``, ...) leaves with it."""
+    from focalcal import catalog
+
+    for table in ("DATASETS", "MODELS", "LOSSES", "CALIBRATORS"):
+        monkeypatch.setattr(catalog, table, dict(getattr(catalog, table)))
+
+
+@pytest.fixture
 def workflow_checkout(tmp_path):
     """A copy of the checkout's tracked workflow files (source, rules, configs, notebooks), for
     tests that add a module to the package, or change a script, and run Snakemake on it without

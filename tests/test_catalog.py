@@ -98,13 +98,6 @@ def test_config_yaml_and_focalcal_calibrate_take_the_papers_calibrators_from_the
         assert catalog.calibrator_role(resolved) == key
 
 
-@pytest.fixture
-def fresh_catalog(monkeypatch):
-    """The catalog's tables as copies, so what a test declares leaves with it."""
-    for table in ("DATASETS", "MODELS", "LOSSES", "CALIBRATORS"):
-        monkeypatch.setattr(catalog, table, dict(getattr(catalog, table)))
-
-
 def _poly_loss():
     import torch
 

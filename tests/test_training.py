@@ -239,12 +239,11 @@ def _tiny_segmentation(root, download, *, n_samples=24):
     return RawData(pools={"all": (images.astype(np.float32), masks)})
 
 
-def test_segmentation_run_trains_on_pixels(tmp_path, data_root):
+def test_segmentation_run_trains_on_pixels(tmp_path, data_root, fresh_catalog):
     from focalcal import data
 
-    if "tiny_segmentation_test" not in data.available():
-        data.register("tiny_segmentation_test", _tiny_segmentation, task="segmentation", num_classes=3,
-                      val_size=0.25, test_size=0.25, augmentation={})
+    data.register("tiny_segmentation_test", _tiny_segmentation, task="segmentation", num_classes=3,
+                  val_size=0.25, test_size=0.25, augmentation={})
     config = RunConfig.from_dict({
         "dataset": {"name": "tiny_segmentation_test"},
         "model": {"name": "unet_small", "base_channels": 4, "depth": 2},
