@@ -296,11 +296,8 @@ def test_mnist1d_rejects_sizes_the_generator_cannot_make(tmp_path):
 # ---------------------------------------------------------------- generality (segmentation comes later)
 
 
-def test_targets_of_any_shape_go_through_the_same_interface(monkeypatch):
-    from focalcal import catalog
+def test_targets_of_any_shape_go_through_the_same_interface(fresh_catalog):
     from focalcal.data import RawData
-
-    monkeypatch.setattr(catalog, "DATASETS", dict(catalog.DATASETS))
 
     def toy_masks(root, download, *, n_samples=50):
         rng = np.random.default_rng(0)
@@ -326,16 +323,9 @@ def test_targets_of_any_shape_go_through_the_same_interface(monkeypatch):
 # ---------------------------------------------------------------- official val sets, finalise, integer inputs
 
 
-def _toy_registry(monkeypatch):
-    from focalcal import catalog
-
-    monkeypatch.setattr(catalog, "DATASETS", dict(catalog.DATASETS))
-
-
-def test_official_val_pools_are_used_as_they_are(monkeypatch):
+def test_official_val_pools_are_used_as_they_are(fresh_catalog):
     from focalcal.data import RawData
 
-    _toy_registry(monkeypatch)
     sizes = {"train": 12, "val": 5, "test": 7}
 
     def official(root, download, *, with_val=True):
@@ -360,10 +350,9 @@ def test_official_val_pools_are_used_as_they_are(monkeypatch):
         data.register("toy_bad", official, num_classes=2, val_size=None, test_size=3, augmentation={})
 
 
-def test_finalise_sees_only_the_final_training_split(monkeypatch):
+def test_finalise_sees_only_the_final_training_split(fresh_catalog):
     from focalcal.data import RawData
 
-    _toy_registry(monkeypatch)
     calls = []
 
     def fitted(root, download, *, break_labels=False):
