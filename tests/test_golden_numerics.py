@@ -1,16 +1,18 @@
 """The same bytes on every x86-64 machine: two short CPU runs whose logits' sha256 are committed.
 
 Each run trains in a fresh process started as ``focalcal train`` (numerics pinned to AVX2
-kernels and one thread, :mod:`focalcal.numerics`) and its val and test logits are hashed.
-The hashes in ``tests/golden/numerics_logits.json`` were written on one x86-64 machine; any
-other, AVX2 or AVX-512, must reproduce them. A mismatch means some kernel still picks its
-numerics by the machine, or a dependency's version changed (the file records the versions;
-after a deliberate upgrade, regenerate with ``python tests/test_golden_numerics.py --write``).
+kernels, MKL's vendor-neutral branch and one thread, :mod:`focalcal.numerics`) and its val and
+test logits are hashed. ``tests/golden/numerics_logits.json`` holds the hashes and the machine
+classes (CPU vendor and widest vector extension) on which they were measured equal. On a
+verified class a mismatch is a regression: some kernel picks its numerics by the machine again,
+or a dependency's version changed (the file records the versions; after a deliberate upgrade,
+regenerate with ``python tests/test_golden_numerics.py --write`` and check the other classes
+with ``python -m bench.numerics_hashes``). On a class nobody has verified, a mismatch says so
+and prints this machine's hashes, instead of calling the committed ones wrong.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import platform
@@ -18,49 +20,63 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 
-GOLDEN = Path(__file__).with_name("golden") / "numerics_logits.json"
-RECIPE = {"epochs": 2, "batch_size": 64, "optimizer": {"name": "sgd", "lr": 0.1, "momentum": 0.9, "weight_decay": 5e-4},
-          "lr_milestones": [], "reliability_epochs": []}
-RUNS = {
-    "synthetic1d_mlp": {"dataset": {"name": "synthetic1d", "n_samples": 1200}, "model": {"name": "mlp", "hidden": 64},
-                        "loss": {"name": "focal", "gamma": 3}, "recipe": RECIPE, "seed": 0, "device": "cpu"},
-    "mnist1d_cnn1d": {"dataset": {"name": "mnist1d", "n_samples": 1000}, "model": {"name": "cnn1d"},
-                      "loss": {"name": "cross_entropy"}, "recipe": RECIPE, "seed": 0, "device": "cpu"},
-}
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout's bench/ package
+from bench.numerics_hashes import GOLDEN, RUNS, machine_class, train_and_hash
 
 
-def train_and_hash(name: str, workdir: Path) -> dict:
-    """Train run ``name`` in a fresh pinned process; sha256 of its val and test logits' bytes."""
-    config = workdir / f"{name}.json"
-    config.write_text(json.dumps(RUNS[name]))
-    run_dir = workdir / name
-    command = [sys.executable, "-m", "focalcal", "train", "--config", str(config), "--run-dir", str(run_dir),
-               "--data-root", str(workdir / "data"), "--progress", "lines", "--numerics", "pinned", "--threads", "1"]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=600, env=dict(os.environ), check=False)
-    assert result.returncode == 0, result.stderr[-3000:]
-    with np.load(run_dir / "logits.npz") as logits:
-        hashes = {key: hashlib.sha256(np.ascontiguousarray(logits[key]).tobytes()).hexdigest()
-                  for key in ("val_logits", "test_logits")}
-    info = json.loads((run_dir / "run.json").read_text())
-    return {"logits_sha256": hashes, "numerics": info["numerics"], "versions": info["versions"]}
+def mismatch_message(name: str, golden: dict, produced: dict) -> str:
+    numerics, versions = produced["numerics"], produced["versions"]
+    here = machine_class(numerics)
+    hashes = json.dumps(produced["logits_sha256"])
+    same_versions = all(versions.get(key) == golden["versions"][key] for key in ("torch", "numpy"))
+    if not same_versions:
+        return (f"{name}: torch {versions['torch']} / numpy {versions['numpy']} here, the golden hashes were written "
+                f"with torch {golden['versions']['torch']} / numpy {golden['versions']['numpy']}: regenerate them "
+                f"(python tests/test_golden_numerics.py --write). This machine's hashes: {hashes}")
+    if here in golden["verified_on"]:
+        return (f"{name}: logits differ from the ones committed, on a machine class where they were verified ({here}; "
+                f"{numerics['machine']}): some kernel picks its numerics by the machine again. This machine's "
+                f"hashes: {hashes}")
+    return (f"{name}: this machine class ({here}; {numerics['machine']}) is not among those the golden hashes were "
+            f"verified on ({', '.join(golden['verified_on'])}), and it computes other bytes: the promise of the same "
+            f"bytes does not hold here. Its hashes: {hashes}; `python -m bench.numerics_hashes` measures the "
+            "variants of the pins on it")
 
 
 @pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"), reason="the golden bytes are x86-64's")
 @pytest.mark.parametrize("name", sorted(RUNS))
 def test_a_pinned_cpu_run_reproduces_the_committed_logits(name, tmp_path):
+    from focalcal.numerics import pinned_environment
+
     golden = json.loads(GOLDEN.read_text())
     produced = train_and_hash(name, tmp_path)
     numerics = produced["numerics"]
     assert numerics["mode"] == "pinned" and numerics["torch_cpu_capability"] == "AVX2"
-    assert numerics["torch_threads"] == 1 and numerics["environment"]["MKL_CBWR"] == "AVX2,STRICT"
-    assert produced["logits_sha256"] == golden["runs"][name], (
-        f"{name}: logits differ from the ones committed (written on {golden['machine']}, torch "
-        f"{golden['versions']['torch']}, numpy {golden['versions']['numpy']}); this machine: {numerics['machine']} "
-        f"({numerics['machine_isa']}), "
-        f"torch {produced['versions']['torch']}, numpy {produced['versions']['numpy']}")
+    assert numerics["torch_threads"] == 1 and numerics["environment"] == pinned_environment(1)
+    assert produced["logits_sha256"] == golden["runs"][name], mismatch_message(name, golden, produced)
+
+
+def test_the_mismatch_message_tells_a_regression_from_an_unverified_machine():
+    golden = {"verified_on": ["AuthenticAMD AVX2"], "versions": {"torch": "2.14.1", "numpy": "2.4.6"}}
+    produced = {"logits_sha256": {"val_logits": "ab", "test_logits": "cd"},
+                "versions": {"torch": "2.14.1", "numpy": "2.4.6"},
+                "numerics": {"vendor": "AuthenticAMD", "machine_isa": "AVX2", "machine": "AMD EPYC"}}
+    assert "where they were verified (AuthenticAMD AVX2" in mismatch_message("mlp", golden, produced)
+    produced["numerics"] = {"vendor": "CentaurHauls", "machine_isa": "AVX2", "machine": "VIA"}
+    message = mismatch_message("mlp", golden, produced)
+    assert "is not among those the golden hashes were verified on (AuthenticAMD AVX2)" in message
+    assert '"val_logits": "ab"' in message
+    produced["versions"] = {"torch": "2.15.0", "numpy": "2.4.6"}
+    assert "regenerate them" in mismatch_message("mlp", golden, produced)
+
+
+def test_the_golden_file_names_the_classes_it_was_verified_on():
+    golden = json.loads(GOLDEN.read_text())
+    assert set(golden["runs"]) == set(RUNS)
+    # measured equal on both vendors (bench/README.md, "Pinned CPU numerics")
+    assert {"AuthenticAMD AVX2", "GenuineIntel AVX512"} <= set(golden["verified_on"])
 
 
 def test_pin_sets_every_variable_and_refuses_once_torch_is_loaded():
@@ -69,6 +85,7 @@ def test_pin_sets_every_variable_and_refuses_once_torch_is_loaded():
     environ = {"OMP_NUM_THREADS": "8"}
     assert pin(PINNED, 2, environ) == pinned_environment(2) and environ == pinned_environment(2)
     assert environ["ATEN_CPU_CAPABILITY"] == "avx2" and environ["OMP_NUM_THREADS"] == "2"
+    assert environ["MKL_CBWR"] == "COMPATIBLE,STRICT"
     assert pin(NATIVE, 2, {}) == {}
     with pytest.raises(ValueError, match="training.numerics must be one of"):
         pin("fast", 1, {})
@@ -80,11 +97,12 @@ def test_pin_sets_every_variable_and_refuses_once_torch_is_loaded():
 
 
 def write_golden(workdir: Path) -> dict:
-    """Train both runs here and write their hashes to :data:`GOLDEN`."""
+    """Train both runs here and write their hashes to :data:`GOLDEN`, verified on this machine's
+    class only: another class is added once it has measured the same bytes."""
     produced = {name: train_and_hash(name, workdir) for name in sorted(RUNS)}
     first = next(iter(produced.values()))
-    machine = f"{first['numerics']['machine']} ({first['numerics']['machine_isa']})"
-    golden = {"machine": machine, "versions": first["versions"],
+    golden = {"machine": f"{first['numerics']['machine']} ({first['numerics']['machine_isa']})",
+              "verified_on": [machine_class(first["numerics"])], "versions": first["versions"],
               "runs": {name: result["logits_sha256"] for name, result in produced.items()}}
     GOLDEN.write_text(json.dumps(golden, indent=1, sort_keys=True) + "\n")
     return golden

@@ -1,17 +1,20 @@
 """The same bytes on every x86-64 machine: pin what picks CPU numerics by instruction set.
 
 A CPU run's floating-point results depend on which kernels compute them, and the libraries
-choose kernels by the instruction set of the machine they run on: ATen's vectorised
-kernels (softmax, reductions, element-wise ops) take AVX-512 where the CPU has it, MKL's
-matrix products pick a code path per CPU, oneDNN (convolutions) JIT-compiles for the widest
-ISA it finds, numpy's loops and OpenBLAS dispatch likewise, and the fused loss kernels are
-compiled for torch's CPU capability (:mod:`focalcal.losses._fused`). Each sums in another
-order on an AVX-512 machine than on an AVX2 one, so the same commit and config trained
-different weights and, near a bound, read different verdicts. The thread count splits
-reductions too.
+choose kernels by the machine they run on: ATen's vectorised kernels (softmax, reductions,
+element-wise ops) take AVX-512 where the CPU has it, MKL's matrix products pick a code path
+per CPU, oneDNN (convolutions) JIT-compiles for the widest ISA it finds, numpy's loops and
+OpenBLAS dispatch likewise, and the fused loss kernels are compiled for torch's CPU
+capability (:mod:`focalcal.losses._fused`). Each sums in another order on an AVX-512 machine
+than on an AVX2 one, so the same commit and config trained different weights and, near a
+bound, read different verdicts. The thread count splits reductions too.
 
-:func:`pinned_environment` caps every one of them at AVX2 (which every x86-64 machine of the
-last decade has) and fixes the thread count. The libraries read these variables once, when
+:func:`pinned_environment` caps ATen, oneDNN, numpy and OpenBLAS at AVX2 (which every x86-64
+machine of the last decade has), runs MKL's vendor-neutral ``COMPATIBLE`` branch and fixes the
+thread count. MKL's ``AVX2`` branch is not the same code on Intel and AMD processors: under
+``MKL_CBWR=AVX2,STRICT`` the golden runs' logits differed between an AMD EPYC and an Intel
+Xeon, under ``COMPATIBLE,STRICT`` they are the same bytes on both (``bench/README.md``,
+"Pinned CPU numerics"; ``python -m bench.numerics_hashes`` measures a machine). The libraries read these variables once, when
 they load or first dispatch, so they must be in the environment before torch or numpy is
 imported in the process that computes: the workflow sets them before its first torch
 import, so every job inherits them (:func:`pin_workflow`), and a job's entry checks them
@@ -36,7 +39,7 @@ ISA = "AVX2"
 # variable -> value, each with the library it pins (the thread counts are added per job)
 _PINS = {
     "ATEN_CPU_CAPABILITY": "avx2",  # ATen's vectorised kernels; also the fused kernels' build target
-    "MKL_CBWR": "AVX2,STRICT",  # MKL conditional numerical reproducibility: the AVX2 code path, strict
+    "MKL_CBWR": "COMPATIBLE,STRICT",  # MKL's vendor-neutral code path, strict (its AVX2 path differs by vendor)
     "ONEDNN_MAX_CPU_ISA": "AVX2",  # oneDNN's JIT kernels (convolutions, linear layers)
     "OPENBLAS_CORETYPE": "Haswell",  # numpy's and scipy's OpenBLAS: its AVX2 kernels
     "NPY_DISABLE_CPU_FEATURES": "X86_V4 AVX512_ICL AVX512_SPR",  # numpy's AVX-512 loops
@@ -46,7 +49,7 @@ VARIABLES = (*_PINS, *_THREADS)
 
 
 def pinned_environment(threads: int = 1) -> dict[str, str]:
-    """The variables that pin CPU numerics to AVX2 kernels and ``threads`` threads."""
+    """The variables that pin CPU numerics to vendor-neutral kernels and ``threads`` threads."""
     if int(threads) < 1:
         raise ValueError(f"threads must be at least 1, got {threads!r}")
     return {**_PINS, **dict.fromkeys(_THREADS, str(int(threads)))}
@@ -113,6 +116,7 @@ def record() -> dict:
         "torch_threads": torch.get_num_threads(),
         "fused_kernels": kernels,
         "machine": _cpu_name(),
+        "vendor": _cpuinfo("vendor_id") or "unknown",
         "machine_isa": _machine_isa(),
     }
 
