@@ -6,8 +6,8 @@
 #   .ci/report_browser_test.sh [REPORT_DIR]        # default: results/report
 #
 # Chromium comes from Debian's `chromium` package. When it is missing this script installs
-# it if it runs as root with CI=true; otherwise it stops and says how to install it. It never
-# skips the check.
+# it through .ci/system_packages.sh if it runs as root with CI=true; otherwise it stops and
+# says how to install it. It never skips the check.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -16,13 +16,9 @@ REPORT_DIR="${1:-$ROOT/results/report}"
 
 if ! command -v chromium >/dev/null && ! command -v chromium-browser >/dev/null; then
     if [[ "$(id -u)" == 0 && "${CI:-}" == "true" ]]; then
-        echo "report_browser_test: installing Debian's chromium"
-        apt-get update -qq
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium
+        "$ROOT/.ci/system_packages.sh"
     else
-        echo "report_browser_test: chromium is not installed. Install it with" >&2
-        echo "  sudo apt-get update && sudo apt-get install -y chromium" >&2
-        echo "(or run this script as root with CI=true to let it install chromium)." >&2
+        echo "report_browser_test: chromium is not installed; install it with: sudo .ci/system_packages.sh" >&2
         exit 2
     fi
 fi

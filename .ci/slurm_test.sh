@@ -5,9 +5,9 @@
 #
 #   sudo CI=true .ci/slurm_test.sh            # or FOCALCAL_SLURM_TEST=1 .ci/slurm_test.sh as root
 #
-# Needs root (it installs Debian's slurm-wlm and munge and starts munged, slurmctld and
-# slurmd). Without accounting (no slurmdbd) the executor plugin must query job states with
-# squeue (its default, sacct, hangs), and squeue forgets finished jobs after MinJobAge, so
+# Needs root (it installs Debian's slurm-wlm and munge through .ci/system_packages.sh, if
+# missing, and starts munged, slurmctld and slurmd). Without accounting (no slurmdbd) the
+# executor plugin must query job states with squeue (its default, sacct, hangs), and squeue forgets finished jobs after MinJobAge, so
 # MinJobAge is 300 s here (>= 120 s needed). The plugin's job step drops SLURM_CONF from the
 # environment, so the config goes to the default /etc/slurm/slurm.conf.
 set -euo pipefail
@@ -39,9 +39,7 @@ step() { echo "[slurm_test +$(( $(date +%s) - t0 ))s] $*"; }
 # ---------------------------------------------------------------- install
 if ! command -v slurmctld >/dev/null || ! command -v munged >/dev/null; then
     step "installing slurm-wlm and munge"
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq
-    apt-get install -y -qq --no-install-recommends slurm-wlm munge >/dev/null
+    "$ROOT/.ci/system_packages.sh"
 fi
 step "$(slurmctld -V)"
 

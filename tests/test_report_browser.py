@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import base64
 import io
-import os
 import re
-import subprocess
 
 import pytest
 from matplotlib.figure import Figure
@@ -20,15 +18,12 @@ from focalcal.report.browser import ChromiumMissing, broken_links, check_report,
 
 
 def ensure_chromium() -> str:
+    """Chromium's path. Tests never install it: ``.ci/system_packages.sh`` does, once, before
+    the tests start (two xdist workers installing it at once would race for apt's lock)."""
     try:
         return find_chromium()
     except ChromiumMissing as missing:
-        if os.environ.get("CI") == "true" and os.geteuid() == 0:
-            subprocess.run(["apt-get", "update", "-qq"], check=True)
-            subprocess.run(["apt-get", "install", "-y", "-qq", "chromium"], check=True,
-                           env=dict(os.environ, DEBIAN_FRONTEND="noninteractive"))
-            return find_chromium()
-        pytest.fail(f"{missing} (or run the tests as root with CI=true to install it automatically)")
+        pytest.fail(f"{missing}; CI installs it before the tests with .ci/system_packages.sh")
 
 
 @pytest.fixture(scope="module")
