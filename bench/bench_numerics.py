@@ -1,9 +1,10 @@
 """What pinning the CPU numerics costs: process CPU of short training runs, pinned against native.
 
-``training.numerics: pinned`` (:mod:`focalcal.numerics`) caps ATen, MKL, oneDNN, numpy and
-OpenBLAS at their AVX2 kernels and fixes the thread count, so a CPU run is bit-identical on
-every x86-64 machine. On an AVX2 machine that is what the libraries pick anyway; on an
-AVX-512 one it gives up the wider kernels. Each run below is a default-config-like run
+``training.numerics: pinned`` (:mod:`focalcal.numerics`) caps ATen, oneDNN, numpy and OpenBLAS
+at their AVX2 kernels, runs MKL's vendor-neutral COMPATIBLE path and fixes the thread count, so a
+CPU run is bit-identical on every x86-64 machine, AMD or Intel. On an AVX-512 machine that gives
+up the wider kernels, and MKL's COMPATIBLE path gives up its AVX2 matrix products everywhere.
+Each run below is a default-config-like run
 trained by ``focalcal train`` in its own process, once per mode, the modes interleaved and
 their order alternated between repetitions so that a busy spell of a shared machine hits
 both alike. Measured: the child process's CPU time (user + system), start-up included. The
@@ -19,6 +20,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from focalcal.numerics import pinned_environment
 
 RECIPE = {"batch_size": 64, "optimizer": {"name": "sgd", "lr": 0.1, "momentum": 0.9, "weight_decay": 5e-4},
           "lr_milestones": [], "reliability_epochs": []}
@@ -86,6 +89,44 @@ def main(quick: bool = False) -> None:
     ratio = totals["pinned"] / totals["native"]
     print(f"  {'all':32s} native {totals['native']:7.2f}  pinned {totals['pinned']:7.2f}  ratio {ratio:5.3f} "
           f"(goal <= 1.15: {'met' if ratio <= 1.15 else 'NOT met'}); {time.strftime('%Y-%m-%d %H:%M %Z')}")
+    matrix_products(quick)
+
+
+#: What the matrix-product section times in a child process: float32 products of the shapes the
+#: default config's models multiply (batch 64 × hidden 64, a 1-D CNN's unfolded convolution) and a
+#: larger one, forward only, best of 5 after a warm-up.
+_PRODUCTS = """
+import json, sys, time, torch
+torch.set_num_threads(1)
+out = {}
+for m, k, n in json.loads(sys.argv[1]):
+    a, b = torch.randn(m, k), torch.randn(k, n)
+    torch.mm(a, b)
+    best = min((lambda t: (torch.mm(a, b), time.perf_counter() - t)[1])(time.perf_counter()) for _ in range(5))
+    out[f"{m}x{k}x{n}"] = best
+print(json.dumps(out))
+"""
+
+
+def matrix_products(quick: bool) -> None:
+    """MKL's COMPATIBLE path against the libraries' own choice on the products alone: where the
+    pin costs most, on a model whose time is its matrix products (the short runs above spend
+    most of theirs elsewhere)."""
+    shapes = [(64, 64, 64), (64, 160, 2560), (512, 512, 512)] + ([] if quick else [(1024, 1024, 1024)])
+    repetitions = 1 if quick else 3
+    seconds = {mode: [] for mode in MODES}
+    for repetition in range(repetitions):
+        for mode in MODES if repetition % 2 == 0 else MODES[::-1]:
+            environ = dict(os.environ, **(pinned_environment(1) if mode == "pinned" else {}))
+            result = subprocess.run([sys.executable, "-c", _PRODUCTS, json.dumps(shapes)], env=environ,
+                                    capture_output=True, text=True, check=True)
+            seconds[mode].append(json.loads(result.stdout))
+    print("\nmatrix products alone (float32, one thread; best of 5, summed over repetitions):")
+    for m, k, n in shapes:
+        key = f"{m}x{k}x{n}"
+        native = sum(run[key] for run in seconds["native"])
+        pinned = sum(run[key] for run in seconds["pinned"])
+        print(f"  {key:16s} native {native * 1e3:8.3f} ms  pinned {pinned * 1e3:8.3f} ms  ratio {pinned / native:5.2f}")
 
 
 if __name__ == "__main__":

@@ -28,7 +28,7 @@ def main(argv: list[str] | None = None) -> int:
         sub.add_argument("--run-dir", required=True, help="run directory (checkpoint, history.csv, logits.npz, run.json)")
         sub.add_argument("--data-root", default="data", help="where datasets live or are generated (default: data)")
         sub.add_argument("--numerics", choices=("pinned", "native"), default="pinned",
-                         help="pinned (default): AVX2 kernels, bit-identical on every x86-64 machine; native: the "
+                         help="pinned (default): AVX2 kernels and MKL's vendor-neutral path, bit-identical on every x86-64 machine; native: the "
                               "machine's widest kernels (focalcal.numerics)")
         sub.add_argument("--threads", type=int, default=1, help="CPU threads (pinned: part of the numerics; default 1)")
         if name == "train":
