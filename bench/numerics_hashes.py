@@ -41,6 +41,9 @@ RUNS = {
 VARIANTS = {
     "pinned": {},
     "mkl_avx2_strict": {"MKL_CBWR": "AVX2,STRICT"},
+    "mkl_avx_strict": {"MKL_CBWR": "AVX,STRICT"},
+    "mkl_sse42_strict": {"MKL_CBWR": "SSE4_2,STRICT"},
+    "mkl_compatible": {"MKL_CBWR": "COMPATIBLE"},
     "mkl_avx2": {"MKL_CBWR": "AVX2"},
     "mkl_avx2_enable_avx2": {"MKL_CBWR": "AVX2,STRICT", "MKL_ENABLE_INSTRUCTIONS": "AVX2"},
     "mkl_compatible_sse42": {"MKL_CBWR": "COMPATIBLE", "MKL_ENABLE_INSTRUCTIONS": "SSE4_2"},
