@@ -27,7 +27,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 # The workflow's entry point, looked up as `snakemake` does from the repository root.
-SNAKEFILE = ROOT / "workflow" / "Snakefile"  
+SNAKEFILE = ROOT / "workflow" / "Snakefile"
 TEST_CONFIG = ROOT / "config" / "test.yaml"
 BIN = Path(sys.executable).parent
 RUN = "results/runs/digits/cnn_small/ce/tiny/seed0"  # the first classification run of config/test.yaml

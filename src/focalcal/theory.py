@@ -1,6 +1,6 @@
 """Closed-form theory of the focal loss: what its risk minimiser predicts and how to undo it.
 
-Papers (``shared/papers/``):
+Papers (each cited by its key, as in ``focalcal.papers``):
 
 * charoenphakdee2021 (C21) §4-5: φ^γ (Eq 10), τ_oc/τ_uc (Thm 8), the focal risk minimiser
   q*(η) and its inverse Ψ^γ (Thm 11, Eq 11-13).
