@@ -186,7 +186,7 @@ ARTEFACTS = {  # name: (path, writer, the consumer's reader, exact re-make comma
     "calibration.json": (f"{CALIBRATION}/calibration.json", _write_calibration, _read_calibration,
                          f"snakemake --cores 1 -f {CALIBRATION}/calibration.json"),
     "checkpoint.pt": (f"{RUN}/checkpoint.pt", _write_checkpoint, _read_checkpoint,
-                      f"rm {RUN}/checkpoint.pt && snakemake --cores 1 -f {RUN}/history.csv"),
+                      f"rm -f {RUN}/checkpoint.pt && snakemake --cores 1 -f {RUN}/history.csv"),
     "metrics.csv": (f"{CALIBRATION}/metrics.csv", _write_metrics, read_csv,
                     f"snakemake --cores 1 -f {CALIBRATION}/metrics.csv"),
 }
@@ -277,7 +277,7 @@ def test_parse_time_reads_skip_the_hash_but_still_name_a_damaged_file(tmp_path):
     _flip_a_bit(path)  # '"seed"' becomes another valid key: only the hash could tell
     assert read_json(path, verify=False) != {"seed": 0}
     path.write_text('{"seed": ')
-    with pytest.raises(CorruptArtefactError, match="rm .*run_config.json && snakemake --cores 1 -f .*run_config.json"):
+    with pytest.raises(CorruptArtefactError, match="rm -f .*run_config.json && snakemake --cores 1 -f .*run_config.json"):
         read_json(path, verify=False)
 
 
@@ -292,7 +292,7 @@ def test_the_remedy_runs_from_the_workflow_directory(tmp_path, monkeypatch):
     assert remake_hint(elsewhere / RUN / "logits.npz").startswith(
         f"cd '{elsewhere}' && snakemake --cores 1 -f {RUN}/logits.npz")
     assert remake_hint(tmp_path / RUN / "logits.npz").startswith("snakemake --cores 1 -f ")  # the cwd: no cd
-    assert remake_hint("data/mnist1d/mnist1d_n2000_seed42.npz").startswith("rm data/mnist1d/mnist1d_n2000_seed42.npz")
+    assert remake_hint("data/mnist1d/mnist1d_n2000_seed42.npz").startswith("rm -f data/mnist1d/mnist1d_n2000_seed42.npz")
     assert remake_hint("data/ready/digits.json").startswith("snakemake --cores 1 -f data/ready/digits.json")
     assert remake_hint("results/tables/c21/fig5.csv").endswith("(rule paper_table rebuilds it from its study's tidy table)")
     assert remake_hint("/somewhere/notes.txt") == "delete /somewhere/notes.txt and re-run what wrote it"
@@ -308,15 +308,15 @@ def test_the_remedy_names_the_workflow_in_use_and_a_real_target(tmp_path, monkey
     assert remake_hint(f"{RUN}/logits.npz").startswith(
         f"snakemake --cores 1 -s /repo/Snakefile -f {RUN}/logits.npz {config}   (")
     assert remake_hint(f"{RUN}/checkpoint.pt").startswith(
-        f"rm {RUN}/checkpoint.pt && snakemake --cores 1 -s /repo/Snakefile -f {RUN}/history.csv {config}   (")
+        f"rm -f {RUN}/checkpoint.pt && snakemake --cores 1 -s /repo/Snakefile -f {RUN}/history.csv {config}   (")
     assert remake_hint(f"{RUN}/staged_export/run.json").startswith(
-        f"rm -r {RUN}/staged_export && snakemake --cores 1 -s /repo/Snakefile -f {RUN}/logits.npz {config}   (")
+        f"rm -rf {RUN}/staged_export && snakemake --cores 1 -s /repo/Snakefile -f {RUN}/logits.npz {config}   (")
     segmentation = RUN.replace("results/runs/", "results/segmentation/")
     assert remake_hint(f"{RUN}/staged_export/samples.npz").startswith(
-        f"rm -r {RUN}/staged_export && snakemake --cores 1 -s /repo/Snakefile -f {segmentation}/metrics.csv {config}")
+        f"rm -rf {RUN}/staged_export && snakemake --cores 1 -s /repo/Snakefile -f {segmentation}/metrics.csv {config}")
     set_workflow(tmp_path / "Snakefile", [])  # the workflow directory's own Snakefile, the default config
     assert remake_hint(f"{RUN}/logits.npz").startswith(f"snakemake --cores 1 -f {RUN}/logits.npz   (")
-    assert remake_hint("data/mnist1d/mnist1d_n2000_seed42.npz").startswith("rm data/mnist1d/mnist1d_n2000_seed42.npz   (")
+    assert remake_hint("data/mnist1d/mnist1d_n2000_seed42.npz").startswith("rm -f data/mnist1d/mnist1d_n2000_seed42.npz   (")
 
 
 def test_the_error_survives_pickling_between_processes():

@@ -59,7 +59,7 @@ def test_a_damaged_staged_export_names_a_command_that_runs(finished_copy):
     snakemake(finished_copy, "-f", f"{RUN}/logits.npz", "--cores", "1", "--configfile", str(TEST_CONFIG))
     log = (finished_copy / "results/logs/export_logits" / f"{RUN.removeprefix('results/runs/')}.log").read_text()
     command = re.search(r"Re-make it: (.*?)   \(", log).group(1)
-    assert command == (f"rm -r {RUN}/staged_export && snakemake --cores 1 -s {SNAKEFILE} -f {RUN}/logits.npz "
+    assert command == (f"rm -rf {RUN}/staged_export && snakemake --cores 1 -s {SNAKEFILE} -f {RUN}/logits.npz "
                        f"--configfile {TEST_CONFIG}")
     ran = run_as_printed(command, finished_copy)
     assert planned_jobs(ran) == {"export_logits": 1, "total": 1} and not staged.exists()
@@ -88,3 +88,28 @@ def test_verify_finds_one_flipped_byte_and_its_command_re_makes_it(finished_copy
     assert command == f"snakemake --cores 1 -s {SNAKEFILE} -f {METRICS} --configfile {TEST_CONFIG}"
     run_as_printed(command, finished_copy)
     assert verify().returncode == 0
+
+
+def test_a_target_left_damaged_fails_the_run_naming_it(finished_copy):
+    metrics = finished_copy / METRICS
+    data = bytearray(metrics.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    metrics.write_bytes(bytes(data))
+    touched = snakemake(finished_copy, "--touch", "-f", METRICS, "--cores", "1", "--configfile", str(TEST_CONFIG),
+                        check=False)
+    assert touched.returncode == 1
+    assert f"1 of its targets are missing or damaged:\n  {METRICS}: its sha256" in touched.stderr
+
+
+def test_the_command_verify_prints_for_a_deleted_run_config_runs_as_printed(finished_copy):
+    # what a failed (disk-full) training job leaves: Snakemake deleted run_config.json, its sidecar stayed
+    (finished_copy / RUN / "run_config.json").unlink()
+    found = subprocess.run([sys.executable, "-m", "focalcal", "verify", "--snakefile", str(SNAKEFILE),
+                            "--configfile", str(TEST_CONFIG)], cwd=finished_copy, capture_output=True, text=True,
+                           timeout=300, check=False)
+    assert f"damaged: {RUN}/run_config.json: it is missing" in found.stdout
+    command = re.search(r"re-make it: (.*?)   \(", found.stdout).group(1)
+    assert command.startswith(f"rm -f {RUN}/run_config.json && snakemake --cores 1")
+    run_as_printed(command, finished_copy)
+    assert _sidecar.read(finished_copy / RUN / "run_config.json") == _sidecar.digest_file(
+        finished_copy / RUN / "run_config.json")

@@ -1,5 +1,6 @@
-"""Two Snakemakes on one results/ (a second checkout sharing it through a symlink): the second
-is refused while its DAG is built, and the run the first is training loses nothing."""
+"""Two Snakemakes on one results/ (a second checkout sharing it through a symlink) while a run
+trains: the second is refused before it plans anything (the results folder's workflow lock;
+the run's own train lock backs it for trainers outside a workflow), and the live run loses nothing."""
 
 from __future__ import annotations
 
@@ -37,8 +38,8 @@ def test_a_second_snakemake_on_a_shared_results_folder_leaves_the_live_run_alone
         refused = snakemake(second, f"{RUN}/logits.npz", "--cores", "1", "--configfile", str(config), check=False)
         assert refused.returncode != 0
         output = refused.stdout + refused.stderr
-        assert f"{RUN} is being trained by another process (PID " in output
-        assert "this Snakemake would delete its outputs to train it again. Nothing was changed" in output
+        assert f"is in use by another workflow: PID {first.pid} on host " in output
+        assert "stops before planning anything" in output and "Building DAG of jobs" not in output
         assert first.poll() is None and len(pd.read_csv(history)) < EPOCHS  # refused while the first still trained
         for name in ("run_config.json", "history.csv"):
             assert (live / RUN / name).exists(), name

@@ -7,7 +7,8 @@ exception: it is not a declared output (Snakemake would delete it before a resum
 it is deleted and its run's training job forced. A run's ``staged_export/`` is not a target
 either: it is deleted, and the job that publishes it re-makes its files from the checkpoint.
 
-Every printed command runs as printed: the Snakefile sets :data:`WORKFLOW_ENV` to its own
+Every printed command runs as printed, from the state that printed it (``rm -f``, ``rm -rf``:
+Snakemake may already have deleted a failed job's outputs). The Snakefile sets :data:`WORKFLOW_ENV` to its own
 path and the config files in use, which every command then names (``-s`` when the Snakefile
 is not the workflow directory's own, ``--configfile`` after the targets, since it takes
 several values). Outside a workflow (``focalcal verify --configfile ...``) the caller sets them.
@@ -49,7 +50,7 @@ WORKFLOW_ENV = "FOCALCAL_WORKFLOW"  # {"snakefile": ..., "configfiles": [...]}, 
 
 FORCE = "{snakemake} -f {path}{config}"
 RECORDS = "rule train writes it back from the run's checkpoint; a finished run is not retrained"
-RETRAIN = f"rm {{run}}/{CHECKPOINT} && {{snakemake}} -f {{run}}/{HISTORY}{{config}}"
+RETRAIN = f"rm -f {{run}}/{CHECKPOINT} && {{snakemake}} -f {{run}}/{HISTORY}{{config}}"
 STAGED = "the staged copy is deleted and re-made from the run's checkpoint; nothing is retrained"
 
 
@@ -61,15 +62,15 @@ class Remake:
 
 
 REMAKE = (
-    Remake(f"{RUNS}/*/{STAGED_EXPORT}/{LOGITS}", f"rm -r {{dir}} && {{snakemake}} -f {{run}}/{LOGITS}{{config}}", STAGED),
-    Remake(f"{RUNS}/*/{STAGED_EXPORT}/{METRICS}", "rm -r {dir} && {snakemake} -f {segmentation}{config}", STAGED),
-    Remake(f"{RUNS}/*/{STAGED_EXPORT}/{SAMPLES}", "rm -r {dir} && {snakemake} -f {segmentation}{config}", STAGED),
-    Remake(f"{RUNS}/*/{STAGED_EXPORT}/*", "rm -r {dir} && {snakemake} -f {staged_target}{config}", STAGED),
+    Remake(f"{RUNS}/*/{STAGED_EXPORT}/{LOGITS}", f"rm -rf {{dir}} && {{snakemake}} -f {{run}}/{LOGITS}{{config}}", STAGED),
+    Remake(f"{RUNS}/*/{STAGED_EXPORT}/{METRICS}", "rm -rf {dir} && {snakemake} -f {segmentation}{config}", STAGED),
+    Remake(f"{RUNS}/*/{STAGED_EXPORT}/{SAMPLES}", "rm -rf {dir} && {snakemake} -f {segmentation}{config}", STAGED),
+    Remake(f"{RUNS}/*/{STAGED_EXPORT}/*", "rm -rf {dir} && {snakemake} -f {staged_target}{config}", STAGED),
     Remake(f"{RUNS}/*/{CHECKPOINT}", RETRAIN,
            "retrains the run from scratch; the next full snakemake run re-exports what depends on it"),
     Remake(f"{RUNS}/*/{HISTORY}", FORCE, RECORDS),
     # read when the Snakefile is parsed, so it must go before Snakemake can plan anything
-    Remake(f"{RUNS}/*/{RUN_CONFIG}", "rm {path} && {snakemake} -f {path}{config}", RECORDS),
+    Remake(f"{RUNS}/*/{RUN_CONFIG}", "rm -f {path} && {snakemake} -f {path}{config}", RECORDS),
     Remake(f"{RUNS}/*/{RELIABILITY}", f"{{snakemake}} -f {{run}}/{HISTORY}{{config}}", RECORDS),
     Remake(f"{RUNS}/*/{GRADIENT_NORMS}", f"{{snakemake}} -f {{run}}/{HISTORY}{{config}}", RECORDS),
     Remake(f"{RUNS}/*/{LOGITS}", FORCE, "rule export_logits re-dumps it from the run's checkpoint; nothing is retrained"),
@@ -83,8 +84,8 @@ REMAKE = (
     Remake(f"{FIGURES}/*", FORCE, "its figure rule redraws it"),
     Remake(f"{REPORT}/*", FORCE, "its report rule rebuilds it"),
     Remake(f"*/{READY}/*.json", FORCE, "rule prepare_data checks the dataset and re-writes its marker"),
-    Remake("*/mnist1d/mnist1d_*.npz", "rm {path}", "a dataset cache: its next load regenerates it"),
-    Remake("*/focalcal_*.npz", "rm {path}", "a dataset cache: its next load rebuilds it from the extracted images"),
+    Remake("*/mnist1d/mnist1d_*.npz", "rm -f {path}", "a dataset cache: its next load regenerates it"),
+    Remake("*/focalcal_*.npz", "rm -f {path}", "a dataset cache: its next load rebuilds it from the extracted images"),
 )
 
 
@@ -116,7 +117,7 @@ def remake_command(path) -> tuple[str, str]:
 def snakemake_command(*arguments: str, workdir=None) -> str:
     """``snakemake --cores 1 <arguments>`` with the running workflow's Snakefile and config files."""
     fields = _fields(None if workdir is None else Path(workdir), Path(RESULTS))
-    return f"{fields['snakemake']} {' '.join(shlex.quote(str(a)) for a in arguments)}{fields['config']}"
+    return " ".join([fields["snakemake"], *(shlex.quote(str(a)) for a in arguments)]) + fields["config"]
 
 
 def _fields(workdir: Path | None, relative: Path) -> dict:

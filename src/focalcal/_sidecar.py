@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-SUFFIX = ".sha256"
+from focalcal.paths import CHECKSUM as SUFFIX  # one spelling for the rules and the library
+
 _CHUNK = 1 << 20
 _HASH_LINE = re.compile(r"([0-9a-f]{64}) [ *](.+)")
 _SIZE_LINE = re.compile(r"# size (\d+)")

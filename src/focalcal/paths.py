@@ -80,6 +80,15 @@ def evaluation_dir(run: str = RUN_PATTERN) -> str:
     return f"{SEGMENTATION}/{run}"
 
 
+CHECKSUM = ".sha256"  # <file>.sha256 beside an artefact: its size and sha256 (focalcal._sidecar)
+
+
+def checksum(path: str) -> str:
+    """The checksum sidecar of ``path``: the rules declare it beside an update() output, so that
+    Snakemake keeps and restores the pair together."""
+    return path + CHECKSUM
+
+
 def ready_marker(data_root: str, dataset: str = "{dataset}") -> str:
     return f"{data_root}/{READY}/{dataset}.json"
 

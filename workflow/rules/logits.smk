@@ -4,7 +4,8 @@
 # its logits into the run directory, and everything downstream treats it as any run.
 # The exported files are update() outputs: Snakemake does not delete them before the job runs
 # and puts them back if it fails, so a re-planned export (-f, -R, changed code) that cannot
-# re-dump them (a damaged checkpoint) leaves the run with the logits it had.
+# re-dump them (a damaged checkpoint) leaves the run with the logits it had. Their checksum
+# sidecars are declared too, so a restored file never keeps the checksum of the failed export.
 
 
 localrules:
@@ -19,6 +20,9 @@ rule export_logits:
     output:
         logits=update(paths.run_file(RUN, paths.LOGITS)),
         info=update(paths.run_file(RUN, paths.RUN_INFO)),
+        # the checksums too, so that a failed job's restored files keep theirs
+        logits_checksum=update(paths.checksum(paths.run_file(RUN, paths.LOGITS))),
+        info_checksum=update(paths.checksum(paths.run_file(RUN, paths.RUN_INFO))),
     log:
         paths.log("export_logits", RUN),
     benchmark:

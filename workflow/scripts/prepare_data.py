@@ -1,7 +1,11 @@
-"""Rule prepare_data: make one dataset available under the data root and write its marker."""
+"""Rule prepare_data: make one dataset available under the data root and write its marker.
 
+The spec and `download` come from the config, not the rule's params (workflow/rules/data.smk says why)."""
+
+from focalcal import paths
 from focalcal.pipeline.joblog import logged
 from focalcal.pipeline.jobs import prepare_dataset
 
 with logged(snakemake.log[0]):
-    prepare_dataset(snakemake.params.spec, snakemake.params.data_root, snakemake.params.download, snakemake.output[0])
+    prepare_dataset(snakemake.config["datasets"][snakemake.wildcards.dataset],
+                    paths.data_root_from_marker(snakemake.output[0]), snakemake.config["download"], snakemake.output[0])

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import copy
 import json
+import os
+import reprlib
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -36,12 +38,29 @@ TABLES = ("datasets", "models", "losses", "recipes", "calibrators")
 GRID_REFERENCES = {"datasets": "datasets", "models": "models", "losses": "losses", "calibrators": "calibrators"}
 
 
+# What a config file may be before it is validated: the shipped ones are under 20 kB and expand
+# to a few thousand values. The YAML aliases of a "billion laughs" file expand a few hundred
+# bytes to billions of values (and jsonschema formats every one into its error message).
+MAX_CONFIG_BYTES = 1 << 20
+MAX_CONFIG_VALUES = 200_000
+MAX_GRID_RUNS = 10_000  # runs one grid expands to (every paper's studies together: about 1,000)
+SHOWN_VALUE = 60  # characters of a value an error message quotes
+_BOUNDED_REPR = reprlib.Repr()
+_BOUNDED_REPR.maxlevel, _BOUNDED_REPR.maxlist, _BOUNDED_REPR.maxdict = 3, 8, 8
+_BOUNDED_REPR.maxstring = _BOUNDED_REPR.maxother = SHOWN_VALUE
+
+
 class ConfigError(ValueError):
     """A workflow config that cannot be run; the message names the key."""
 
 
 def load_config_file(path) -> dict:
-    """A YAML (or JSON) config file as a dict; a key given twice in one mapping is a ConfigError."""
+    """A YAML (or JSON) config file as a dict; a key given twice in one mapping, a file over
+    :data:`MAX_CONFIG_BYTES` or one that expands to over :data:`MAX_CONFIG_VALUES` is a ConfigError."""
+    size = os.path.getsize(path)
+    if size > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{path}: {size:,} bytes; a workflow config is at most {MAX_CONFIG_BYTES:,} (the shipped ones "
+                          "are under 20 kB): refused before validation")
     with open(path, encoding="utf-8") as stream:
         loader = UniqueKeyLoader(stream)
         try:
@@ -62,6 +81,10 @@ class UniqueKeyLoader(yaml.SafeLoader):
     """
 
     def construct_document(self, node):
+        values = _expanded_size(node, {})
+        if values > MAX_CONFIG_VALUES:
+            raise ConfigError(f"{self.name}: expands to {values:,} values through its YAML aliases (*name); a workflow "
+                              f"config has at most {MAX_CONFIG_VALUES:,}: refused before validation")
         duplicates = self._duplicates(node, (), set())
         if duplicates:
             raise ConfigError(f"{self.name}: a key given twice keeps only its last value; remove or rename one:\n  "
@@ -95,6 +118,21 @@ class UniqueKeyLoader(yaml.SafeLoader):
             for index, item in enumerate(node.value):
                 problems += self._duplicates(item, (*parents, index), seen)
         return problems
+
+
+def _expanded_size(node, sizes: dict) -> int:
+    """How many values ``node`` stands for once every alias is expanded, counted on the node
+    graph (each node once), so that a billion laughs costs microseconds, not gigabytes."""
+    if id(node) not in sizes:
+        sizes[id(node)] = 1  # a cycle (a recursive alias) counts once; it cannot become JSON anyway
+        if isinstance(node, yaml.MappingNode):
+            children = [child for pair in node.value for child in pair]
+        elif isinstance(node, yaml.SequenceNode):
+            children = node.value
+        else:
+            children = []
+        sizes[id(node)] = 1 + sum(_expanded_size(child, sizes) for child in children)
+    return sizes[id(node)]
 
 
 def load_schema(path) -> dict:
@@ -142,13 +180,21 @@ def _validate_schema(config: dict, schema: dict) -> None:
 
 
 def _describe(error) -> str:
+    """One line for one schema error, naming its key; values are cut to :data:`SHOWN_VALUE` characters."""
     where = key_path(error.absolute_path) or "<top level>"
     if error.validator == "enum":
-        return f"{where}: {error.instance!r} is not allowed; allowed values: {', '.join(map(str, error.validator_value))}"
+        return f"{where}: {shorten(error.instance)} is not allowed; allowed values: {', '.join(map(str, error.validator_value))}"
     if error.validator == "additionalProperties":
         allowed = sorted(error.schema.get("properties", {}))
-        unexpected = sorted(set(error.instance) - set(allowed))
-        return f"{where}: unknown key(s) {unexpected}; allowed keys: {', '.join(allowed)}"
+        unexpected = sorted(map(str, set(error.instance) - set(allowed)))
+        return f"{where}: unknown key(s) {shorten(unexpected)}; allowed keys: {', '.join(allowed)}"
+    if error.validator in ("maximum", "maxItems"):
+        limit = "items" if error.validator == "maxItems" else "the value"
+        reason = error.schema.get("description") or error.parent and error.parent.schema.get("description")
+        return (f"{where}: {shorten(error.instance)} is over the limit ({limit} at most {error.validator_value})"
+                + (f": {reason}" if reason else ""))
+    if error.validator == "type":
+        return f"{where}: {shorten(error.instance)} is not of type {error.validator_value!r}"
     if error.validator == "required":
         return f"{where}: {error.message}"
     if error.validator == "oneOf" and all(set(option) == {"required"} for option in error.validator_value):
@@ -156,7 +202,14 @@ def _describe(error) -> str:
         return f"{where}: give exactly one of {keys}"
     if error.validator == "pattern" or (error.validator == "propertyNames"):
         return f"{where}: {error.message} (keys become directory names: letters, digits, '_', '.', '-')"
-    return f"{where}: {error.message}"
+    return f"{where}: {shorten(error.message, quoted=False)}"
+
+
+def shorten(value, quoted: bool = True) -> str:
+    """``repr(value)`` (or ``value``, a message) cut to :data:`SHOWN_VALUE` characters: an error
+    line names the key and shows the start of a value, never a whole expanded document."""
+    text = _BOUNDED_REPR.repr(value) if quoted else str(value)  # bounded: never builds the whole repr
+    return text if len(text) <= SHOWN_VALUE else text[:SHOWN_VALUE] + "..."
 
 
 def key_path(parts: Iterable) -> str:
@@ -195,6 +248,12 @@ def _check_references(config: dict) -> None:
             if segmentation and grid.get("calibrators"):
                 problems.append(f"{where}.calibrators: segmentation datasets {segmentation} are evaluated (IoU, Hausdorff "
                                 "distance, pixel ECE), not calibrated; list no calibrators in their grids")
+            runs = len(grid["datasets"]) * len(grid["models"]) * len(grid["losses"]) * (
+                grid["folds"] if "folds" in grid else len(grid["seeds"]))
+            if runs > MAX_GRID_RUNS:
+                problems.append(f"{where}: {runs:,} runs (datasets x models x losses x seeds or folds); a grid has at "
+                                f"most {MAX_GRID_RUNS:,}, more than every paper's studies together: split it, or fix "
+                                "the typo")
             for key in grid["datasets"]:
                 if "folds" in grid and key in config["datasets"] and {"n_folds", "fold"} & set(config["datasets"][key]):
                     problems.append(f"{where}.folds: datasets.{key} sets n_folds/fold itself; give folds in one place")
