@@ -123,20 +123,25 @@ def _add_calibrate_parser(commands) -> None:
 
 
 def _calibrate(args) -> int:
-    from focalcal.compare import compare_calibrators, resolve_calibrators
+    import contextlib
+
+    from focalcal.compare import compare_calibrators, output_folder, resolve_calibrators
     from focalcal.logits_file import read_logits
 
-    try:
-        specs = resolve_calibrators(args.calibrators, args.gamma)  # bad names fail before the logits are read
-        logits = read_logits(args.logits, inputs=args.inputs)
-    except ValueError as error:
-        print(f"focalcal calibrate: {error}", file=sys.stderr)
-        return 2
-    print(f"focalcal calibrate: {logits.source}: {len(logits.val_labels)} val and {len(logits.test_labels)} test "
-          f"samples, {logits.num_classes} classes", flush=True)
-    _eager_unless_built(specs)
-    compare_calibrators(logits, args.out, args.calibrators, args.gamma, n_bins=args.bins, n_resamples=args.resamples,
-                        seed=args.seed, smooth=not args.no_smooth, progress=lambda line: print(line, flush=True))
+    with contextlib.ExitStack() as stack:
+        try:
+            specs = resolve_calibrators(args.calibrators, args.gamma)  # bad names fail before the logits are read
+            folder = stack.enter_context(output_folder(args.out))  # so does a bad or busy --out
+            logits = read_logits(args.logits, inputs=args.inputs)
+        except ValueError as error:
+            print(f"focalcal calibrate: {error}", file=sys.stderr)
+            return 2
+        print(f"focalcal calibrate: {logits.source}: {len(logits.val_labels)} val and {len(logits.test_labels)} "
+              f"test samples, {logits.num_classes} classes", flush=True)
+        _eager_unless_built(specs)
+        compare_calibrators(logits, folder, args.calibrators, args.gamma, n_bins=args.bins,
+                            n_resamples=args.resamples, seed=args.seed, smooth=not args.no_smooth,
+                            progress=lambda line: print(line, flush=True))
     return 0
 
 
