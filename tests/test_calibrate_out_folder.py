@@ -100,3 +100,27 @@ def test_a_calibrator_with_more_parameters_than_samples_is_warned_about(tmp_path
     warnings = [line for line in lines if line.startswith("warning:")]
     assert warnings == [("warning: dirichlet has 42 parameters but model.npz has only 5 validation samples to fit "
                          "them on; its fit is not determined by the data")]
+
+
+def test_the_fused_kernel_fits_named_without_torch_are_the_grid_modules_own():
+    from focalcal.calibration._focal_grid import USES_FUSED_KERNELS
+    from focalcal.compare import FUSED_KERNEL_FITS
+
+    assert tuple(FUSED_KERNEL_FITS) == tuple(USES_FUSED_KERNELS)
+
+
+def test_the_main_process_never_imports_torch_when_the_grid_is_fitted_beside_it(tmp_path):
+    """Only the second process, which fits focal TS's grid, imports torch; this one measures and draws."""
+    script = ("import sys\n"
+              "from focalcal.compare import compare_calibrators\n"
+              "from focalcal.logits_file import read_logits\n"
+              f"compare_calibrators(read_logits({str(tmp_path / 'model.npz')!r}), {str(tmp_path / 'out')!r}, "
+              "['raw', 'fts_ece'], n_resamples=20, smooth=False, progress=lambda line: None)\n"
+              "print('torch' in sys.modules)\n")
+    np.savez(tmp_path / "model.npz", **{key: getattr(logits_set(), key) for key in
+                                        ("val_logits", "val_labels", "test_logits", "test_labels")})
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600,
+                            check=False)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "False"
+    assert diagrams(tmp_path / "out") == ["fts_ece.png", "raw.png"]

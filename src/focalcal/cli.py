@@ -130,7 +130,7 @@ def _calibrate(args) -> int:
 
     with contextlib.ExitStack() as stack:
         try:
-            specs = resolve_calibrators(args.calibrators, args.gamma)  # bad names fail before the logits are read
+            resolve_calibrators(args.calibrators, args.gamma)  # bad names fail before the logits are read
             folder = stack.enter_context(output_folder(args.out))  # so does a bad or busy --out
             logits = read_logits(args.logits, inputs=args.inputs)
         except ValueError as error:
@@ -138,29 +138,10 @@ def _calibrate(args) -> int:
             return 2
         print(f"focalcal calibrate: {logits.source}: {len(logits.val_labels)} val and {len(logits.test_labels)} "
               f"test samples, {logits.num_classes} classes", flush=True)
-        _eager_unless_built(specs)
         compare_calibrators(logits, folder, args.calibrators, args.gamma, n_bins=args.bins,
                             n_resamples=args.resamples, seed=args.seed, smooth=not args.no_smooth,
                             progress=lambda line: print(line, flush=True))
     return 0
-
-
-def _eager_unless_built(specs: dict) -> None:
-    """The command never compiles the fused kernels (focal temperature scaling's grid uses them):
-    a build takes ~30-60 s that would pass for a calibrator's fit time. Where they are not built,
-    the grid runs on the eager PyTorch path, in this process and the second one, and one line
-    says so."""
-    import os
-
-    from focalcal.calibration._focal_grid import USES_FUSED_KERNELS
-    from focalcal.losses import _fused
-
-    if not any(spec["build"]["name"] in USES_FUSED_KERNELS for spec in specs.values()):
-        return
-    if _fused.enabled() and not _fused.is_built():
-        os.environ[_fused.ENV_SWITCH] = "0"  # inherited by the second process
-        print("focalcal calibrate: the fused CPU kernels are not built, so focal temperature scaling runs on the "
-              "eager PyTorch path (slower); `focalcal build-kernels` builds them once", flush=True)
 
 
 def _add_verify_parser(commands) -> None:

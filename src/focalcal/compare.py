@@ -75,6 +75,9 @@ MAX_CLASSES_QUADRATIC = 200
 # Fitted in a second process beside the others (:class:`_BackgroundFits`): the (γ, T) grid is
 # most of the command's fitting time.
 BACKGROUND_FITS = {"focal_temperature_scaling"}
+# The calibrators whose fit uses the fused kernels (``calibration._focal_grid.USES_FUSED_KERNELS``,
+# named here so that checking for them does not import torch).
+FUSED_KERNEL_FITS = ("focal_temperature_scaling",)
 DEFAULT_CALIBRATORS = ("raw", "ts_nll", "ts_ece", "fts_ece", "fts_nll", PSI_KEY, "vector_scaling",
                        "histogram_binning", "isotonic")
 LABELS = {**{key: catalog.ROLE_LABELS[key] for key in CALIBRATORS if key in catalog.ROLE_LABELS},
@@ -171,6 +174,7 @@ def _compare(logits: LogitsSet, out_dir: Path, specs: dict, n_bins: int, n_resam
     background = {key: spec for key, spec in specs.items() if spec["build"]["name"] in BACKGROUND_FITS}
     if len(background) == len(specs):
         background = {}  # nothing to overlap with: fit here
+    _eager_unless_built({key: spec for key, spec in specs.items() if key not in background}, progress)
     fitted_params, rows_of, diagrams = {}, {}, {}
     with _BackgroundFits(background, logits.val_logits, logits.val_labels) as fits:
         for done, key in enumerate([key for key in specs if key not in background] + list(background), start=1):
@@ -237,10 +241,28 @@ class _BackgroundFits:
         return False
 
 
+def _eager_unless_built(specs: dict, announce: Callable[[str], None]) -> None:
+    """The command never compiles the fused kernels (focal temperature scaling's grid uses them):
+    a build takes ~30-60 s that would pass for a calibrator's fit time. Where they are not built,
+    the grid runs on the eager PyTorch path and one line says so. Called by the process that
+    fits the grid, so that the other one never imports torch (1.5-2 s of CPU beside the grid)."""
+    import os
+
+    if not any(spec["build"]["name"] in FUSED_KERNEL_FITS for spec in specs.values()):
+        return
+    from focalcal.losses import _fused
+
+    if _fused.enabled() and not _fused.is_built():
+        os.environ[_fused.ENV_SWITCH] = "0"
+        announce("focalcal calibrate: the fused CPU kernels are not built, so focal temperature scaling runs on the "
+                 "eager PyTorch path (slower); `focalcal build-kernels` builds them once")
+
+
 def _fit_all(specs: dict, val_logits, val_labels) -> dict:
     """key -> (fitted calibrator, fit seconds), in the order of ``specs`` (runs in the second process)."""
     from focalcal.pipeline.calibrate import fit_calibrator
 
+    _eager_unless_built(specs, lambda line: print(line, flush=True))
     fitted = {}
     for key, spec in specs.items():
         started = time.perf_counter()
