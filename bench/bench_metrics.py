@@ -1,4 +1,5 @@
-"""ECE speed: focalcal.metrics.ece (searchsorted + bincount) vs a per-bin loop with boolean masks.
+"""ECE speed: focalcal.metrics.ece (searchsorted + bincount) vs a per-bin loop with boolean masks;
+classwise ECE: focalcal.metrics.classwise_ece (one blockwise pass) vs one binning per class.
 
 The baseline is how the papers' code computes ECE: take max and argmax, then loop over
 the bins and average confidences and hits under a boolean mask per bin. Both run here,
@@ -12,7 +13,8 @@ import time
 import numpy as np
 
 from focalcal._validation import check_labels, check_probs
-from focalcal.metrics import ece
+from focalcal.metrics import classwise_ece, ece
+from focalcal.metrics.binning import bin_statistics
 
 
 def per_bin_loop_ece(probs, labels, n_bins=15, binning="width"):
@@ -34,6 +36,15 @@ def per_bin_loop_ece(probs, labels, n_bins=15, binning="width"):
         if share > 0:
             total += abs(correct[in_bin].mean() - confidence[in_bin].mean()) * share
     return total
+
+
+def per_class_loop_classwise_ece(probs, labels, n_bins=15):
+    """The per-class loop: one ``bin_statistics`` call per class."""
+    total = 0.0
+    for k in range(probs.shape[1]):
+        bins = bin_statistics(np.ascontiguousarray(probs[:, k]), labels == k, n_bins, "width")
+        total += np.abs(bins.score_sum - bins.hit_sum).sum()
+    return total / probs.size
 
 
 def best_time(function, repeats):
@@ -79,6 +90,19 @@ def main(quick: bool = False) -> None:
                 f" {loop_s * 1e3:10.1f} {loop_s / fast_s:8.1f}x {loop_s / (fast_s - checks_s):10.1f}x"
                 f" {abs(fast - loop):9.1e}"
             )
+
+    n, k = (1_000, 10_000) if quick else (5_000, 10_000)
+    probs64, labels = random_probabilities(n, k)
+    print(f"\nclasswise_ece on {n:,} x {k:,} random probabilities, 15 equal-width bins, best of {repeats}")
+    header = f"{'dtype':<8} {'focalcal ms':>12} {'class loop ms':>14} {'speed-up':>9} {'|diff|':>9}"
+    print(header)
+    print("-" * len(header))
+    for dtype in (np.float64, np.float32):
+        probs = probs64.astype(dtype)
+        fast_s, fast = best_time(lambda probs=probs: classwise_ece(probs, labels), repeats)
+        loop_s, loop = best_time(lambda probs=probs: per_class_loop_classwise_ece(probs, labels), repeats)
+        print(f"{np.dtype(dtype).name:<8} {fast_s * 1e3:12.1f} {loop_s * 1e3:14.1f} {loop_s / fast_s:8.1f}x"
+              f" {abs(fast - loop):9.1e}")
 
 
 if __name__ == "__main__":

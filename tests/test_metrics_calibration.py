@@ -301,6 +301,51 @@ def test_classwise_ece_binary_equals_top_label_ece_on_symmetric_problem():
     assert classwise_ece(probs, labels, n_bins=10) == pytest.approx(float(expected), abs=2e-6)
 
 
+def classwise_ece_class_loop(probs, labels, n_bins, binning="width"):
+    """The per-class loop classwise_ece was first written as: one ``bin_statistics`` per class."""
+    from focalcal.metrics.binning import bin_statistics
+
+    total = 0.0
+    for k in range(probs.shape[1]):
+        bins = bin_statistics(np.ascontiguousarray(probs[:, k]), labels == k, n_bins, binning)
+        total += np.abs(bins.score_sum - bins.hit_sum).sum()
+    return total / probs.size
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_classwise_ece_equals_the_class_loop_on_many_classes_edges_zeros_and_ones(dtype):
+    rng = np.random.default_rng(41)
+    probs = softmax(rng.standard_normal((600, 300)) * 4).astype(dtype)
+    probs[:30] = np.eye(300, dtype=dtype)[rng.integers(0, 300, 30)]  # exact 0s and 1s
+    edge_rows = rng.integers(0, 15, 40)  # a probability exactly on an edge i/15 (in the dtype) and its complement
+    probs[30:70] = 0
+    probs[30 + np.arange(40), 0] = (edge_rows / 15).astype(dtype)
+    probs[30 + np.arange(40), 1] = 1 - probs[30 + np.arange(40), 0]
+    labels = sample_labels(rng, probs.astype(np.float64) / probs.sum(axis=1, keepdims=True, dtype=np.float64))
+    for n_bins in (15, 10, 2, 1):
+        expected = classwise_ece_class_loop(probs, labels, n_bins)
+        assert classwise_ece(probs, labels, n_bins=n_bins) == pytest.approx(expected, rel=0, abs=1e-12)
+    assert classwise_ece(probs, labels, n_bins=15, binning="mass") == pytest.approx(
+        classwise_ece_class_loop(probs, labels, 15, "mass"), rel=0, abs=1e-12)
+    assert classwise_ece(probs, labels) > 1e-4
+
+
+def test_classwise_ece_is_the_mean_of_torchmetrics_binary_errors_per_class():
+    """Classwise ECE is the mean over classes of the binary calibration error of (p_k, y == k);
+    torchmetrics computes that one class at a time (probabilities kept off the bin edges, where
+    its left-closed bins differ)."""
+    from torchmetrics.functional.classification import binary_calibration_error
+
+    rng = np.random.default_rng(42)
+    probs = softmax(rng.standard_normal((3000, 6)) * 1.5)
+    keep = (np.abs(probs * 10 - np.round(probs * 10)) > 1e-4).all(axis=1)
+    probs = probs[keep]
+    labels = sample_labels(rng, probs)
+    per_class = [float(binary_calibration_error(torch.from_numpy(np.ascontiguousarray(probs[:, k])), torch.from_numpy(labels == k).long(),
+                                                n_bins=10, norm="l1")) for k in range(6)]
+    assert classwise_ece(probs, labels, n_bins=10) == pytest.approx(np.mean(per_class), abs=2e-6)
+
+
 # ---------------------------------------------------------------- reliability bins and validation
 
 

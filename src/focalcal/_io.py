@@ -140,13 +140,14 @@ def read_json(path, *, verify: bool = True) -> Any:
 
 
 def load_npz(path) -> dict:
-    """Every array of an ``.npz`` file, read eagerly (so a damaged member fails here, named)."""
-    import numpy as np
+    """Every array of an ``.npz`` file, read eagerly (so a damaged member fails here, named),
+    each array header checked against its member's size before anything is allocated."""
+    from focalcal._npz import read_npz
 
     path = Path(path)
     handle, verified = _open_checked(path)
-    with handle, _parse_errors(path, verified, "an .npz archive"), np.load(handle) as data:
-        return {name: data[name] for name in data.files}
+    with handle, _parse_errors(path, verified, "an .npz archive"):
+        return read_npz(handle, str(path))
 
 
 def read_csv(path, **options):

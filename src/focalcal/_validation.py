@@ -65,6 +65,12 @@ def _float_limits(dtype) -> tuple[float, float]:
 
 def check_scores(scores, name: str = "logits", *, ndim: int = 2) -> np.ndarray:
     """Check a float (N, K) array of logits or probabilities: non-empty, finite."""
+    return _checked_scores_and_range(scores, name, ndim)[0]
+
+
+def _checked_scores_and_range(scores, name: str, ndim: int, with_row_sums: bool = False):
+    """``check_scores``, and the checked array's (min, max) and float64 row sums (None unless
+    ``with_row_sums``), found in the one pass that checks the values."""
     scores = as_numpy(scores, name)
     if scores.ndim != ndim:
         raise ValueError(f"{name} must be {ndim}-D (n_samples, n_classes), got shape {scores.shape}")
@@ -79,12 +85,42 @@ def check_scores(scores, name: str = "logits", *, ndim: int = 2) -> np.ndarray:
             raise ValueError(f"{name} must be numeric, got dtype {scores.dtype}")
     elif scores.dtype.itemsize < 4:  # float16: numpy computes it slowly and its sums overflow at 65504
         scores = scores.astype(np.float32)
-    bad = ~np.isfinite(scores)
-    if bad.any():
+    row_sums = np.empty(scores.shape[0]) if with_row_sums else None
+    return (scores, *_finite_range(scores, name, row_sums), row_sums)
+
+
+# Rows per block of a blockwise pass: about 2 MiB of float64, so that the several reductions of
+# one block read it from cache and the whole array crosses main memory once.
+def _block_rows(n_classes: int) -> int:
+    return max(1, (1 << 18) // max(1, n_classes))
+
+
+def _finite_range(scores: np.ndarray, name: str, row_sums: np.ndarray | None = None) -> tuple[float, float]:
+    """(min, max) of ``scores``, or a ValueError naming the first NaN or Inf; fills ``row_sums``
+    (float64) with each row's sum when given, in the same pass.
+
+    Reductions instead of an element-wise ``isfinite`` mask: min and max propagate NaN and
+    reach ±Inf, so both are finite exactly when every entry is."""
+    if scores.ndim != 2:
+        lowest, highest = scores.min(), scores.max()
+    else:
+        step = _block_rows(scores.shape[1])
+        ones = np.ones(scores.shape[1], dtype=scores.dtype)
+        lows, highs = [], []
+        for start in range(0, scores.shape[0], step):
+            block = scores[start:start + step]
+            lows.append(block.min())
+            highs.append(block.max())
+            if row_sums is not None:  # a matrix-vector product is 2-4x faster than sum(axis=1)
+                row_sums[start:start + step] = block @ ones if block.dtype == np.float64 else block.sum(
+                    axis=1, dtype=np.float64)
+        lowest, highest = np.min(lows), np.max(highs)
+    if not (np.isfinite(lowest) and np.isfinite(highest)):
+        bad = ~np.isfinite(scores)
         kind = "NaN" if np.isnan(scores).any() else "Inf"
         first = tuple(int(i) for i in np.argwhere(bad)[0])
         raise ValueError(f"{name} contains {kind} values ({int(bad.sum())} entries, first at index {first})")
-    return scores
+    return float(lowest), float(highest)
 
 
 def check_probs(probs, name: str = "probs", *, atol: float = 1e-4) -> np.ndarray:
@@ -95,12 +131,10 @@ def check_probs(probs, name: str = "probs", *, atol: float = 1e-4) -> np.ndarray
     input is returned as float32.
     """
     stored = getattr(probs, "dtype", None)  # before a bfloat16 tensor becomes float32
-    probs = check_scores(probs, name)
+    probs, lowest, highest, row_sums = _checked_scores_and_range(probs, name, 2, with_row_sums=True)
     tolerance = row_sum_tolerance(stored if stored is not None else probs.dtype, probs.shape[1], atol)
-    if (probs < 0).any() or (probs > 1).any():
-        raise ValueError(f"{name} must lie in [0, 1]; got min {probs.min():.3g}, max {probs.max():.3g}")
-    # A matrix-vector product is 2-4x faster than sum(axis=1) here and accumulates in float64.
-    row_sums = probs @ np.ones(probs.shape[1], dtype=np.float64)
+    if lowest < 0 or highest > 1:
+        raise ValueError(f"{name} must lie in [0, 1]; got min {lowest:.3g}, max {highest:.3g}")
     worst = int(np.argmax(np.abs(row_sums - 1)))
     if abs(row_sums[worst] - 1) > tolerance:
         raise ValueError(f"{name} rows must sum to 1 (within {tolerance:.2g} for {_dtype_name(stored, probs)}); "

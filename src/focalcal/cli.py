@@ -123,39 +123,25 @@ def _add_calibrate_parser(commands) -> None:
 
 
 def _calibrate(args) -> int:
-    from focalcal.compare import compare_calibrators, resolve_calibrators
+    import contextlib
+
+    from focalcal.compare import compare_calibrators, output_folder, resolve_calibrators
     from focalcal.logits_file import read_logits
 
-    try:
-        specs = resolve_calibrators(args.calibrators, args.gamma)  # bad names fail before the logits are read
-        logits = read_logits(args.logits, inputs=args.inputs)
-    except ValueError as error:
-        print(f"focalcal calibrate: {error}", file=sys.stderr)
-        return 2
-    print(f"focalcal calibrate: {logits.source}: {len(logits.val_labels)} val and {len(logits.test_labels)} test "
-          f"samples, {logits.num_classes} classes", flush=True)
-    _eager_unless_built(specs)
-    compare_calibrators(logits, args.out, args.calibrators, args.gamma, n_bins=args.bins, n_resamples=args.resamples,
-                        seed=args.seed, smooth=not args.no_smooth, progress=lambda line: print(line, flush=True))
+    with contextlib.ExitStack() as stack:
+        try:
+            resolve_calibrators(args.calibrators, args.gamma)  # bad names fail before the logits are read
+            folder = stack.enter_context(output_folder(args.out))  # so does a bad or busy --out
+            logits = read_logits(args.logits, inputs=args.inputs)
+        except ValueError as error:
+            print(f"focalcal calibrate: {error}", file=sys.stderr)
+            return 2
+        print(f"focalcal calibrate: {logits.source}: {len(logits.val_labels)} val and {len(logits.test_labels)} "
+              f"test samples, {logits.num_classes} classes", flush=True)
+        compare_calibrators(logits, folder, args.calibrators, args.gamma, n_bins=args.bins,
+                            n_resamples=args.resamples, seed=args.seed, smooth=not args.no_smooth,
+                            progress=lambda line: print(line, flush=True))
     return 0
-
-
-def _eager_unless_built(specs: dict) -> None:
-    """The command never compiles the fused kernels (focal temperature scaling's grid uses them):
-    a build takes ~30-60 s that would pass for a calibrator's fit time. Where they are not built,
-    the grid runs on the eager PyTorch path, in this process and the second one, and one line
-    says so."""
-    import os
-
-    from focalcal.calibration._focal_grid import USES_FUSED_KERNELS
-    from focalcal.losses import _fused
-
-    if not any(spec["build"]["name"] in USES_FUSED_KERNELS for spec in specs.values()):
-        return
-    if _fused.enabled() and not _fused.is_built():
-        os.environ[_fused.ENV_SWITCH] = "0"  # inherited by the second process
-        print("focalcal calibrate: the fused CPU kernels are not built, so focal temperature scaling runs on the "
-              "eager PyTorch path (slower); `focalcal build-kernels` builds them once", flush=True)
 
 
 def _add_verify_parser(commands) -> None:

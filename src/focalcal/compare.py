@@ -23,6 +23,7 @@ calibrator finishes; the files keep the order the calibrators were asked for.
 from __future__ import annotations
 
 import base64
+import contextlib
 import html
 import time
 from collections.abc import Callable
@@ -32,6 +33,7 @@ import numpy as np
 
 from focalcal import catalog
 from focalcal._io import atomic_write_json, atomic_write_text
+from focalcal._out_folder import OutputFolder
 from focalcal.logits_file import LogitsSet
 
 # The command's calibrators. The papers' calibrators are the catalog's roles, under their keys and
@@ -67,11 +69,15 @@ COSTS = {
     "ets": "O(N K) per iteration",
     "beta": "O(N), binary classifiers only",
 }
+OUTPUT_FILES = ("calibration.json", "metrics.csv", "index.html", "reliability")
 QUADRATIC_IN_K = ("vector_scaling", "dirichlet")
 MAX_CLASSES_QUADRATIC = 200
 # Fitted in a second process beside the others (:class:`_BackgroundFits`): the (γ, T) grid is
 # most of the command's fitting time.
 BACKGROUND_FITS = {"focal_temperature_scaling"}
+# The calibrators whose fit uses the fused kernels (``calibration._focal_grid.USES_FUSED_KERNELS``,
+# named here so that checking for them does not import torch).
+FUSED_KERNEL_FITS = ("focal_temperature_scaling",)
 DEFAULT_CALIBRATORS = ("raw", "ts_nll", "ts_ece", "fts_ece", "fts_nll", PSI_KEY, "vector_scaling",
                        "histogram_binning", "isotonic")
 LABELS = {**{key: catalog.ROLE_LABELS[key] for key in CALIBRATORS if key in catalog.ROLE_LABELS},
@@ -127,11 +133,36 @@ def compare_calibrators(logits: LogitsSet, out_dir, names=None, gamma: float | N
     if binary_only and logits.num_classes != 2:
         raise ValueError(f"calibrator {binary_only[0]} is for binary classifiers; {logits.source} has "
                          f"{logits.num_classes} classes")
-    out_dir = Path(out_dir)
+    for key in specs:
+        parameters = parameter_count(key, logits.num_classes)
+        if parameters > len(logits.val_labels):
+            progress(f"warning: {key} has {parameters:,} parameters but {logits.source} has only "
+                     f"{len(logits.val_labels):,} validation samples to fit them on; its fit is not determined "
+                     "by the data")
     # One BLAS thread: this process's matrices are small, and OpenBLAS threads that spin-wait
     # beside the second process's grid cost more CPU than they save (bench compare: 22 -> 16 s).
-    with threadpool_limits(limits=1, user_api="blas"):
-        return _compare(logits, out_dir, specs, n_bins, n_resamples, seed, smooth, progress)
+    with contextlib.ExitStack() as stack:
+        folder = out_dir if isinstance(out_dir, OutputFolder) else stack.enter_context(output_folder(out_dir))
+        stack.enter_context(threadpool_limits(limits=1, user_api="blas"))
+        rows = _compare(logits, folder.staging, specs, n_bins, n_resamples, seed, smooth, progress)
+        folder.commit()
+    progress(f"wrote {folder.path / 'index.html'}, metrics.csv, calibration.json and {len(specs)} diagrams")
+    return rows
+
+
+def output_folder(out_dir) -> OutputFolder:
+    """The command's output folder, checked, locked and written through a temporary sibling
+    (:class:`focalcal._out_folder.OutputFolder`); enter it before reading the logits."""
+    return OutputFolder(out_dir, own=OUTPUT_FILES)
+
+
+def parameter_count(key: str, num_classes: int) -> int:
+    """How many numbers calibrator ``key`` fits on K classes (isotonic: one step function per
+    class, at least 2 numbers each)."""
+    k = num_classes
+    return {"raw": 0, PSI_KEY: 0, "ts_nll": 1, "ts_ece": 1, "fts_ece": 2, "fts_nll": 2, "vector_scaling": 2 * k,
+            "histogram_binning": CALIBRATORS["histogram_binning"]["n_bins"] * k, "isotonic": 2 * k,
+            "dirichlet": k * k + k, "ets": 4, "beta": 3}[key]
 
 
 def _compare(logits: LogitsSet, out_dir: Path, specs: dict, n_bins: int, n_resamples: int, seed: int, smooth: bool,
@@ -143,6 +174,7 @@ def _compare(logits: LogitsSet, out_dir: Path, specs: dict, n_bins: int, n_resam
     background = {key: spec for key, spec in specs.items() if spec["build"]["name"] in BACKGROUND_FITS}
     if len(background) == len(specs):
         background = {}  # nothing to overlap with: fit here
+    _eager_unless_built({key: spec for key, spec in specs.items() if key not in background}, progress)
     fitted_params, rows_of, diagrams = {}, {}, {}
     with _BackgroundFits(background, logits.val_logits, logits.val_labels) as fits:
         for done, key in enumerate([key for key in specs if key not in background] + list(background), start=1):
@@ -175,7 +207,6 @@ def _compare(logits: LogitsSet, out_dir: Path, specs: dict, n_bins: int, n_resam
     atomic_write_json(fitted_params, out_dir / "calibration.json")
     atomic_write_text(rows_to_csv(rows, METRICS_HEADER), out_dir / "metrics.csv")
     atomic_write_text(render_page(logits, rows, diagrams, n_resamples), out_dir / "index.html")
-    progress(f"wrote {out_dir / 'index.html'}, metrics.csv, calibration.json and {len(diagrams)} diagrams")
     return rows
 
 
@@ -210,10 +241,28 @@ class _BackgroundFits:
         return False
 
 
+def _eager_unless_built(specs: dict, announce: Callable[[str], None]) -> None:
+    """The command never compiles the fused kernels (focal temperature scaling's grid uses them):
+    a build takes ~30-60 s that would pass for a calibrator's fit time. Where they are not built,
+    the grid runs on the eager PyTorch path and one line says so. Called by the process that
+    fits the grid, so that the other one never imports torch (1.5-2 s of CPU beside the grid)."""
+    import os
+
+    if not any(spec["build"]["name"] in FUSED_KERNEL_FITS for spec in specs.values()):
+        return
+    from focalcal.losses import _fused
+
+    if _fused.enabled() and not _fused.is_built():
+        os.environ[_fused.ENV_SWITCH] = "0"
+        announce("focalcal calibrate: the fused CPU kernels are not built, so focal temperature scaling runs on the "
+                 "eager PyTorch path (slower); `focalcal build-kernels` builds them once")
+
+
 def _fit_all(specs: dict, val_logits, val_labels) -> dict:
     """key -> (fitted calibrator, fit seconds), in the order of ``specs`` (runs in the second process)."""
     from focalcal.pipeline.calibrate import fit_calibrator
 
+    _eager_unless_built(specs, lambda line: print(line, flush=True))
     fitted = {}
     for key, spec in specs.items():
         started = time.perf_counter()

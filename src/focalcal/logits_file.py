@@ -97,46 +97,25 @@ def check_logits(arrays: dict, where=lambda key: key, source: str = "<arrays>", 
 
 
 def _read_npz(path: Path) -> dict:
-    """Every array of the archive, read one key at a time so that a damaged member (a bad CRC, a
-    bad ``.npy`` header, a truncated stream) is named with its key."""
+    """Every array of the archive, each header checked against its member's stored size before
+    its data is read (:mod:`focalcal._npz`), so a damaged or crafted member is named with its key."""
     import zipfile
-    import zlib
 
-    damaged = (ValueError, OSError, EOFError, zipfile.BadZipFile, zlib.error)
+    from focalcal._npz import read_npz
+
     if not zipfile.is_zipfile(path):
         raise ValueError(f"{path}: not a readable .npz file (not a zip archive; a folder of .npy files is read too)")
-    try:
-        archive = np.load(path, allow_pickle=False)
-    except damaged as error:
-        raise ValueError(f"{path}: not a readable .npz file ({_first_line(error)})") from None
-    arrays = {}
-    with archive:
-        for key in archive.files:
-            try:
-                arrays[key] = archive[key]
-            except damaged as error:
-                if "allow_pickle" in str(error):  # object arrays need pickle, which is refused
-                    raise ValueError(f"{path} [{key}]: cannot read it without pickle ({_first_line(error)}); store "
-                                     "plain numeric and string arrays") from None
-                raise ValueError(f"{path} [{key}]: damaged, not a readable array ({_first_line(error)}); the file "
-                                 "was altered or truncated after it was written") from None
-    return arrays
-
-
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip()
-    return text.splitlines()[0] if text else type(error).__name__
+    return read_npz(path, max_ndim=2)
 
 
 def _read_folder(folder: Path) -> tuple[dict, object]:
+    from focalcal._npz import read_npy
+
     arrays = {}
     for key in (*REQUIRED_KEYS, CLASS_NAMES):
         file = folder / f"{key}.npy"
         if file.exists():
-            try:
-                arrays[key] = np.load(file, allow_pickle=False)
-            except (ValueError, OSError, EOFError) as error:
-                raise ValueError(f"{file}: not a readable .npy file without pickle ({error})") from None
+            arrays[key] = read_npy(file, max_ndim=2)
     text_names = folder / f"{CLASS_NAMES}.txt"
     if CLASS_NAMES not in arrays and text_names.exists():
         arrays[CLASS_NAMES] = np.array([line.strip() for line in text_names.read_text().splitlines() if line.strip()])

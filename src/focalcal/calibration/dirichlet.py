@@ -5,10 +5,11 @@ of the logits (§3: the multinomial logistic regression on log q is the canonica
 parametrisation of the Dirichlet family). With the ODIR penalty of §4 — off-diagonal and
 intercept L2, λ_od / (K(K−1)) Σ_{i≠j} W_ij² + λ_b / K Σ_j b_j², as in
 :class:`~focalcal.calibration.MatrixScaling` — the mean NLL is convex in (W, b). It is fitted
-as matrix scaling is (float64 from the identity; Newton's method up to 20 classes, L-BFGS
-above) and stops when the largest gradient entry is below ``tol`` or no decrease is left at
-float64 resolution, i.e. at the optimum to that tolerance; a fit that reaches ``max_iter``
-first is not at the optimum and warns (``sklearn.exceptions.ConvergenceWarning``).
+as matrix scaling is (float64 from the identity; Newton's method up to 20 classes, Newton-CG
+on Hessian-vector products above) and stops when the largest gradient entry is below ``tol``
+or no decrease is left at float64 resolution, i.e. at the optimum to that tolerance; a fit
+that reaches ``max_iter`` first is not at the optimum and warns
+(``sklearn.exceptions.ConvergenceWarning``).
 """
 
 from __future__ import annotations

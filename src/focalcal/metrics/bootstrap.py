@@ -83,8 +83,7 @@ def metrics_with_intervals(probs, labels, indices: np.ndarray, n_bins: int = 15,
         "ece": metrics.ece(probs, labels, n_bins, "width"),
         "adaece": metrics.ece(probs, labels, n_bins, "mass"),
         "mce": metrics.mce(probs, labels, n_bins, "width"),
-        # the resamples' own computation with every multiplicity 1: metrics.classwise_ece bins each
-        # class in a Python loop (0.6 s on 100 x 10,000 probabilities; this takes 0.02 s)
+        # the resamples' own computation with every multiplicity 1, so estimate and interval share it
         "classwise_ece": _whole_sample_classwise_ece(probs, labels, n_bins),
         "nll": metrics.nll(probs, labels),
         "brier": metrics.brier(probs, labels),
