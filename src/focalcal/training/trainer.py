@@ -431,7 +431,7 @@ class Trainer:
             "split_sizes": {s: int(getattr(self.dataset, s)[1].shape[0]) for s in ("train", "val", "test")},
             "parameters": sum(p.numel() for p in self.model.parameters()),
             "device": self.setup.describe(),
-            "compile": self.compile_plan.record(),  # the step's mode: asked for, used, and why
+            "compile": self.step.plan.record(),  # the step's mode: asked for, used, and why (a failed capture too)
             "train_time_s": self.history[-1]["wall_time_s"] if self.history else 0.0,
             "versions": {
                 "python": platform.python_version(),
