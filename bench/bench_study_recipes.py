@@ -55,7 +55,8 @@ def train_one(run_config: dict, device: torch.device, batches: int, batch: int |
             "passed": math.isfinite(loss) and totals["first_bad"] < 0}
 
 
-def main(argv=None) -> int:
+def main(quick: bool = False, argv=None) -> int:
+    """``python -m bench study_recipes [--quick]`` (argv: this module's own flags when run alone)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--batches", type=int, default=12, help="steps per run (3 warm-up + capture + replays)")
@@ -63,7 +64,9 @@ def main(argv=None) -> int:
     parser.add_argument("--limit", type=int, default=None, help="only the first N runs (smoke test)")
     parser.add_argument("--match", default="", help="only runs whose label contains this (e.g. 'wce')")
     parser.add_argument("--out", default=None, help="write the results as JSON here")
-    arguments = parser.parse_args(argv)
+    arguments = parser.parse_args([] if argv is None and __name__ != "__main__" else argv)
+    if quick:
+        arguments.batches, arguments.batch = min(arguments.batches, 5), min(arguments.batch or 32, 32)
     device = torch.device(arguments.device)
     runs = [run for run in study_runs() if arguments.match in run.label][: arguments.limit]
     results, failed = [], 0
@@ -94,4 +97,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(argv=sys.argv[1:]))
