@@ -106,3 +106,23 @@ def test_normalise_per_channel():
         normalise(x, (0.1,), (1.0,))
     with pytest.raises(ValueError, match="std must be positive"):
         normalise(x, (0, 0, 0), (1, 0, 1))
+
+
+def test_the_normaliser_checks_once_and_gives_normalise_s_numbers_with_no_read_back():
+    from focalcal.data.augment import Normaliser
+    from focalcal.training.graph_safety import GraphUnsafe, StepGuard
+
+    mean, std = (0.4914, 0.4822, 0.4465), (0.2023, 0.1994, 0.2010)
+    x = torch.rand(5, 3, 4, 4)
+    normaliser = Normaliser(mean, std)
+    expected = normalise(x, mean, std)
+    with StepGuard(torch.device("cpu")):  # fails on any read-back or tensor from another device
+        out = normaliser(x)
+    with pytest.raises(GraphUnsafe, match="host read"), StepGuard(torch.device("cpu")):
+        normalise(x, mean, std)  # the per-call check reads back
+    assert torch.equal(out, expected)
+    assert Normaliser(None, None)(x) is x
+    with pytest.raises(ValueError, match="std must be positive"):
+        Normaliser(mean, (0.2, 0.0, 0.2))
+    with pytest.raises(ValueError, match="3 entries but x has shape"):
+        normaliser(torch.rand(2, 1, 4, 4))

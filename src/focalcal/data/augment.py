@@ -78,3 +78,35 @@ def normalise(x: torch.Tensor, mean, std) -> torch.Tensor:
         raise ValueError(f"std must be positive, got {std.tolist()}")
     view = (1, -1) + (1,) * (x.ndim - 2)
     return (x - mean.view(view)) / std.view(view)
+
+
+class Normaliser:
+    """``normalise`` with mean and std checked once and kept on ``device`` as (1, C, 1, …) tensors,
+    so that a training step normalises its batch with no host-to-device copy and no check that
+    reads a value back (mean/std None: the identity)."""
+
+    def __init__(self, mean, std, device="cpu") -> None:
+        self.identity = mean is None and std is None
+        if self.identity:
+            return
+        mean, std = torch.as_tensor(mean, dtype=torch.float64), torch.as_tensor(std, dtype=torch.float64)
+        if mean.dim() != 1 or mean.shape != std.shape:
+            raise ValueError(f"mean and std must be 1-D with one entry per channel, got shapes "
+                             f"{tuple(mean.shape)} and {tuple(std.shape)}")
+        if (std <= 0).any():
+            raise ValueError(f"std must be positive, got {std.tolist()}")
+        self.mean, self.std = mean.to(device), std.to(device)
+        self._cast: dict[torch.dtype, tuple[torch.Tensor, torch.Tensor]] = {}  # one cast per dtype, made once
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        if self.identity:
+            return x
+        if x.ndim < 2 or x.shape[1] != self.mean.numel():
+            raise ValueError(f"mean/std have {self.mean.numel()} entries but x has shape {tuple(x.shape)} "
+                             "(N×C×…, one entry per channel C)")
+        if x.dtype not in self._cast:
+            self._cast[x.dtype] = (self.mean.to(x.dtype), self.std.to(x.dtype))
+        mean, std = self._cast[x.dtype]
+        view = (1, -1) + (1,) * (x.ndim - 2)
+        return (x - mean.view(view)) / std.view(view)
+

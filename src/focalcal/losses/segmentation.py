@@ -82,7 +82,13 @@ class WeightedCrossEntropyLoss(Loss):
             raise ValueError("give weights or class_counts, not both")
         if class_counts is not None:
             weights = inverse_frequency_weights(class_counts)
-        self.register_buffer("weights", class_weight_tensor(weights, "weights"))
+        weights = class_weight_tensor(weights, "weights")
+        # The float64 weights as given (hyperparameters); the buffer holds them as float32, the
+        # logits' type in training, so a step reads them where they are with no copy.
+        self._weight_values = None if weights is None else tuple(weights.tolist())
+        self.register_buffer("weights", None if weights is None else weights.float())
+        # Where the module lives, moved with it: set_training_targets puts the weights there.
+        self.register_buffer("_placement", torch.empty(0), persistent=False)
         self.needs_training_targets = weights is None
 
     @classmethod
@@ -91,18 +97,20 @@ class WeightedCrossEntropyLoss(Loss):
         return cls(class_counts=class_counts(targets, num_classes, kwargs.get("ignore_index")), **kwargs)
 
     def set_training_targets(self, targets, num_classes: int) -> None:
+        """Counts the classes once (one read-back, before training) and puts the weights on the
+        module's device, so that no step copies them there."""
         if self.needs_training_targets:
-            counts = class_counts(targets, num_classes, self.ignore_index)
-            self.weights = torch.as_tensor(inverse_frequency_weights(counts), dtype=torch.float64)
+            weights = inverse_frequency_weights(class_counts(targets, num_classes, self.ignore_index))
+            self._weight_values = tuple(weights.tolist())
+            self.weights = torch.as_tensor(weights, dtype=torch.float32).to(self._placement.device)
 
     def _class_weights(self, logits):
         if self.weights is None:
             raise ValueError("weighted_cross_entropy has no class weights: give weights or class_counts, "
                              "or call set_training_targets(train_targets, num_classes) first")
-        weights = self.weights.to(device=logits.device, dtype=logits.dtype)
-        if weights.numel() != logits.shape[1]:
-            raise ValueError(f"weights has {weights.numel()} entries but logits have {logits.shape[1]} classes")
-        return weights
+        if self.weights.numel() != logits.shape[1]:
+            raise ValueError(f"weights has {self.weights.numel()} entries but logits have {logits.shape[1]} classes")
+        return self.weights.to(device=logits.device, dtype=logits.dtype)  # itself when both match
 
     def elementwise(self, logits, index):
         return F.cross_entropy(logits, index.squeeze(1), weight=self._class_weights(logits),
@@ -115,8 +123,7 @@ class WeightedCrossEntropyLoss(Loss):
         return super().reduce_valid(logits, index, valid)
 
     def hyperparameters(self):
-        weights = None if self.weights is None else tuple(self.weights.tolist())
-        return {"weights": weights, **super().hyperparameters()}
+        return {"weights": self._weight_values, **super().hyperparameters()}
 
 
 # ---- dual cross-entropy and dual focal loss -------------------------------------------------

@@ -54,7 +54,18 @@ class EmbeddingMixin:
                 self.embedding.weight[self.embedding.padding_idx].zero_()
 
     def _check_token_range(self, tokens: torch.Tensor, model: str) -> None:
-        """Out-of-vocabulary ids would otherwise fail inside the embedding with an index error."""
-        if tokens.numel() and int(tokens.max()) >= self.embedding.num_embeddings:
-            raise ValueError(f"{model} got word id {int(tokens.max())} >= vocab_size={self.embedding.num_embeddings}; "
-                             "build the model with the data set's vocab_size")
+        """Out-of-vocabulary ids would otherwise fail inside the embedding with an index error.
+
+        Checked in the forward on the CPU only: on a GPU, or while compiling, reading the largest
+        id back would stall the device and stop a CUDA-graph capture, so there the trainer checks
+        each data set's ids once at load (``check_inputs``)."""
+        if tokens.device.type == "cpu" and not torch.compiler.is_compiling():
+            self.check_token_ids(tokens, model)
+
+    def check_token_ids(self, tokens: torch.Tensor, model: str) -> None:
+        """Every id in ``tokens`` is below ``vocab_size`` (one read-back)."""
+        if tokens.numel():
+            largest = int(tokens.max())
+            if largest >= self.embedding.num_embeddings:
+                raise ValueError(f"{model} got word id {largest} >= vocab_size={self.embedding.num_embeddings}; "
+                                 "build the model with the data set's vocab_size")

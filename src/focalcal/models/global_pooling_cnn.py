@@ -76,6 +76,11 @@ class GlobalPoolingCNN(EmbeddingMixin, nn.Module):
         out = F.relu(self.conv3(out)).amax(dim=2)  # global max pooling over time
         return self.classifier(self.dropout(F.relu(self.fc(out))))
 
+    def check_inputs(self, tokens: torch.Tensor) -> None:
+        """A whole split's ids checked once against the vocabulary (the trainer calls it at load),
+        so the forward needs no read-back on a GPU."""
+        self.check_token_ids(tokens, "GlobalPoolingCNN")
+
 
 def example_documents(n: int, length: int = 1000, vocab_size: int = 20000, *, generator=None) -> torch.Tensor:
     """``n`` random documents of ``length`` ids, front-padded with 0 as Keras' pad_sequences does."""

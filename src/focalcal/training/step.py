@@ -33,6 +33,7 @@ import torch
 import torch.nn.functional as F
 
 from focalcal.training.config import COMPILE_MODES
+from focalcal.training.progress import log
 
 #: Eager steps on a side stream before each capture: they create the optimiser's state and let
 #: cuDNN/cuBLAS pick their algorithms and workspaces outside the graph.
@@ -207,12 +208,28 @@ class TrainStep:
 
     def _capture(self, inputs: torch.Tensor, targets: torch.Tensor) -> None:
         """Record this batch's step, with static copies of its tensors as the graph's inputs,
-        then replay it (recording does not run it)."""
+        then replay it (recording does not run it). A step that cannot be recorded falls back to
+        eager for the rest of the run (:meth:`_fall_back`) and this batch runs eagerly."""
         self._static = (inputs.clone(), targets.clone())
         for optimizer in self.optimizers:  # the graph's backward allocates the gradients it reuses
             optimizer.zero_grad(set_to_none=True)
-        self._graph = self._record(lambda: self._train(*self._static))
+        try:
+            self._graph = self._record(lambda: self._train(*self._static))
+        except Exception as error:  # noqa: BLE001  any capture error: a real fault re-raises in the eager step
+            self._fall_back(error)
+            self._train(inputs, targets)
+            return
         self._graph.replay()
+
+    def _fall_back(self, error: Exception) -> None:
+        """Recording ran no kernel, so nothing of the batch was applied: eager from here on, the
+        reason printed once and kept in :attr:`plan` (``run.json``'s ``compile``)."""
+        first_line = (str(error).strip().splitlines() or [""])[0][:300]
+        reason = (f"capture failed ({type(error).__name__}: {first_line}); the step ran eagerly "
+                  "from then on")
+        self.plan = CompilePlan(self.plan.requested, "none", reason)
+        self._graph, self._static = None, None
+        log(f"CUDA graph {reason}")
 
     def _side_stream(self):
         """Where the warm-up steps run: a side stream, as CUDA graph capture asks."""

@@ -61,7 +61,8 @@ class Trainer:
         device = self.setup.device
         self.augmentation = resolve_augmentation(config.recipe.augmentation, self.dataset.meta)
         mean, std = self.dataset.meta.get("mean"), self.dataset.meta.get("std")
-        self.normalise = lambda x: data_lib.normalise(x, mean, std)
+        # mean and std on the device, checked once: a batch is normalised with no copy and no read-back
+        self.normalise = data_lib.augment.Normaliser(mean, std, device)
         # Augmented training images stay un-normalised so that crop padding is black, as in the
         # papers; without augmentation they are normalised once here, like val/test.
         self.train_x, self.train_y = (t.to(device) for t in self.dataset.train)
@@ -73,6 +74,8 @@ class Trainer:
         }
         self.model = build_model(config, self.dataset)
         self.model.to(device)
+        for split_x in [self.train_x] + [x for x, _ in self.eval_splits.values()]:  # once per data set, not per batch
+            _call_hook(self.model, "check_inputs", split_x)
         # before compile, so the compiled graph runs the hook too
         self.last_layer_inputs = LastLayerInputs(model_lib.last_layer(self.model))
         if self.setup.channels_last and self.train_x.dim() == 4:
@@ -428,7 +431,7 @@ class Trainer:
             "split_sizes": {s: int(getattr(self.dataset, s)[1].shape[0]) for s in ("train", "val", "test")},
             "parameters": sum(p.numel() for p in self.model.parameters()),
             "device": self.setup.describe(),
-            "compile": self.compile_plan.record(),  # the step's mode: asked for, used, and why
+            "compile": self.step.plan.record(),  # the step's mode: asked for, used, and why (a failed capture too)
             "train_time_s": self.history[-1]["wall_time_s"] if self.history else 0.0,
             "versions": {
                 "python": platform.python_version(),
