@@ -64,11 +64,14 @@ def main(quick: bool = False, argv=None) -> int:
     parser.add_argument("--limit", type=int, default=None, help="only the first N runs (smoke test)")
     parser.add_argument("--match", default="", help="only runs whose label contains this (e.g. 'wce')")
     parser.add_argument("--out", default=None, help="write the results as JSON here")
+    parser.add_argument("--shard", default="0/1", help="K/N: only every N-th run from the K-th (several processes "
+                                                       "on one GPU)")
     arguments = parser.parse_args([] if argv is None and __name__ != "__main__" else argv)
     if quick:
         arguments.batches, arguments.batch = min(arguments.batches, 5), min(arguments.batch or 32, 32)
     device = torch.device(arguments.device)
-    runs = [run for run in study_runs() if arguments.match in run.label][: arguments.limit]
+    shard, shards = (int(part) for part in arguments.shard.split("/"))
+    runs = [run for run in study_runs() if arguments.match in run.label][: arguments.limit][shard::shards]
     results, failed = [], 0
     print(f"study recipes under compile: auto on {device}: {len(runs)} runs, {arguments.batches} batches each",
           flush=True)
