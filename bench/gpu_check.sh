@@ -12,11 +12,14 @@ mkdir -p "$OUT"
 SHARDS=4
 for k in $(seq 0 $((SHARDS - 1))); do
     timeout "${RECIPES_TIMEOUT:-300}" python3 -m bench.bench_study_recipes --device cuda --batches 5 --batch 64 \
-        --shard "$k/$SHARDS" --out "$OUT/study_recipes_$k.json" > "$OUT/study_recipes_$k.txt" 2>&1 &
+        --shard "$k/$SHARDS" --out "/tmp/study_recipes_$k.json" > "/tmp/study_recipes_$k.txt" 2>&1 &
 done
 wait
-cat "$OUT"/study_recipes_*.txt | grep -E "^(FAIL|study)|passed$" | head -60
-grep -h "^PASS" "$OUT"/study_recipes_*.txt | grep -v " cudagraphs " | head -40
+cat /tmp/study_recipes_*.txt > "$OUT/study_recipes.txt"
+python3 -c "import json, glob; print(json.dumps([json.load(open(f)) for f in sorted(glob.glob('/tmp/study_recipes_*.json'))]))" \
+    > "$OUT/study_recipes.json"
+grep -E "^(FAIL|study)|passed$" "$OUT/study_recipes.txt" | head -60
+grep -h "^PASS" "$OUT/study_recipes.txt" | grep -v " cudagraphs " | head -40
 timeout "${BENCH_TIMEOUT:-200}" python3 -m bench gpu --quick > "$OUT/bench_gpu_quick.txt" 2>&1
 cp bench/gpu_results.json "$OUT/" 2>/dev/null
 tail -40 "$OUT/bench_gpu_quick.txt"
