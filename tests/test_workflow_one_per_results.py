@@ -13,7 +13,7 @@ import pytest
 from conftest import ROOT, TEST_CONFIG, one_run_config, planned_jobs, snakemake, snakemake_command
 
 from focalcal import _sidecar
-from focalcal.pipeline.workflow_lock import writes_results
+from focalcal.pipeline.workflow_lock import may_write_outputs
 
 TABLE = "results/tables/one_workflow.csv"
 
@@ -66,4 +66,4 @@ def test_a_second_workflow_on_a_symlinked_results_folder_is_refused_at_once(tmp_
     (["--report", "report.html"], False), (["--unlock"], False), (["--lint"], False), (["--summary"], False),
 ])
 def test_only_runs_that_may_write_take_the_lock(argv, writes):
-    assert writes_results(argv) is writes
+    assert may_write_outputs(argv) is writes

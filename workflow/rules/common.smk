@@ -14,20 +14,20 @@ from focalcal.pipeline import (
 from focalcal._remake import set_workflow
 from focalcal.numerics import pin_workflow
 from focalcal.pipeline.plan import SHARED_GPU_GROUP
-from focalcal.pipeline.workflow_lock import hold_results, writes_results
+from focalcal.pipeline.workflow_lock import hold_output_lock, may_write_outputs
 from focalcal.report.rules import one_of, study_artifact_names
 from focalcal.report.targets import report_plan
 from focalcal.training.lock import refuse_if_trained_elsewhere
 
-# One workflow per results folder (focalcal.pipeline.workflow_lock): a run that may write
-# results/ holds its lock from here to its end; a second one stops here, naming the holder.
-if workflow.is_main_process and writes_results(sys.argv[1:]):
-    hold_results(paths.RESULTS, os.path.dirname(workflow.basedir))
 check_config_files(workflow.overwrite_configfiles or workflow.configfiles)
 # The re-make commands that error messages print name this Snakefile and these config files,
 # so that they run as printed (jobs inherit the setting).
 set_workflow(workflow.main_snakefile, workflow.overwrite_configfiles)
 validate_config(config, os.path.join(workflow.basedir, "schemas/config.schema.yaml"))
+# One workflow per results folder (focalcal.pipeline.workflow_lock): a run that may write
+# results/ (with a valid config) holds its lock from here to its end; a second one stops here, naming the holder.
+if workflow.is_main_process and may_write_outputs(sys.argv[1:]):
+    hold_output_lock(paths.RESULTS, os.path.dirname(workflow.basedir))
 # CPU numerics pinned to AVX2 kernels (training.numerics): set before torch is first imported
 # here, so the fused kernels are built for that target and every job inherits the pins.
 pin_workflow(config)

@@ -18,9 +18,15 @@ rule evaluate_segmentation:
         metrics=update(f"{paths.evaluation_dir(RUN)}/{paths.METRICS}"),
         samples=update(f"{paths.evaluation_dir(RUN)}/{paths.SAMPLES}"),
         info=update(f"{paths.evaluation_dir(RUN)}/{paths.RUN_INFO}"),
-        metrics_checksum=update(paths.checksum(f"{paths.evaluation_dir(RUN)}/{paths.METRICS}")),
-        samples_checksum=update(paths.checksum(f"{paths.evaluation_dir(RUN)}/{paths.SAMPLES}")),
-        info_checksum=update(paths.checksum(f"{paths.evaluation_dir(RUN)}/{paths.RUN_INFO}")),
+        metrics_checksum=update(
+            paths.checksum(f"{paths.evaluation_dir(RUN)}/{paths.METRICS}")
+        ),
+        samples_checksum=update(
+            paths.checksum(f"{paths.evaluation_dir(RUN)}/{paths.SAMPLES}")
+        ),
+        info_checksum=update(
+            paths.checksum(f"{paths.evaluation_dir(RUN)}/{paths.RUN_INFO}")
+        ),
     log:
         paths.log("evaluate_segmentation", RUN),
     benchmark:

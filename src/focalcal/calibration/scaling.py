@@ -260,7 +260,7 @@ def _preconditioned_cg(hessian_times, gradient, diagonal, residual_tol: float, m
 
 def fit_matrix_scaling_lbfgs(logits, labels, penalty_weights, max_iter: int, tol: float):
     """What :func:`fit_matrix_scaling_newton` returns, by scipy's L-BFGS-B (no dense Hessian; the
-    benchmark's and tests' reference, no longer a fitter's path):
+    benchmark's and tests' reference; no fitter takes this path):
     it stops when the largest gradient entry is below ``tol`` or the objective stops falling
     at float64 resolution (``ftol=0``: no relative-decrease shortcut)."""
     from scipy.optimize import minimize

@@ -4,7 +4,7 @@ Snakemake reports success when every job it planned succeeded, which is not the 
 target existing: a DAG that planned too little (snakemake/snakemake#4166, an ancient() input
 behind a re-run job) "succeeds" with nothing made. The Snakefile's ``onsuccess`` passes the
 files of the requested targets (``rule all``'s inputs when none were named) here and fails the
-run when any is missing or no longer matches its checksum sidecar. Torch-free.
+run when any is missing or differs from its checksum sidecar. Torch-free.
 """
 
 from __future__ import annotations

@@ -194,7 +194,8 @@ def _describe(error) -> str:
         return (f"{where}: {shorten(error.instance)} is over the limit ({limit} at most {error.validator_value})"
                 + (f": {reason}" if reason else ""))
     if error.validator == "type":
-        return f"{where}: {shorten(error.instance)} is not of type {error.validator_value!r}"
+        types = error.validator_value if isinstance(error.validator_value, list) else [error.validator_value]
+        return f"{where}: {shorten(error.instance)} is not of type {', '.join(map(repr, types))}"
     if error.validator == "required":
         return f"{where}: {error.message}"
     if error.validator == "oneOf" and all(set(option) == {"required"} for option in error.validator_value):

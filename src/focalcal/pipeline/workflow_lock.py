@@ -3,7 +3,7 @@
 Two Snakemake processes on one ``results/`` (two checkouts sharing it through a symlink, or a
 second terminal) each plan the jobs the other has not finished and delete each other's outputs
 before re-running them. Snakemake's own lock lives in each checkout's ``.snakemake/``, so it does
-not see the other. The Snakefile therefore takes :func:`hold_results` at parse time of any run
+not see the other. The Snakefile therefore takes :func:`hold_output_lock` at parse time of any run
 that may write ``results/``: an exclusive ``flock`` on ``<results, symlinks resolved>/.workflow.lock``
 held for the life of the process (the kernel drops it when the process dies, however it dies).
 A second workflow stops there, before it plans anything, naming the holder. Runs that write
@@ -43,7 +43,7 @@ class ResultsInUseError(RuntimeError):
     """Another live workflow holds this results folder; the message names it."""
 
 
-def writes_results(argv: Sequence[str]) -> bool:
+def may_write_outputs(argv: Sequence[str]) -> bool:
     """Whether the Snakemake command line ``argv`` (without the program name) may write results/."""
     for token in argv:
         if token == "--":
@@ -56,7 +56,7 @@ def writes_results(argv: Sequence[str]) -> bool:
     return True
 
 
-def hold_results(results, checkout) -> Path:
+def hold_output_lock(results, checkout) -> Path:
     """Lock ``results`` (created if missing, symlinks resolved) for the rest of this process, or
     raise :class:`ResultsInUseError` naming the live holder: host, PID, checkout and start time."""
     folder = Path(os.path.realpath(results))
