@@ -30,7 +30,7 @@ STUDIES = sorted((ROOT / "config" / "studies").glob("*.yaml"))
 
 def study_runs():
     """The studies' distinct runs, planned by the project's own code (no schema: jsonschema may be absent)."""
-    from focalcal.training.graph_safety import planned_runs
+    from focalcal.pipeline.plan import planned_runs
 
     return planned_runs(STUDIES)
 

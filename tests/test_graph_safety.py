@@ -15,6 +15,7 @@ from conftest import ROOT
 
 from focalcal.losses import segmentation as segmentation_losses
 from focalcal.models import _text
+from focalcal.pipeline.plan import planned_runs
 from focalcal.training.config import RunConfig
 from focalcal.training.graph_safety import (
     GraphUnsafe,
@@ -22,7 +23,6 @@ from focalcal.training.graph_safety import (
     eager_reason,
     loss_part,
     model_part,
-    planned_runs,
 )
 
 SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"

@@ -170,7 +170,7 @@ import pandas as pd
 from focalcal import catalog, papers
 from focalcal.claims import CLAIMS, evaluate_study
 from focalcal.claims.evidence import StudyEvidence
-from focalcal.report.naming import loss_info
+from focalcal.naming import loss_info
 
 figure = papers.theory_figures()["guo2017_fig0_temperature"]
 drawn = figure.drawing()(**figure.arguments("coarse"))

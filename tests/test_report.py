@@ -13,10 +13,11 @@ import pytest
 import yaml
 from scipy.special import softmax
 
+from focalcal import naming
 from focalcal.calibration import PsiCalibration, TemperatureScaling, psi
 from focalcal.catalog import calibrator_role
 from focalcal.pipeline import build_plan, validate_config
-from focalcal.report import naming, published, tables
+from focalcal.report import published, tables
 from focalcal.report.index import build_index
 from focalcal.report.inventory import run_inventory, summary
 from focalcal.report.study_figures import apply_stored, inputs_of_test_points, panel_scores

@@ -40,7 +40,7 @@ rule claims:
         claims=paths.CLAIMS_TABLE,
         pairs=paths.CLAIMS_PAIRS,
     log:
-        f"{paths.LOGS}/claims.log",
+        paths.log("claims", "claims"),
     conda:
         "../envs/analysis.yaml"
     script:

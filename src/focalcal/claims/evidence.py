@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from focalcal.report.naming import LossInfo
+from focalcal.naming import LossInfo
+from focalcal.training.health import HEALTHY
 
-HEALTHY = "trained"
 UNIT_COLUMNS = ("dataset", "model", "recipe", "seed")  # a paired unit: same data, model, recipe, seed
 
 

@@ -29,7 +29,7 @@ from focalcal.paths import (
     run_dir,
     study_table,
 )
-from focalcal.pipeline.config import ConfigError
+from focalcal.pipeline.config import ConfigError, load_config_file, validate_config
 
 IDENTITY_KEYS = ("dataset", "model", "loss", "recipe", "seed")  # what determines a run's numbers
 # How a run is executed, not what it computes: read by the train job from the config, never a rule
@@ -338,3 +338,44 @@ def _differences(on_disk, planned, prefix="") -> list[str]:
                 out.extend(_differences(on_disk[key], planned[key], where))
         return out
     return [] if on_disk == planned else [f"{prefix} = {on_disk!r} on disk, {planned!r} in this config"]
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    """One (data set, model, loss, recipe) a shipped config trains, as the trainer's config dict."""
+
+    label: str
+    run_config: dict
+    configs: tuple[str, ...]
+
+
+def planned_runs(config_files, schema=None) -> list[PlannedRun]:
+    """Every distinct trained (data set, model, loss, recipe) of ``config_files``, seeds and folds
+    aside, from :func:`build_plan`: what the graph-safety check (:mod:`focalcal.training.graph_safety`)
+    and the GPU recipe benchmark step through. ``schema``: validate (and fill defaults)
+    with it, which needs jsonschema; without it the files are planned as written."""
+    found: dict[str, PlannedRun] = {}
+    for path in config_files:
+        config = load_config_file(path)
+        if schema is not None:
+            config = validate_config(config, schema)
+        else:  # the schema's defaults of the execution settings
+            config.setdefault("device", "auto")
+            config.setdefault("compile", "auto")
+            for study in config.get("studies", {}).values():
+                for grid in study.get("grids", []):
+                    grid.setdefault("calibrators", [])
+        plan = build_plan(config)
+        for run in plan.runs.values():
+            if run.imported:
+                continue
+            run_config = plan.run_config(run)
+            run_config["dataset"] = {k: v for k, v in run_config["dataset"].items() if k not in ("fold", "n_folds")}
+            run_config["seed"] = 0
+            key = json.dumps({k: run_config[k] for k in ("dataset", "model", "loss", "recipe")}, sort_keys=True,
+                             default=str)
+            label = f"{run.dataset}/{run.model}/{run.loss}/{run.recipe}"
+            known = found.get(key)
+            configs = (*known.configs, Path(path).name) if known else (Path(path).name,)
+            found[key] = PlannedRun(known.label if known else label, run_config, tuple(dict.fromkeys(configs)))
+    return list(found.values())

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from focalcal import paths
 from focalcal._io import atomic_write_text, read_csv, read_json
 from focalcal.pipeline.plan import Plan, Run
 from focalcal.training.health import health_of
@@ -42,7 +43,7 @@ def study_table(plan: Plan, study_key: str, root=".") -> pd.DataFrame:
     for run, calibrators in study.runs.items():
         if not calibrators:
             continue
-        metrics = read_csv(f"{root}/{run.calibration_dir}/metrics.csv", dtype={"calibrator": str, "metric": str})
+        metrics = read_csv(f"{root}/{run.calibration_dir}/{paths.METRICS}", dtype={"calibrator": str, "metric": str})
         metrics = metrics[metrics["calibrator"].isin(calibrators)]
         binned = metrics["bins"].notna()
         metrics = metrics[~binned | metrics["bins"].isin(study.ece_bins)]
@@ -60,7 +61,7 @@ def segmentation_table(plan: Plan, study_key: str, root=".") -> pd.DataFrame:
     study = plan.studies[study_key]
     frames = []
     for run in study.runs:
-        metrics = read_csv(f"{root}/{run.evaluation_dir}/metrics.csv", dtype={"metric": str, "class": str})
+        metrics = read_csv(f"{root}/{run.evaluation_dir}/{paths.METRICS}", dtype={"metric": str, "class": str})
         frames.append(metrics.assign(study=study.key, paper=study.paper, mirrors=study.grid_of[run],
                                      status=run_status(plan, run, root), fold=run.fold, n_folds=run.n_folds,
                                      **run.columns()))

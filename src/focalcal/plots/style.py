@@ -32,6 +32,7 @@ from matplotlib.text import Text
 
 from focalcal import catalog
 from focalcal._io import atomic_write
+from focalcal.training.health import HEALTHY
 
 REPORT_WIDTH = 9.0  # inches; one report column (~900 px)
 PANEL_HEIGHT = 3.0  # inches per row of panels
@@ -95,8 +96,6 @@ def color_for(name: str, gamma: float | None = None) -> str:
         return declared
     return _PALETTE[zlib.crc32(key.encode()) % len(_PALETTE)]
 
-
-HEALTHY = "trained"
 
 
 def _status(value) -> str | None:

@@ -4,8 +4,6 @@
   (planned at Snakefile parse time, no heavy imports), the theory figures, the manifest.
   Each paper's page (text, planner, table and figure builders) lives in its package,
   :mod:`focalcal.papers`.
-* :mod:`~focalcal.report.naming` — what a config's loss/dataset/model keys mean for the papers
-  (focal γ, label, the published setting a run stands for), from :mod:`focalcal.catalog`.
 * :mod:`~focalcal.report.published` — the papers' published tables (package data of each
   paper package).
 * :mod:`~focalcal.report.tables` — shared helpers of the paper tables, build and present.

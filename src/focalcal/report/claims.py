@@ -21,8 +21,8 @@ from focalcal.catalog import calibrator_role
 from focalcal.claims import evaluate
 from focalcal.claims.evidence import StudyEvidence, unit_label
 from focalcal.claims.verdict import INTERVAL, MIN_PAIRS, VERDICT_COLORS
+from focalcal.naming import loss_info, paper_setting
 from focalcal.paths import CLAIMS_PAIRS, CLAIMS_TABLE, TABLES
-from focalcal.report.naming import loss_info, paper_setting
 from focalcal.report.targets import CLAIMS_INDEX, PAPERS
 
 

@@ -20,8 +20,8 @@ from dataclasses import asdict, dataclass, field
 
 from focalcal import catalog, papers, paths
 from focalcal.catalog import calibrator_role
-from focalcal.paths import CLAIMS, CLAIMS_FIGURES, CLAIMS_PAIRS, CLAIMS_TABLE, FIGURES, INVENTORY, TABLES, THEORY
-from focalcal.report.naming import LossInfo, loss_info, paper_setting
+from focalcal.naming import LossInfo, loss_info, paper_setting
+from focalcal.paths import CLAIMS, CLAIMS_FIGURES, CLAIMS_PAIRS, CLAIMS_TABLE, INVENTORY, THEORY
 
 PAPERS = catalog.PAPERS  # paper -> its page title
 OVERVIEW = "overview"
@@ -51,8 +51,8 @@ class Artifact:
     @property
     def path(self) -> str:
         if self.kind == "figure":
-            return f"{FIGURES}/{self.study or THEORY}/{self.name}.png"
-        return f"{TABLES}/{self.study}/{self.name}.csv"
+            return paths.figure(self.study or THEORY, self.name)
+        return paths.paper_table(self.study, self.name)
 
     def to_dict(self) -> dict:
         return {**asdict(self), "path": self.path}
@@ -126,7 +126,7 @@ class StudyView:
             for calibrator in keys:
                 roles.setdefault(calibrator_role(plan.calibrators[run.path][calibrator]), calibrator)
             self.runs.append(RunView(run, loss_info(config["losses"][run.loss]), roles))
-        self.table = f"{TABLES}/{key}.csv" if self.view.has_table(plan) else None
+        self.table = paths.study_table(key) if self.view.has_table(plan) else None
         self.ece_bins = list(self.view.ece_bins)
 
     def dataset_name(self, dataset_key: str) -> str:
@@ -152,7 +152,7 @@ class StudyView:
         return f"{view.run.run_dir}/{paths.LOGITS}"
 
     def history(self, view: RunView) -> str:
-        return f"{view.run.run_dir}/history.csv"
+        return f"{view.run.run_dir}/{paths.HISTORY}"
 
     def artifact(self, kind: str, name: str, title: str, builder: str, inputs, params) -> Artifact:
         return Artifact(kind, self.view.paper, name, title, builder, self.key, sorted(set(inputs)), params)

@@ -12,9 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from focalcal import metrics
-
-# Segmentation masks mark unlabelled pixels with this value (CamVid "void"); diagnostics skip them.
-IGNORE_INDEX = 255
+from focalcal.data.segmentation import IGNORE_INDEX  # unlabelled pixels (CamVid "void"): diagnostics skip them
 
 
 def as_samples(logits: torch.Tensor, labels: torch.Tensor):

@@ -20,8 +20,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import json
-from dataclasses import dataclass
-from pathlib import Path
 from types import SimpleNamespace
 from unittest import mock
 
@@ -31,14 +29,13 @@ from torch.utils._pytree import tree_leaves
 
 from focalcal import catalog
 from focalcal import models as model_lib
+from focalcal.data.segmentation import IGNORE_INDEX as SEGMENTATION_IGNORE_INDEX
 from focalcal.losses._base import sync_free
 from focalcal.training.config import RunConfig
 from focalcal.training.step import CompilePlan, TrainStep, descended, optimizer_options, plan_compile
 
 #: The device the step is checked on: it has shapes and no values, like a GPU seen from the host.
 STANDIN_DEVICE = torch.device("meta")
-#: Unlabelled pixels of the segmentation data sets (focalcal.data.segmentation.IGNORE_INDEX).
-SEGMENTATION_IGNORE_INDEX = 255
 
 _aten = torch.ops.aten
 #: Ops that read a tensor's value on the host or give an output whose shape depends on the data.
@@ -91,49 +88,6 @@ def _capturable_on_standin():
     supported = optimizer._get_capturable_supported_devices()
     with mock.patch.object(adam, "_get_capturable_supported_devices", return_value=[*supported, "meta"]):
         yield
-
-
-@dataclass(frozen=True)
-class PlannedRun:
-    """One (data set, model, loss, recipe) a shipped config trains, as the trainer's config dict."""
-
-    label: str
-    run_config: dict
-    configs: tuple[str, ...]
-
-
-def planned_runs(config_files, schema=None) -> list[PlannedRun]:
-    """Every distinct trained (data set, model, loss, recipe) of ``config_files``, seeds and folds
-    aside, from :func:`focalcal.pipeline.plan.build_plan`. ``schema``: validate (and fill defaults)
-    with it, which needs jsonschema; without it the files are planned as written."""
-    from focalcal.pipeline import load_config_file, validate_config
-    from focalcal.pipeline.plan import build_plan
-
-    found: dict[str, PlannedRun] = {}
-    for path in config_files:
-        config = load_config_file(path)
-        if schema is not None:
-            config = validate_config(config, schema)
-        else:  # the schema's defaults of the execution settings
-            config.setdefault("device", "auto")
-            config.setdefault("compile", "auto")
-            for study in config.get("studies", {}).values():
-                for grid in study.get("grids", []):
-                    grid.setdefault("calibrators", [])
-        plan = build_plan(config)
-        for run in plan.runs.values():
-            if run.imported:
-                continue
-            run_config = plan.run_config(run)
-            run_config["dataset"] = {k: v for k, v in run_config["dataset"].items() if k not in ("fold", "n_folds")}
-            run_config["seed"] = 0
-            key = json.dumps({k: run_config[k] for k in ("dataset", "model", "loss", "recipe")}, sort_keys=True,
-                             default=str)
-            label = f"{run.dataset}/{run.model}/{run.loss}/{run.recipe}"
-            known = found.get(key)
-            configs = (*known.configs, Path(path).name) if known else (Path(path).name,)
-            found[key] = PlannedRun(known.label if known else label, run_config, tuple(dict.fromkeys(configs)))
-    return list(found.values())
 
 
 def eager_reason(config: RunConfig) -> str:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from focalcal.report.naming import LossInfo
+from focalcal.naming import LossInfo
 
 
 def training_paradigm(info: LossInfo) -> str | None:

@@ -75,7 +75,7 @@ def plan(study: StudyView) -> tuple[list[Artifact], list[str]]:
         for role, suffix in (("ts_nll", "TS_NLL"), ("psi", "Ψ^γ")):
             panels += [{"run": v.path, "calibrator": v.roles[role], "label": f"{v.loss.label} + {suffix}"}
                        for v in views if v.loss.gamma > 0 and role in v.roles]
-        runs = [{"path": v.path, "columns": v.run.columns(), "run_config": f"{v.run.run_dir}/run_config.json",
+        runs = [{"path": v.path, "columns": v.run.columns(), "run_config": f"{v.run.run_dir}/{paths.RUN_CONFIG}",
                  "info": f"{v.run.run_dir}/{paths.RUN_INFO}"} for v in views]
         inputs = [study.table] + [study.logits(v) for v in views] + [study.calibration(v) for v in views]
         inputs += [r["run_config"] for r in runs] + [r["info"] for r in runs]

@@ -7,7 +7,7 @@ its folder name; any other model is compared with DeepLabV3+ (Table 2).
 from __future__ import annotations
 
 from focalcal import catalog
-from focalcal.report.naming import PaperSetting, compared_setting, published_name
+from focalcal.naming import PaperSetting, compared_setting, published_name
 
 _FOLDERS = (("mri", "MRI prostate"), ("trus", "TRUS prostate"), ("cityscape", "Cityscape"))
 TABLES = {"DeepLabV3+": 2, "VGG19 FCN": 3}  # the paper's table of each model

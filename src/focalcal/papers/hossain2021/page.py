@@ -13,10 +13,10 @@ import pandas as pd
 
 from focalcal import paths, plots
 from focalcal._io import load_npz
+from focalcal.naming import loss_color_key
 from focalcal.papers.hossain2021.labels import LOSS_NAMES, TABLES, hossain_setting
 from focalcal.plots.style import color_for
 from focalcal.report import published
-from focalcal.report.naming import loss_color_key
 from focalcal.report.study_figures import study_table
 from focalcal.report.tables import SETTING_KEYS, PaperTable, format_cell, health_mark, mean_std, row_marks
 from focalcal.report.targets import Artifact, StudyView

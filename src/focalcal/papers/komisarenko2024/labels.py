@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from focalcal.report.naming import LossInfo
+from focalcal.naming import LossInfo
 
 
 def approach(info: LossInfo) -> tuple[str, float | None] | None:

@@ -13,10 +13,10 @@ import pandas as pd
 
 from focalcal import paths, plots
 from focalcal.calibration import KOMISARENKO_GAMMAS
+from focalcal.naming import loss_color_key
 from focalcal.papers.komisarenko2024.labels import approach, dataset_name
 from focalcal.plots.style import color_for, status_label
 from focalcal.report import published
-from focalcal.report.naming import loss_color_key
 from focalcal.report.study_figures import read_calibration, run_status, stored_calibrator
 from focalcal.report.tables import (
     SETTING_KEYS,

@@ -14,10 +14,10 @@ import pandas as pd
 from focalcal import paths, plots
 from focalcal._io import read_csv
 from focalcal.catalog import ROLE_LABELS
+from focalcal.naming import LossInfo, loss_color_key
 from focalcal.papers.mukhoti2020.labels import mukhoti_name
 from focalcal.plots.style import color_for, status_label
 from focalcal.report import published
-from focalcal.report.naming import LossInfo, loss_color_key
 from focalcal.report.study_figures import apply_stored, inputs_of_test_points, read_calibration, read_logits, run_status
 from focalcal.report.tables import (
     SETTING_KEYS,

@@ -1,0 +1,179 @@
+"""The library's packages form layers: a module imports only from its own layer or those below,
+and no two modules import each other at import time.
+
+The order, lowest first, is :data:`LAYERS`. It is read from the source (``ast``), so a lazy
+import inside a function counts as much as one at the top of a file.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "src" / "focalcal"
+
+#: Lowest first. A module of layer i may import from layers 0..i.
+LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
+    ("core", frozenset({
+        "_io", "_npz", "_out_folder", "_sidecar", "_validation", "numerics", "paths", "logits_file",
+        # the re-make command of each results path: a table over paths.py, quoted by _io's errors
+        "_remake",
+        "catalog", "naming", "losses", "metrics", "calibration", "theory",
+        # the papers' declarations (PAPER in focalcal/papers/<key>/__init__.py): torch-free facts
+        # that the catalog and the config schema read; a paper's code is in the "papers" layer
+        "papers:declarations",
+    })),
+    ("training", frozenset({"data", "models", "training"})),
+    ("results", frozenset({"pipeline", "claims", "verify"})),
+    ("drawing", frozenset({"plots"})),
+    ("report", frozenset({"report", "papers"})),
+    ("commands", frozenset({"cli", "__main__", "compare", "__init__"})),
+)
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def unit(module: str) -> str:
+    """The name a layer lists: a module's first part below ``focalcal``; a paper's
+    declarations are ``papers:declarations``."""
+    parts = module.split(".")[1:]
+    if not parts:
+        return "__init__"
+    if parts[0] == "papers" and (len(parts) == 1 or parts[1] == "_paper" or len(parts) == 2):
+        return "papers:declarations"
+    return parts[0]
+
+
+def layer_of(module: str) -> int:
+    name = unit(module)
+    for index, (_, members) in enumerate(LAYERS):
+        if name in members:
+            return index
+    raise AssertionError(f"{module} belongs to no layer of tests/test_layers.py: declare it")
+
+
+def _existing(module: str) -> str | None:
+    relative = Path(*module.split(".")[1:])
+    for candidate in (PACKAGE / relative.with_suffix(".py"), PACKAGE / relative / "__init__.py"):
+        if module == "focalcal" or candidate.exists():
+            return module
+    return None
+
+
+def imports_of(path: Path) -> list[tuple[str, int, bool]]:
+    """(imported focalcal module, line, at import time) for every import in ``path``."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    own = module_name(path)
+    package = own if path.name == "__init__.py" else own.rpartition(".")[0]
+    top_level = {id(node) for node in tree.body}
+    found = []
+    for node in ast.walk(tree):
+        eager = id(node) in top_level
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names if alias.name.startswith("focalcal.")]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                source = ".".join(base + ([node.module] if node.module else []))
+            elif node.module and node.module.split(".")[0] == "focalcal":
+                source = node.module
+            else:
+                continue
+            # "from focalcal.x import y" imports the module focalcal.x.y when there is one
+            names = [_existing(f"{source}.{alias.name}") or source for alias in node.names]
+        else:
+            continue
+        found += [(name, node.lineno, eager) for name in names if name != own]
+    return found
+
+
+def import_graph():
+    return {module_name(path): (path, imports_of(path)) for path in sorted(PACKAGE.rglob("*.py"))}
+
+
+def relative(path: Path) -> str:
+    return str(path.relative_to(PACKAGE.parents[1]))
+
+
+def upward_imports(graph) -> list[str]:
+    found = []  # one line per importing line and imported file
+    for module, (path, imports) in graph.items():
+        for target, line, _ in imports:
+            if target in graph and layer_of(target) > layer_of(module):
+                found.append(f"{relative(path)}:{line} ({LAYERS[layer_of(module)][0]}) imports "
+                             f"{relative(graph[target][0])} ({LAYERS[layer_of(target)][0]})")
+    return list(dict.fromkeys(found))
+
+
+def import_time_cycles(graph) -> list[list[str]]:
+    """Cycles of imports that run when a module is imported (top-level statements)."""
+    edges = defaultdict(set)
+    for module, (_, imports) in graph.items():
+        edges[module] |= {target for target, _, eager in imports if eager and target in graph}
+    cycles, state, stack = [], {}, []
+
+    def visit(module):
+        state[module] = "open"
+        stack.append(module)
+        for target in sorted(edges[module]):
+            if state.get(target) == "open":
+                cycles.append(stack[stack.index(target):] + [target])
+            elif target not in state:
+                visit(target)
+        stack.pop()
+        state[module] = "done"
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module)
+    return cycles
+
+
+def test_every_module_is_in_a_layer():
+    for module in import_graph():
+        layer_of(module)
+
+
+def test_no_module_imports_from_a_higher_layer():
+    found = upward_imports(import_graph())
+    assert not found, "upward imports:\n" + "\n".join(found)
+
+
+def test_no_import_time_cycle():
+    graph = import_graph()
+    cycles = import_time_cycles(graph)
+    assert not cycles, "import cycles:\n" + "\n".join(
+        " -> ".join(relative(graph[module][0]) for module in cycle) for cycle in cycles)
+
+
+@pytest.mark.parametrize(("source", "expected"), [
+    ("from focalcal.report.targets import PAPERS\n", ("src/focalcal/catalog.py:1 (core) imports "
+                                                    "src/focalcal/report/targets.py (report)")),
+    ("def f():\n    from focalcal.plots import style\n", ("src/focalcal/catalog.py:2 (core) imports "
+                                                        "src/focalcal/plots/style.py (drawing)")),
+])
+def test_an_upward_import_is_named_with_both_files(monkeypatch, source, expected):
+    graph = import_graph()
+    path = graph["focalcal.catalog"][0]
+    monkeypatch.setattr(Path, "read_text", lambda self, *a, **k: source if self == path else
+                        Path.read_bytes(self).decode())
+    assert expected in upward_imports(import_graph())
+
+
+def test_a_cycle_is_found(monkeypatch):
+    graph = import_graph()
+    path = graph["focalcal.paths"][0]
+    original = path.read_text()
+    monkeypatch.setattr(Path, "read_text", lambda self, *a, **k: original + "\nfrom focalcal import _remake\n"
+                        if self == path else Path.read_bytes(self).decode())
+    cycles = import_time_cycles(import_graph())
+    assert ["focalcal._remake", "focalcal.paths", "focalcal._remake"] in cycles or \
+        ["focalcal.paths", "focalcal._remake", "focalcal.paths"] in cycles
