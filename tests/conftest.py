@@ -30,6 +30,22 @@ ROOT = Path(__file__).resolve().parents[1]
 SNAKEFILE = ROOT / "workflow" / "Snakefile"
 TEST_CONFIG = ROOT / "config" / "test.yaml"
 BIN = Path(sys.executable).parent
+DEFAULT_CONFIG = ROOT / "config" / "config.yaml"
+
+
+def _as_run(path: Path) -> tuple[Path, ...]:
+    """The files a shipped config runs with: an overlay example (no tables, no grids of its own)
+    after the default config, as its header's command line gives them."""
+    from focalcal.pipeline import load_config_file
+    from focalcal.pipeline.config import OVERLAID
+
+    return (DEFAULT_CONFIG, path) if set(load_config_file(path)) <= {*OVERLAID, "studies"} else (path,)
+
+
+#: Every shipped config as the files it runs with (an overlay after config/config.yaml).
+SHIPPED_CONFIGS = [_as_run(path) for path in [DEFAULT_CONFIG, TEST_CONFIG,
+                                              *sorted((ROOT / "config" / "studies").glob("*.yaml")),
+                                              *sorted((ROOT / "config" / "examples").glob("*.yaml"))]]
 RUN = "results/runs/digits/cnn_small/ce/tiny/seed0"  # the first classification run of config/test.yaml
 
 

@@ -7,13 +7,11 @@ import sys
 import numpy as np
 import pytest
 import yaml
-from conftest import ROOT, snakemake
+from conftest import ROOT, SHIPPED_CONFIGS, snakemake
 
-from focalcal.pipeline import ConfigError, check_entries, load_config_file, validate_config
+from focalcal.pipeline import ConfigError, check_entries, load_config_file, load_config_files, validate_config
 
 SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
-GOOD_CONFIGS = [ROOT / "config" / "config.yaml", ROOT / "config" / "test.yaml",
-                *sorted((ROOT / "config" / "studies").glob("*.yaml")), *sorted(ROOT.glob("config/examples/*.yaml"))]
 
 
 @pytest.fixture
@@ -61,9 +59,9 @@ def test_every_bad_entry_is_reported_at_once(ci_config):
     assert message.count("\n  ") == len(BAD_ENTRIES)
 
 
-@pytest.mark.parametrize("path", GOOD_CONFIGS, ids=lambda path: path.name)
-def test_the_shipped_configs_pass(path):
-    check_entries(validate_config(load_config_file(path), SCHEMA))
+@pytest.mark.parametrize("paths", SHIPPED_CONFIGS, ids=lambda paths: "+".join(path.name for path in paths))
+def test_the_shipped_configs_pass(paths):
+    check_entries(validate_config(load_config_files(paths), SCHEMA))
 
 
 def test_from_loss_and_after_are_workflow_level_not_calibrator_parameters(ci_config):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import ROOT
+from conftest import ROOT, SHIPPED_CONFIGS
 
 from focalcal.losses import segmentation as segmentation_losses
 from focalcal.models import _text
@@ -26,9 +26,6 @@ from focalcal.training.graph_safety import (
 )
 
 SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
-SHIPPED_CONFIGS = [ROOT / "config" / "config.yaml", ROOT / "config" / "test.yaml",
-                   *sorted((ROOT / "config" / "studies").glob("*.yaml")),
-                   *sorted((ROOT / "config" / "examples").glob("*.yaml"))]
 PLANNED = planned_runs(SHIPPED_CONFIGS, SCHEMA)
 
 

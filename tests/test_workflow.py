@@ -11,7 +11,11 @@ import pytest
 import yaml
 from conftest import BIN, ROOT, SNAKEFILE, planned_jobs, snakemake
 
+from focalcal.pipeline import build_plan, load_config_files, validate_config
+from focalcal.report.targets import CLAIMS_INDEX, PAPERS, report_plan
+
 STUDIES = ROOT / "config" / "studies"
+SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
 
 
 def dry_run(tmp_path: Path, *configfiles: Path) -> dict[str, int]:
@@ -21,35 +25,62 @@ def dry_run(tmp_path: Path, *configfiles: Path) -> dict[str, int]:
     return planned_jobs(snakemake(tmp_path, *args))
 
 
+def jobs_from_plan(*configfiles: Path) -> dict[str, int]:
+    """The jobs a dry run must plan, counted from the library's plan (focalcal.pipeline.plan and
+    focalcal.report.targets) rather than from Snakemake's DAG: one job per data set trained on,
+    per trained run, per calibrated run's export and calibration, per segmentation run's
+    evaluation, per study table, figure and table, per claims page and report notebook."""
+    plan = build_plan(validate_config(load_config_files(configfiles or [ROOT / "config" / "config.yaml"]), SCHEMA))
+    report = report_plan(plan)
+    trained = [run for run in plan.runs.values() if not run.imported]
+    counts = {
+        "prepare_data": len({run.dataset for run in trained}),
+        "train": len(trained),
+        "export_logits": len([run for run in plan.calibrated_runs() if not run.imported]),
+        "calibrate": len(plan.calibrated_runs()),
+        "evaluate_segmentation": len(plan.segmentation_runs()),
+        "study_table": len(plan.table_targets()),
+        "theory_figure": len(report.theory),
+        "study_figure": len([a for s in report.studies.values() for a in s.artifacts if a.kind == "figure"]),
+        "paper_table": len(report.table_targets()),
+        "claims_forest": len([*PAPERS, CLAIMS_INDEX]),
+        "report_notebook": len(report.notebooks),
+        "claims": 1, "report_manifest": 1, "run_inventory": 1, "report_index": 1, "all": 1,
+    }
+    counts = {rule: n for rule, n in counts.items() if n}
+    return {**counts, "total": sum(counts.values())}
+
+
+def stated_training_jobs(configfile: Path) -> int:
+    """The training jobs a study file's header says it implies ("# Training jobs: N = ...")."""
+    found = re.search(r"^# Training jobs: ([\d,]+)", configfile.read_text(), re.MULTILINE)
+    assert found, f"{configfile} states its training jobs in its header"
+    return int(found.group(1).replace(",", ""))
+
+
 def test_default_config_plans_every_stage(tmp_path):
     counts = dry_run(tmp_path)
-    # 68 classification runs (the four miniature studies ask for 92; 24 of mukhoti2020's 27 MNIST-1D runs
-    # are komisarenko2024's and charoenphakdee2021's too, see config/config.yaml; 6 are its text stand-in runs) and
-    # 18 segmentation runs (3 folds x 6 losses), each evaluated; hossain2021 adds a table and two figures (scores
-    # over folds, overlays)
-    # the claims' forest plots: one per paper page and the index's
-    report = {"theory_figure": 15, "study_figure": 15, "paper_table": 16, "claims_forest": 5, "report_manifest": 1,
-              "run_inventory": 1, "report_notebook": 5, "report_index": 1}
-    assert counts == {"prepare_data": 7, "train": 86, "export_logits": 68, "calibrate": 68, "evaluate_segmentation": 18,
-                      "study_table": 5, "claims": 1, "all": 1, **report, "total": 313}
+    assert counts == jobs_from_plan()
+    # what config/config.yaml's header describes: 18 segmentation runs (3 folds x 6 losses), each
+    # evaluated, and the miniature studies' classification runs, shared where two studies ask for one
+    assert counts["evaluate_segmentation"] == 18
+    assert counts["train"] == counts["calibrate"] + counts["evaluate_segmentation"]
 
 
 def test_test_config_plans_a_handful_of_runs(tmp_path):
     counts = dry_run(tmp_path, ROOT / "config" / "test.yaml")
-    # 4 classification runs and one at lr 100 (collapsed on purpose), 4 segmentation runs (2 folds x 2 losses)
-    report = {"theory_figure": 15, "study_figure": 7, "paper_table": 14, "claims_forest": 5, "report_manifest": 1,
-              "run_inventory": 1, "report_notebook": 5, "report_index": 1}
-    assert counts == {"prepare_data": 3, "train": 9, "export_logits": 5, "calibrate": 5, "evaluate_segmentation": 4,
-                      "study_table": 3, "claims": 1, "all": 1, **report, "total": 80}
+    assert counts == jobs_from_plan(ROOT / "config" / "test.yaml")
+    # 5 classification runs (one at lr 100, collapsed on purpose) and 4 segmentation runs (2 folds x 2 losses)
+    assert (counts["calibrate"], counts["evaluate_segmentation"]) == (5, 4)
+    assert counts["train"] == counts["calibrate"] + counts["evaluate_segmentation"]
 
 
-# Training jobs each paper implies; the comment atop each study file derives them.
-@pytest.mark.parametrize(
-    ("study", "trainings"),
-    [("charoenphakdee2021", 353), ("mukhoti2020", 121), ("komisarenko2024", 110), ("hossain2021", 480)],
-)
-def test_study_config_dry_runs_to_the_papers_training_jobs(tmp_path, study, trainings):
-    counts = dry_run(tmp_path, STUDIES / f"{study}.yaml")
+@pytest.mark.parametrize("study", ["charoenphakdee2021", "mukhoti2020", "komisarenko2024", "hossain2021"])
+def test_study_config_dry_runs_to_the_papers_training_jobs(tmp_path, study):
+    configfile = STUDIES / f"{study}.yaml"
+    counts = dry_run(tmp_path, configfile)
+    assert counts == jobs_from_plan(configfile)
+    trainings = stated_training_jobs(configfile)
     assert counts["train"] == trainings
     segmentation = study == "hossain2021"  # evaluated on the test fold, not calibrated
     assert counts.get("calibrate", 0) == (0 if segmentation else trainings)
@@ -57,10 +88,20 @@ def test_study_config_dry_runs_to_the_papers_training_jobs(tmp_path, study, trai
 
 
 def test_all_studies_together_train_shared_runs_once(tmp_path):
-    counts = dry_run(tmp_path, *sorted(STUDIES.glob("*.yaml")))
+    files = sorted(STUDIES.glob("*.yaml"))
+    counts = dry_run(tmp_path, *files)
+    assert counts == jobs_from_plan(*files)
     # mukhoti2020 and komisarenko2024 share seed 0 of 14 ResNet-50 runs
-    assert counts["train"] == 353 + 121 + 110 + 480 - 14
+    assert counts["train"] == sum(map(stated_training_jobs, files)) - 14
     assert counts["study_table"] == 4  # hossain2021's from its runs' evaluations
+
+
+def test_an_overlay_plans_its_base_config_with_more_replicates(tmp_path):
+    shutil.copytree(ROOT / "config", tmp_path / "config")
+    files = (ROOT / "config" / "config.yaml", ROOT / "config" / "examples" / "every_claim_3_seeds.yaml")
+    counts = dry_run(tmp_path, *files)
+    assert counts == jobs_from_plan(*files)
+    assert counts["train"] > jobs_from_plan()["train"]
 
 
 def test_bad_config_fails_before_any_job_naming_key_and_allowed_values(tmp_path):

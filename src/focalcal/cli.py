@@ -39,7 +39,8 @@ def main(argv: list[str] | None = None) -> int:
                          help="build for the pinned AVX2 target (default, what workflow jobs load) or the machine's own")
     _add_calibrate_parser(commands)
     sub = commands.add_parser("plan", help="each study's training budget in GPU-hours, before it runs")
-    sub.add_argument("configfile", help="workflow config (e.g. config/studies/mukhoti2020.yaml)")
+    sub.add_argument("configfile", nargs="+", help="workflow config (e.g. config/studies/mukhoti2020.yaml), and "
+                     "any overlays after it, merged as snakemake --configfile merges them")
     sub.add_argument("--gpu-results", default="bench/gpu_results.json",
                      help="what `python -m bench gpu` measured (default: bench/gpu_results.json)")
     sub.add_argument("--gpu", help="the GPU the studies will run on (default: the one measured)")
@@ -82,11 +83,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _plan(args) -> int:
-    from focalcal.pipeline import ConfigError, build_plan, load_config_file, validate_config
+    from focalcal.pipeline import ConfigError, build_plan, load_config_files, validate_config
     from focalcal.pipeline.budget import describe, load_gpu_results, study_budgets
 
     try:
-        plan = build_plan(validate_config(load_config_file(args.configfile), args.schema))
+        plan = build_plan(validate_config(load_config_files(args.configfile), args.schema))
         results = load_gpu_results(args.gpu_results)
     except (ConfigError, ValueError, OSError) as error:
         print(f"focalcal plan: {error}", file=sys.stderr)

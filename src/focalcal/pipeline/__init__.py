@@ -21,6 +21,7 @@ from focalcal.pipeline.config import (
     check_config_files,
     check_configfile_conflicts,
     load_config_file,
+    load_config_files,
     validate_config,
 )
 from focalcal.pipeline.entries import check_entries
@@ -37,5 +38,6 @@ __all__ = [
     "check_entries",
     "check_run_directories",
     "load_config_file",
+    "load_config_files",
     "validate_config",
 ]

@@ -11,7 +11,10 @@ Three layers, each failing with a message that names the offending key:
    (:mod:`focalcal.claims.notes`).
 3. :func:`check_configfile_conflicts` — Snakemake merges several ``--configfile`` files
    silently, the last one winning key by key; two files that define the same table key
-   differently would give one run directory two meanings, so that is an error.
+   differently would give one run directory two meanings, so that is an error. What an
+   overlay changes on purpose is exempt (:data:`OVERLAID`, a study's ``mirrors``): e.g.
+   ``config/examples/every_claim_3_seeds.yaml`` gives named grids more seeds through
+   ``replicates``. :func:`load_config_files` merges files as Snakemake does.
 
 Within one file YAML has the same silent rule: a key written twice in one mapping keeps its
 last value. :func:`load_config_file` refuses that, naming the key and both lines, and
@@ -34,6 +37,7 @@ import yaml
 from focalcal.catalog import is_logits_file, is_segmentation
 
 TABLES = ("datasets", "models", "losses", "recipes", "calibrators")
+OVERLAID = ("report", "replicates")  # top-level keys a later config file may change (config/examples/)
 # grid field -> the table its keys refer to
 GRID_REFERENCES = {"datasets": "datasets", "models": "models", "losses": "losses", "calibrators": "calibrators"}
 
@@ -150,8 +154,42 @@ def validate_config(config: dict, schema: dict | str | Path) -> dict:
     if not isinstance(schema, dict):
         schema = load_schema(schema)
     _validate_schema(config, schema)
+    apply_overlays(config)
     _check_references(config)
     return config
+
+
+def apply_overlays(config: dict) -> None:
+    """What an overlay config may change without copying a study: ``replicates`` (a named grid's
+    seeds or folds, and what it mirrors) and a claim note removed with null."""
+    report = config.setdefault("report", {})
+    report["claim_notes"] = {key: text for key, text in (report.get("claim_notes") or {}).items() if text is not None}
+    problems = []
+    for study_key, study in config.get("studies", {}).items():
+        names = [grid["name"] for grid in study.get("grids", []) if "name" in grid]
+        problems += [f"studies.{study_key}.grids: two grids are named {name!r}; a name picks one grid"
+                     for name in sorted({name for name in names if names.count(name) > 1})]
+    for study_key, grids in config.get("replicates", {}).items():
+        study = config["studies"].get(study_key)
+        if study is None:
+            problems.append(f"replicates.{study_key}: unknown studies key; defined: {', '.join(config['studies'])}")
+            continue
+        named = {grid["name"]: grid for grid in study["grids"] if "name" in grid}
+        for name, change in grids.items():
+            where = f"replicates.{study_key}.{name}"
+            grid = named.get(name)
+            if grid is None:
+                problems.append(f"{where}: studies.{study_key} has no grid named {name!r}; named grids: "
+                                f"{', '.join(named) or 'none (give a grid a name)'}")
+                continue
+            kind = "folds" if "folds" in grid else "seeds"
+            other = {"seeds", "folds"} - {kind}
+            if other & set(change):
+                problems.append(f"{where}: the grid runs {kind}, so give {kind}, not {other.pop()}")
+                continue
+            grid.update(change)
+    if problems:
+        raise ConfigError("invalid workflow config:\n  " + "\n  ".join(problems))
 
 
 def _validator_filling_defaults():
@@ -296,6 +334,28 @@ def check_config_files(paths: Iterable) -> None:
     _check_conflicts({Path(path): load_config_file(path) for path in paths})  # each file read once
 
 
+def load_config_files(paths: Iterable) -> dict:
+    """Several config files merged as ``snakemake --configfile a.yaml b.yaml`` merges them (a
+    mapping key by key, anything else replaced by the later file), after
+    :func:`check_config_files`' checks: a base config and its overlays, outside Snakemake."""
+    configs = {Path(path): load_config_file(path) for path in paths}
+    if not configs:
+        raise ValueError("no config file given")
+    _check_conflicts(configs)
+    merged: dict = {}
+    for loaded in configs.values():
+        _merge(merged, loaded)
+    return merged
+
+
+def _merge(into: dict, overlay: dict) -> None:
+    for key, value in overlay.items():
+        if isinstance(value, dict) and isinstance(into.get(key), dict):
+            _merge(into[key], value)
+        else:
+            into[key] = copy.deepcopy(value)
+
+
 def check_configfile_conflicts(paths: Iterable) -> None:
     """Fail if two config files define one table or study key with different content.
 
@@ -327,11 +387,21 @@ def _check_conflicts(configs: dict[Path, dict]) -> None:
 
 
 def _definitions(config: dict):
-    """(key path, value) of everything a file defines, at the depth Snakemake merges it."""
+    """(key path, value) of everything a file defines, at the depth Snakemake merges it. What an
+    overlay may change on purpose is left out: the report's options, ``replicates``, and the
+    words a study says it mirrors."""
     for top, value in config.items():
-        if top in (*TABLES, "studies") and isinstance(value, dict):
+        if top in OVERLAID:
+            continue
+        if top in TABLES and isinstance(value, dict):
             for key, entry in value.items():
                 yield f"{top}.{key}", entry
+        elif top == "studies" and isinstance(value, dict):
+            for key, study in value.items():
+                if not isinstance(study, dict):
+                    yield f"{top}.{key}", study
+                    continue
+                yield from ((f"{top}.{key}.{field}", entry) for field, entry in study.items() if field not in ("mirrors", "notes"))
         elif top == "training" and isinstance(value, dict):
             for key, entry in value.items():
                 if key == "by_recipe" and isinstance(entry, dict):

@@ -29,7 +29,7 @@ from focalcal.paths import (
     run_dir,
     study_table,
 )
-from focalcal.pipeline.config import ConfigError, load_config_file, validate_config
+from focalcal.pipeline.config import ConfigError, apply_overlays, load_config_files, validate_config
 
 IDENTITY_KEYS = ("dataset", "model", "loss", "recipe", "seed")  # what determines a run's numbers
 # How a run is executed, not what it computes: read by the train job from the config, never a rule
@@ -350,13 +350,15 @@ class PlannedRun:
 
 
 def planned_runs(config_files, schema=None) -> list[PlannedRun]:
-    """Every distinct trained (data set, model, loss, recipe) of ``config_files``, seeds and folds
+    """Every distinct trained (data set, model, loss, recipe) of ``config_files`` (each a file, or
+    a base file and its overlays, merged as Snakemake merges them), seeds and folds
     aside, from :func:`build_plan`: what the graph-safety check (:mod:`focalcal.training.graph_safety`)
     and the GPU recipe benchmark step through. ``schema``: validate (and fill defaults)
     with it, which needs jsonschema; without it the files are planned as written."""
     found: dict[str, PlannedRun] = {}
-    for path in config_files:
-        config = load_config_file(path)
+    for files in config_files:
+        files = [files] if isinstance(files, (str, Path)) else list(files)
+        config, path = load_config_files(files), files[-1]
         if schema is not None:
             config = validate_config(config, schema)
         else:  # the schema's defaults of the execution settings
@@ -365,6 +367,7 @@ def planned_runs(config_files, schema=None) -> list[PlannedRun]:
             for study in config.get("studies", {}).values():
                 for grid in study.get("grids", []):
                     grid.setdefault("calibrators", [])
+            apply_overlays(config)
         plan = build_plan(config)
         for run in plan.runs.values():
             if run.imported:
