@@ -82,20 +82,84 @@ def test_an_unknown_name_is_refused_with_the_known_ones():
         catalog.is_segmentation({"name": "mnist2d"})
 
 
-def test_config_yaml_and_focalcal_calibrate_take_the_papers_calibrators_from_the_catalogs_roles():
+def test_a_config_without_calibrators_gets_the_papers_roles_and_focalcal_calibrate_their_specs():
     from focalcal import compare
 
     config = load_config_file(ROOT / "config" / "config.yaml")
-    assert config["calibrators"] == {key: role.spec for key, role in catalog.ROLES.items()}
+    assert "calibrators" not in config
+    validated = validate_config(config, ROOT / "workflow" / "schemas" / "config.schema.yaml")
+    assert validated["calibrators"] == {key: role.spec for key, role in catalog.ROLES.items() if role.in_papers}
     for key in compare.PAPER_CALIBRATORS:
         expected = {name: value for name, value in catalog.ROLES[key].spec.items() if value != catalog.FROM_LOSS}
         assert compare.CALIBRATORS[key] == expected
     assert compare.CALIBRATORS["psi"] == {"name": "psi"}  # its γ comes from --gamma
-    for key, role in catalog.ROLES.items():  # each role's spec plays that role
+
+
+def test_each_papers_role_spec_plays_that_role():
+    for key, role in catalog.PAPER_ROLES.items():
         spec = {name: 2.0 if value == catalog.FROM_LOSS else value for name, value in role.spec.items()}
         after = spec.pop("after", None)
         resolved = {"build": spec, **({"after": dict(catalog.ROLES[after].spec, gamma=2.0)} if after else {})}
         assert catalog.calibrator_role(resolved) == key
+
+
+def _role_by_hand(resolved: dict) -> str:
+    """calibrator_role written out case by case: the reference the catalog-derived one must equal."""
+    build, after = resolved["build"], resolved.get("after")
+    name = build.get("name")
+    if after is not None:
+        chained = name == "psi" and after.get("name") == "temperature_scaling" and after.get("objective") == "focal"
+        return "ts_focal_psi" if chained else "other"
+    if name == "identity":
+        return "raw"
+    if name == "psi":
+        return "psi"
+    if name == "temperature_scaling":
+        return {"nll": "ts_nll", "ece": "ts_ece", "focal": "ts_focal"}.get(build.get("objective", "nll"), "other")
+    if name == "focal_temperature_scaling":
+        objective = build.get("objective", "ece")
+        if objective not in ("ece", "nll"):
+            return "other"
+        gammas = build.get("gammas")
+        only_zero = gammas is not None and [float(g) for g in gammas] == [0.0]
+        return f"{'ts_grid' if only_zero else 'fts'}_{objective}"
+    return "other"
+
+
+def test_the_role_derived_from_the_catalog_equals_the_case_by_case_reading():
+    rng = np.random.default_rng(0)
+    names = ["identity", "psi", "temperature_scaling", "focal_temperature_scaling", "isotonic", "vector_scaling"]
+    objectives = [None, "nll", "ece", "focal", "brier"]
+    gammas = [None, [0.0], [0], [0.0, 1.0], [1.0], []]
+    checked = set()
+    for _ in range(3000):
+        build = {"name": str(rng.choice(names))}
+        objective = objectives[rng.integers(len(objectives))]
+        if objective is not None:
+            build["objective"] = objective
+        grid = gammas[rng.integers(len(gammas))]
+        if grid is not None:
+            build["gammas"] = grid
+        if rng.random() < 0.3:
+            build["n_bins"] = int(rng.integers(5, 20))
+        resolved = {"build": build}
+        if rng.random() < 0.25:
+            resolved["after"] = {"name": str(rng.choice(names)), "objective": objectives[rng.integers(1, 5)]}
+        expected = _role_by_hand(resolved)
+        assert catalog.calibrator_role(resolved) == expected, resolved
+        checked.add(expected)
+    assert checked == {*catalog.PAPER_ROLES, "other"}
+
+
+def test_the_catalogs_calibrator_defaults_are_the_classes_own():
+    import inspect
+
+    from focalcal import calibration
+
+    for name, entry in catalog.CALIBRATORS.items():
+        signature = inspect.signature(calibration.registry.calibrator_class(name).__init__) if entry.defaults else None
+        for parameter, value in entry.defaults.items():
+            assert signature.parameters[parameter].default == value, (name, parameter)
 
 
 def _poly_loss():

@@ -13,7 +13,7 @@ workflow reads the catalog when the Snakefile is parsed: it imports no torch.
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from focalcal.papers import PAPERS as _PAPERS  # one package per paper (focalcal.papers)
@@ -368,25 +368,32 @@ def focal_gamma(loss_spec: dict) -> float | None:
 @dataclass(frozen=True)
 class Calibrator:
     """A post-hoc calibrator: ``builder``, its :class:`focalcal.calibration.Calibrator`
-    subclass; ``colour`` in every figure (None: one from a hash of the name); ``aliases``."""
+    subclass; ``colour`` in every figure (None: one from a hash of the name); ``aliases``;
+    ``defaults``: the builder's defaults of the parameters that say what it does (its
+    objective), torch-free for :func:`calibrator_role` (tests/test_catalog.py holds them equal
+    to the class's); ``quadratic_in_k``: it holds K² numbers, so ``focalcal calibrate`` runs it
+    by default only up to a bounded number of classes."""
 
     builder: Any
     colour: str | None = None
     aliases: tuple[str, ...] = ()
+    defaults: dict = field(default_factory=dict)
+    quadratic_in_k: bool = False
 
 
 _CALIBRATION = "focalcal.calibration"
 CALIBRATORS: dict[str, Calibrator] = {
     "identity": Calibrator(f"{_CALIBRATION}.fixed_maps:IdentityCalibration", RAW_COLOR),
     "psi": Calibrator(f"{_CALIBRATION}.fixed_maps:PsiCalibration", PSI_COLOR, ("ψ", "ψ^γ")),
-    "temperature_scaling": Calibrator(f"{_CALIBRATION}.temperature:TemperatureScaling", "#1565c0", ("ts",)),
+    "temperature_scaling": Calibrator(f"{_CALIBRATION}.temperature:TemperatureScaling", "#1565c0", ("ts",),
+                                      defaults={"objective": "nll"}),
     "focal_temperature_scaling": Calibrator(f"{_CALIBRATION}.focal_temperature:FocalTemperatureScaling", "#ef6c00",
-                                            ("fts", "focal_ts")),
-    "vector_scaling": Calibrator(f"{_CALIBRATION}.scaling:VectorScaling", "#4e342e"),
-    "matrix_scaling": Calibrator(f"{_CALIBRATION}.scaling:MatrixScaling", "#37474f"),
+                                            ("fts", "focal_ts"), defaults={"objective": "ece", "gammas": None}),
+    "vector_scaling": Calibrator(f"{_CALIBRATION}.scaling:VectorScaling", "#4e342e", quadratic_in_k=True),
+    "matrix_scaling": Calibrator(f"{_CALIBRATION}.scaling:MatrixScaling", "#37474f", quadratic_in_k=True),
     "histogram_binning": Calibrator(f"{_CALIBRATION}.binning:HistogramBinning", "#ad1457"),
     "isotonic": Calibrator(f"{_CALIBRATION}.binning:IsotonicCalibration", "#558b2f"),
-    "dirichlet": Calibrator(f"{_CALIBRATION}.dirichlet:DirichletCalibration"),
+    "dirichlet": Calibrator(f"{_CALIBRATION}.dirichlet:DirichletCalibration", quadratic_in_k=True),
     "ensemble_temperature_scaling": Calibrator(f"{_CALIBRATION}.ensemble:EnsembleTemperatureScaling"),
     "beta": Calibrator(f"{_CALIBRATION}.beta:BetaCalibration"),
 }
@@ -394,59 +401,104 @@ CALIBRATORS: dict[str, Calibrator] = {
 
 @dataclass(frozen=True)
 class Role:
-    """What a calibrator does in the papers' figures and tables, whatever a config calls it:
-    ``label``, ``colour`` (None: one from a hash of the key) and ``spec``, the calibrator that
-    plays it under the same key in the default config (config/config.yaml's ``calibrators:``)
-    and in ``focalcal calibrate``."""
+    """A named calibrator set-up, one entry for everything said about it: ``label`` and
+    ``colour`` (None: one from a hash of the key) in figures, tables and ``focalcal calibrate``'s
+    page; ``spec``, the calibrator under this key in the default config and in ``focalcal
+    calibrate``; ``identity``, the spec's keys that make a calibrator play this role in the
+    papers' figures whatever a config calls it (:func:`calibrator_role`; the others, such as a
+    grid's size, may vary); ``cost`` of fitting it on N validation rows of K classes, known
+    before anything runs; ``in_papers``: a role the papers' figures and tables use (the default
+    config's ``calibrators:``); ``cli``: offered by ``focalcal calibrate`` ("default": run
+    when no ``--calibrators`` is given)."""
 
     label: str
     spec: dict
     colour: str | None = None
     aliases: tuple[str, ...] = ()
+    identity: tuple[str, ...] = ("name",)
+    cost: str = ""
+    in_papers: bool = True
+    cli: str | None = None
 
 
+_TS, _FTS = "temperature_scaling", "focal_temperature_scaling"
 ROLES: dict[str, Role] = {
-    "raw": Role("uncalibrated", {"name": "identity"}, RAW_COLOR, ("uncalibrated",)),
-    "psi": Role("Ψ^γ", {"name": "psi", "gamma": FROM_LOSS}, PSI_COLOR),
-    "ts_nll": Role("TS (val NLL)", {"name": "temperature_scaling", "objective": "nll"}, "#1565c0"),
-    "ts_ece": Role("TS (val ECE grid)", {"name": "temperature_scaling", "objective": "ece", "temperatures": "mukhoti",
-                                         "n_bins": 15}, "#00838f"),
-    "ts_focal": Role("TS_FL", {"name": "temperature_scaling", "objective": "focal", "gamma": FROM_LOSS}),
-    "ts_focal_psi": Role("TS_FL + Ψ^γ", {"name": "psi", "gamma": FROM_LOSS, "after": "ts_focal"}),
-    "ts_grid_ece": Role("TS (grid, val ECE)", {"name": "focal_temperature_scaling", "gammas": [0.0], "objective": "ece",
-                                               "n_bins": 15, "binning": "mass"}),
-    "ts_grid_nll": Role("TS (grid, val NLL)", {"name": "focal_temperature_scaling", "gammas": [0.0], "objective": "nll"}),
-    "fts_ece": Role("focal TS (val ECE)", {"name": "focal_temperature_scaling", "objective": "ece", "n_bins": 15,
-                                           "binning": "mass"}),
-    "fts_nll": Role("focal TS (val NLL)", {"name": "focal_temperature_scaling", "objective": "nll"}),
+    "raw": Role("uncalibrated", {"name": "identity"}, RAW_COLOR, ("uncalibrated",), cost="nothing to fit",
+                cli="default"),
+    "psi": Role("Ψ^γ", {"name": "psi", "gamma": FROM_LOSS}, PSI_COLOR, cost="O(N K), nothing to fit", cli="default"),
+    "ts_nll": Role("TS (val NLL)", {"name": _TS, "objective": "nll"}, "#1565c0", identity=("name", "objective"),
+                   cost="O(N K) per iteration, 1 parameter", cli="default"),
+    "ts_ece": Role("TS (val ECE grid)", {"name": _TS, "objective": "ece", "temperatures": "mukhoti", "n_bins": 15},
+                   "#00838f", identity=("name", "objective"), cost="O(N K) per temperature of its grid", cli="default"),
+    "ts_focal": Role("TS_FL", {"name": _TS, "objective": "focal", "gamma": FROM_LOSS}, identity=("name", "objective"),
+                     cost="O(N K) per iteration, 1 parameter"),
+    "ts_focal_psi": Role("TS_FL + Ψ^γ", {"name": "psi", "gamma": FROM_LOSS, "after": "ts_focal"},
+                         identity=("name", "after"), cost="O(N K) per iteration, 1 parameter"),
+    "ts_grid_ece": Role("TS (grid, val ECE)", {"name": _FTS, "gammas": [0.0], "objective": "ece", "n_bins": 15,
+                                               "binning": "mass"}, identity=("name", "objective", "gammas"),
+                        cost="O(N K) per T of its grid"),
+    "ts_grid_nll": Role("TS (grid, val NLL)", {"name": _FTS, "gammas": [0.0], "objective": "nll"},
+                        identity=("name", "objective", "gammas"), cost="O(N K) per T of its grid"),
+    "fts_ece": Role("focal TS (val ECE)", {"name": _FTS, "objective": "ece", "n_bins": 15, "binning": "mass"},
+                    identity=("name", "objective"), cost="O(N K) per (γ, T) of its grid", cli="default"),
+    "fts_nll": Role("focal TS (val NLL)", {"name": _FTS, "objective": "nll"}, identity=("name", "objective"),
+                    cost="O(N K) per (γ, T) of its grid", cli="default"),
+    # calibrators of the wider literature, offered by `focalcal calibrate`; no paper's figure uses them
+    "vector_scaling": Role("vector scaling", {"name": "vector_scaling"}, in_papers=False, cli="default",
+                           cost="O(N K²) per Newton step to build a (2K)² system, O(K³) to solve it"),
+    "histogram_binning": Role("histogram binning", {"name": "histogram_binning", "n_bins": 15}, in_papers=False,
+                              cli="default", cost="O(N K log N), one binning per class"),
+    "isotonic": Role("isotonic regression", {"name": "isotonic"}, in_papers=False, cli="default",
+                     cost="O(N K log N), one fit per class seen in the labels"),
+    "dirichlet": Role("Dirichlet (ODIR)", {"name": "dirichlet"}, in_papers=False, cli="offered",
+                      cost="O(N K²) per iteration, K² + K parameters"),
+    "ets": Role("ensemble TS", {"name": "ensemble_temperature_scaling"}, in_papers=False, cli="offered",
+                cost="O(N K) per iteration"),
+    "beta": Role("beta calibration", {"name": "beta"}, in_papers=False, cli="offered",
+                 cost="O(N), binary classifiers only"),
 }
 ROLE_LABELS = {key: role.label for key, role in ROLES.items()}
+PAPER_ROLES = {key: role for key, role in ROLES.items() if role.in_papers}
+
+
+def default_calibrators() -> dict[str, dict]:
+    """The config's ``calibrators:`` table when a config gives none: the papers' roles under
+    their keys (what config/config.yaml runs)."""
+    return {key: dict(role.spec) for key, role in PAPER_ROLES.items()}
+
+
+def _identifying(spec: dict, keys: tuple[str, ...]) -> dict:
+    """``spec``'s values at ``keys``, the builder's defaults filled in, numbers as floats."""
+    entry = CALIBRATORS.get(spec.get("name"))
+    filled = {**(entry.defaults if entry else {}), **spec}
+
+    def normal(value):
+        if isinstance(value, list | tuple):
+            return [normal(item) for item in value]
+        return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else value
+
+    return {key: normal(filled.get(key)) for key in keys}
 
 
 def calibrator_role(resolved: dict) -> str:
     """The role of a calibrator as the plan resolved it (``{"build": {...}, "after": {...}}``):
-    one of :data:`ROLES`' keys, or "other" for calibrators no paper figure uses."""
+    the :data:`PAPER_ROLES` key whose identifying values it has (the most specific one, when a
+    grid of γ = 0 alone is also a focal TS), or "other" for calibrators no paper figure uses."""
     if not isinstance(resolved, dict) or "build" not in resolved:
         raise ValueError(f"expected a resolved calibrator spec with a 'build' dict, got {resolved!r}")
     build, after = resolved["build"], resolved.get("after")
-    name = build.get("name")
-    if after is not None:
-        chained = name == "psi" and after.get("name") == "temperature_scaling" and after.get("objective") == "focal"
-        return "ts_focal_psi" if chained else "other"
-    if name == "identity":
-        return "raw"
-    if name == "psi":
-        return "psi"
-    if name == "temperature_scaling":
-        return {"nll": "ts_nll", "ece": "ts_ece", "focal": "ts_focal"}.get(build.get("objective", "nll"), "other")
-    if name == "focal_temperature_scaling":
-        objective = build.get("objective", "ece")
-        if objective not in ("ece", "nll"):
-            return "other"
-        gammas = build.get("gammas")
-        only_zero = gammas is not None and [float(g) for g in gammas] == [0.0]
-        return f"{'ts_grid' if only_zero else 'fts'}_{objective}"
-    return "other"
+    found, most = "other", -1
+    for key, role in PAPER_ROLES.items():
+        own = tuple(k for k in role.identity if k != "after")
+        if _identifying(build, own) != _identifying(role.spec, own):
+            continue
+        if ("after" in role.spec) != (after is not None):
+            continue
+        if after is not None and calibrator_role({"build": after}) != role.spec["after"]:
+            continue
+        if len(role.identity) > most:
+            found, most = key, len(role.identity)
+    return found
 
 
 # ---------------------------------------------------------------------------- declaring

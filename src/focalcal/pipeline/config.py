@@ -140,12 +140,14 @@ def _expanded_size(node, sizes: dict) -> int:
 
 
 def load_schema(path) -> dict:
-    """The config schema with its registry-name enums filled from :mod:`focalcal.catalog`."""
-    from focalcal.catalog import schema_enums
+    """The config schema with its registry-name enums and the default calibrators filled from
+    :mod:`focalcal.catalog`."""
+    from focalcal.catalog import default_calibrators, schema_enums
 
     schema = load_config_file(path)
     for name, values in schema_enums().items():
         schema["$defs"][name] = {"enum": values}
+    schema["properties"]["calibrators"]["default"] = default_calibrators()
     return schema
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from focalcal._io import read_json
-from focalcal.catalog import FROM_LOSS, focal_gamma, is_logits_file, is_segmentation
+from focalcal.catalog import FROM_LOSS, default_calibrators, focal_gamma, is_logits_file, is_segmentation
 from focalcal.paths import (
     HISTORY,
     LOGITS,
@@ -364,6 +364,7 @@ def planned_runs(config_files, schema=None) -> list[PlannedRun]:
         else:  # the schema's defaults of the execution settings
             config.setdefault("device", "auto")
             config.setdefault("compile", "auto")
+            config.setdefault("calibrators", default_calibrators())
             for study in config.get("studies", {}).values():
                 for grid in study.get("grids", []):
                     grid.setdefault("calibrators", [])
