@@ -6,7 +6,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 CORES  ?= 2
 
-.PHONY: run test lint bench venv clean-results
+.PHONY: run test lint bench docs venv clean-results
 
 venv: $(STAMP)
 
@@ -28,6 +28,15 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) -m bench
+
+# The documentation site (mkdocs.yml), into site/; --strict: a warning (a broken link, a docstring
+# the API reference cannot read) fails the build. It needs only the `docs` extra's pins, installed
+# into .venv by name, so an edit of pyproject.toml re-installs nothing else.
+docs:
+	@test -x $(PY) || $(MAKE) venv
+	$(PY) -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["docs"]))' \
+		| xargs $(PY) -m pip install --quiet
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --site-dir site
 
 clean-results:
 	rm -rf results

@@ -43,6 +43,16 @@ def test_ci_installs_the_packages_before_the_tests():
     assert installer < tests
 
 
+def waiting_on(inode: int) -> bool:
+    """Whether some process is blocked on a lock of the file with this inode: /proc/locks lists
+    each waiter as ``N: -> FLOCK ADVISORY WRITE <pid> <major>:<minor>:<inode> <start> <end>``."""
+    for line in Path("/proc/locks").read_text().splitlines():
+        fields = line.split()
+        if len(fields) > 6 and fields[1] == "->" and fields[6].rsplit(":", 1)[-1] == str(inode):
+            return True
+    return False
+
+
 def test_a_second_caller_waits_for_the_first(tmp_path):
     lock = tmp_path / "packages.lock"
     env = dict(os.environ, FOCALCAL_SYSTEM_PACKAGES="coreutils", FOCALCAL_SYSTEM_PACKAGES_LOCK=str(lock))
@@ -50,8 +60,13 @@ def test_a_second_caller_waits_for_the_first(tmp_path):
         fcntl.flock(held, fcntl.LOCK_EX)  # the first caller, still at work
         second = subprocess.Popen(["bash", str(SCRIPT)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                   text=True)
-        time.sleep(1.5)
-        assert second.poll() is None, "the second caller went on while the first held the lock"
+        inode = os.fstat(held.fileno()).st_ino
+        deadline = time.monotonic() + 30
+        while not waiting_on(inode):  # the second caller's flock, queued behind ours (/proc/locks "->")
+            assert second.poll() is None, "the second caller went on while the first held the lock"
+            assert time.monotonic() < deadline, "the second caller never asked for the lock"
+            time.sleep(0.05)
+        assert second.poll() is None
     output, _ = second.communicate(timeout=30)
     assert second.returncode == 0 and "coreutils already installed" in output
 

@@ -9,7 +9,7 @@ import pytest
 import yaml
 from conftest import ROOT, SHIPPED_CONFIGS, snakemake
 
-from focalcal.pipeline import ConfigError, check_entries, load_config_file, load_config_files, validate_config
+from focalcal.pipeline import ConfigError, check_entries, entries, load_config_file, load_config_files, validate_config
 
 SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
 
@@ -59,15 +59,39 @@ def test_every_bad_entry_is_reported_at_once(ci_config):
     assert message.count("\n  ") == len(BAD_ENTRIES)
 
 
+@pytest.fixture
+def checked(monkeypatch) -> dict:
+    """key path -> the problems ``check_entries`` found in that entry, filled as it checks."""
+    found = {}
+    for table in ("dataset", "model", "loss", "calibrator"):
+        check = getattr(entries, f"_{table}_problems")
+
+        def recording(where, entry, library, check=check):
+            found[where] = check(where, entry, library)
+            return found[where]
+
+        monkeypatch.setattr(entries, f"_{table}_problems", recording)
+    return found
+
+
 @pytest.mark.parametrize("paths", SHIPPED_CONFIGS, ids=lambda paths: "+".join(path.name for path in paths))
-def test_the_shipped_configs_pass(paths):
-    check_entries(validate_config(load_config_files(paths), SCHEMA))
+def test_the_shipped_configs_pass(paths, checked):
+    config = validate_config(load_config_files(paths), SCHEMA)
+    check_entries(config)
+    every_entry = {f"{table}.{key}" for table in ("datasets", "models", "losses", "calibrators")
+                   for key in config.get(table, {})}
+    assert set(checked) == every_entry and len(every_entry) >= 10  # each entry checked, none with a problem
+    assert not any(checked.values())
 
 
-def test_from_loss_and_after_are_workflow_level_not_calibrator_parameters(ci_config):
+def test_from_loss_and_after_are_workflow_level_not_calibrator_parameters(ci_config, checked):
     ci_config["calibrators"]["ts_focal"] = {"name": "temperature_scaling", "objective": "focal", "gamma": "from_loss"}
     ci_config["calibrators"]["ts_focal_psi"] = {"name": "psi", "gamma": "from_loss", "after": "ts_focal"}
     check_entries(ci_config)
+    assert checked["calibrators.ts_focal"] == checked["calibrators.ts_focal_psi"] == []
+    # the same keys on a calibrator's own parameter are checked as its values: a misspelt one is named
+    ci_config["calibrators"]["ts_focal_psi"]["gamma"] = "from_los"
+    assert "calibrators.ts_focal_psi.gamma:" in problems_of(ci_config)
 
 
 @pytest.mark.parametrize(("table", "entry", "expected"), [

@@ -1,7 +1,7 @@
 """The repository speaks of the product, not of how it was made.
 
-Every tracked text file (documents, configs, source and its comments, tests, notebooks, CI
-scripts, the Makefile) is scanned for words that belong to a lab diary rather than a manual:
+Every tracked text file (documents, the documentation site's pages under docs/ and its
+mkdocs.yml, configs, source and its comments, tests, notebooks, CI scripts, the Makefile) is scanned for words that belong to a lab diary rather than a manual:
 
 - work stops and their numbers: "stop 26", "stops 23-25", "stop-24", "the stop's", "earlier stops";
 - numbered tracker items: "issue 17", "Issue #3", "the issue's floor", "this issue";
@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SELF = Path(__file__).resolve().relative_to(ROOT).as_posix()
 # Folders a checkout may hold that are not part of the repository (used without git only).
 UNTRACKED = {".git", ".venv", "results", "data", ".snakemake", "__pycache__", ".pytest_cache", ".ruff_cache",
-             "build", "dist", ".ipynb_checkpoints"}
+             "build", "dist", ".ipynb_checkpoints", "site"}
 
 DIARY = re.compile(
     r"\bstops?[ -]\d+"  # stop 26, stops 23-25, stop-24
@@ -84,6 +84,8 @@ def test_the_patterns_catch_diary_words_and_leave_code_alone():
 def test_no_tracked_file_reads_as_a_lab_diary():
     files = [name for name in tracked_files() if name != SELF]
     assert len(files) > 100  # the scan saw the repository, not an empty listing
+    pages = {name for name in files if name.startswith("docs/") and name.endswith(".md")}
+    assert {"README.md", "mkdocs.yml"} <= set(files) and len(pages) >= 15  # the manual: README, guide, API pages
     problems = []
     for name in files:
         try:

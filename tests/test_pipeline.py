@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -114,7 +115,14 @@ def test_every_recipe_of_every_config_is_a_valid_trainer_recipe():
         config = validated(path)
         plan = build_plan(config)
         for run in plan.runs.values():
-            RunConfig.from_dict(plan.run_config(run))  # raises on anything the trainer rejects
+            built = RunConfig.from_dict(plan.run_config(run))  # raises on anything the trainer rejects
+            # the trainer gets the run's own entries, and its recipe as the config wrote it
+            assert (built.dataset["name"], built.model["name"], built.loss, built.seed) == (
+                config["datasets"][run.dataset]["name"], config["models"][run.model]["name"],
+                config["losses"][run.loss], run.seed), run
+            recipe = config["recipes"][run.recipe]
+            assert all(getattr(built.recipe, key) == value for key, value in recipe.items() if key != "optimizer"), run
+            assert built.recipe.optimizer.name == recipe["optimizer"]["name"], run
 
 
 # --------------------------------------------------------------------------- plan
@@ -207,7 +215,7 @@ def _write_run_config(tmp_path, plan, run, **changes):
             target = target[parent]
         target[leaf] = value
     path = tmp_path / run.run_dir / "run_config.json"
-    path.parent.mkdir(parents=True)
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(settings))
 
 
@@ -225,8 +233,14 @@ def test_run_directory_with_other_settings_fails_loudly(tmp_path, ci_config):
 def test_run_directory_with_the_same_settings_or_another_device_is_reused(tmp_path, ci_config):
     plan = build_plan(validate_config(ci_config, SCHEMA))
     _write_run_config(tmp_path, plan, plan.runs["digits/cnn_small/ce/tiny/seed0"], device="cuda", compile="cudagraphs")
-    _write_run_config(tmp_path, plan, plan.runs["digits/cnn_small/focal1/tiny/seed0"])
+    focal = plan.runs["digits/cnn_small/focal1/tiny/seed0"]
+    _write_run_config(tmp_path, plan, focal)
     check_run_directories(plan, tmp_path)  # device and compile do not change a run's numbers
+    # both directories were read: one changed setting in the second is refused, naming it alone
+    _write_run_config(tmp_path, plan, focal, **{"recipe.epochs": 5})
+    with pytest.raises(RunConflictError) as error:
+        check_run_directories(plan, tmp_path)
+    assert "focal1/tiny/seed0" in str(error.value) and "/ce/tiny/seed0" not in str(error.value)
 
 
 def test_config_files_defining_a_key_differently_conflict(tmp_path):
@@ -241,8 +255,19 @@ def test_config_files_defining_a_key_differently_conflict(tmp_path):
     assert "losses.ce" not in message  # identical definitions are fine
 
 
-def test_the_study_configs_agree_on_what_they_share():
-    check_configfile_conflicts(sorted(STUDIES.glob("*.yaml")))
+def test_the_study_configs_agree_on_what_they_share(tmp_path):
+    paths = sorted(STUDIES.glob("*.yaml"))
+    check_configfile_conflicts(paths)
+    # what the check compared: recipes the studies share; one of them changed in a copy is refused
+    recipes = [set(load(path).get("recipes", {})) for path in paths]
+    shared = sorted({key for i, keys in enumerate(recipes) for other in recipes[i + 1:] for key in keys & other})
+    assert shared, "the study configs share no recipe, so the check compared nothing"
+    first, second = [path for path in paths if shared[0] in load(path).get("recipes", {})][:2]
+    changed = load(second)
+    changed["recipes"][shared[0]]["epochs"] += 1
+    (tmp_path / second.name).write_text(yaml.safe_dump(changed))
+    with pytest.raises(ConfigError, match=re.escape(f"recipes.{shared[0]}: {first} defines")):
+        check_configfile_conflicts([first, tmp_path / second.name])
 
 
 # --------------------------------------------------------------------------- duplicate keys

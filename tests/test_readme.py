@@ -1,34 +1,59 @@
-"""The README's code runs as written: the library example and the four "adding ..." recipes
-(each block marked ``<!-- readme-test: NAME -->``), and every path and make target it names
-exists. Blocks run in a fresh interpreter each, so what they register does not leak into the
-other tests' registries."""
+"""The user guide's code runs as written, and the README leads to it.
+
+The recipes of the guide's pages (``docs/*.md``: the library example and the "adding ..."
+recipes, each block marked ``<!-- readme-test: NAME -->``) run here, each on the page named in
+``PAGES``; every path and make target the README and the pages name exists, and every page the
+README links to is there. Blocks run in a fresh interpreter each, so what they register does not
+leak into the other tests' registries."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
+import yaml
 from conftest import ROOT, SNAKEFILE, planned_jobs, snakemake
 
 README = (ROOT / "README.md").read_text()
-BLOCKS = dict(re.findall(r"<!-- readme-test: (\w+) -->\n```python\n(.*?)```", README, flags=re.DOTALL))
-YAML_BLOCKS = dict(re.findall(r"<!-- readme-test: (\w+) -->\n```yaml\n(.*?)```", README, flags=re.DOTALL))
+DOCS = {path.relative_to(ROOT).as_posix(): path.read_text() for path in sorted((ROOT / "docs").rglob("*.md"))}
+# block -> the page that shows it
+PAGES = {"library": "docs/library.md", "study": "docs/adding-a-study.md", "paper": "docs/adding-a-paper.md",
+         "paper_page": "docs/adding-a-paper.md", "loss": "docs/adding-a-loss.md", "loss_entry": "docs/adding-a-loss.md",
+         "loss_config": "docs/adding-a-loss.md", "calibrator": "docs/adding-a-calibrator.md",
+         "dataset": "docs/adding-a-dataset-or-model.md", "model": "docs/adding-a-dataset-or-model.md"}
+MARKED = [(page, language, name, code) for page, text in DOCS.items() for name, language, code in
+          re.findall(r"<!-- readme-test: (\w+) -->\n```(python|yaml)\n(.*?)```", text, flags=re.DOTALL)]
+BLOCKS = {name: code for _, language, name, code in MARKED if language == "python"}
+YAML_BLOCKS = {name: code for _, language, name, code in MARKED if language == "yaml"}
 
 
 def run_block(name: str, checks: str, tmp_path: Path) -> str:
-    """Run README block ``name`` then ``checks`` in one fresh interpreter (cwd ``tmp_path``)."""
+    """Run guide block ``name`` then ``checks`` in one fresh interpreter (cwd ``tmp_path``)."""
     code = BLOCKS[name] + "\n# ---- test checks ----\n" + textwrap.dedent(checks)
     result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False)
-    assert result.returncode == 0, f"README block {name!r} failed:\n{result.stderr[-3000:]}"
+    assert result.returncode == 0, f"guide block {name!r} failed:\n{result.stderr[-3000:]}"
     return result.stdout
 
 
-def test_every_marked_block_is_tested():
-    assert set(BLOCKS) == {"library", "loss", "calibrator", "dataset", "model", "paper", "paper_page"}
-    assert set(YAML_BLOCKS) == {"study"}
+def test_every_marked_block_is_tested_on_its_page():
+    assert set(BLOCKS) == {"library", "loss", "loss_entry", "calibrator", "dataset", "model", "paper", "paper_page"}
+    assert set(YAML_BLOCKS) == {"study", "loss_config"}
+    assert sorted((name, page) for page, _, name, _ in MARKED) == sorted(PAGES.items())  # each once, on its page
+    assert "readme-test" not in README  # the README points to the pages; the recipes live there
+
+
+def test_the_readme_is_a_first_visit_that_links_every_guide_page():
+    assert len(README.splitlines()) <= 150
+    linked = set(re.findall(r"\]\((docs/[\w./-]+\.md)\)", README))
+    assert linked == {page for page in DOCS if not page.startswith("docs/api/") and page != "docs/index.md"}
+    ci = (ROOT / ".ci" / "run").read_text().splitlines()
+    for command in ("make run", "make test"):  # the two set-up commands; CI runs the README's test command
+        assert f"\n{command} " in README
+    assert "make test" in ci
 
 
 def test_library_example_calibrates_and_recovers_the_posterior(tmp_path):
@@ -38,28 +63,66 @@ def test_library_example_calibrates_and_recovers_the_posterior(tmp_path):
         assert np.abs(recovered - eta).max() < 1e-8
     """, tmp_path)
     printed = re.search(r"T = ([\d.]+), ECE ([\d.]+) -> ([\d.]+)", out)
-    assert printed and printed.groups() == ("2.55", "0.198", "0.020")  # the numbers the README's comment shows
+    assert printed and printed.groups() == ("2.55", "0.198", "0.020")  # the numbers the page's comment shows
     assert re.search(r"max \|Ψ\(q\*\) − η\| = \d\.\de-\d\d", out)
 
 
-def test_loss_recipe_builds_by_name_and_matches_its_formula(tmp_path):
-    run_block("loss", """
+def test_loss_recipe_is_a_module_a_catalog_entry_and_a_config_line_that_reach_the_workflow(workflow_checkout):
+    """The page's three edits, made in a copy of the checkout as the page says: the library
+    there builds the loss by name, and a dry run plans a study grid that trains with it."""
+    checkout = workflow_checkout
+    (checkout / "src/focalcal/losses/poly.py").write_text(BLOCKS["loss"])
+    catalog = checkout / "src/focalcal/catalog.py"
+    text = catalog.read_text()
+    table = re.search(r"^LOSSES: dict\[str, Loss\] = \{\n", text, flags=re.MULTILINE)
+    assert table, "src/focalcal/catalog.py has no LOSSES table for the page's entry"
+    catalog.write_text(text[:table.end()] + BLOCKS["loss_entry"] + text[table.end():])
+    config = checkout / "config/config.yaml"
+    head, line = YAML_BLOCKS["loss_config"].split("\n", 1)
+    assert head == "losses:"
+    config.write_text(re.sub(r"^losses:\n", lambda _: f"losses:\n{line}", config.read_text(), count=1, flags=re.MULTILINE))
+    assert yaml.safe_load(config.read_text())["losses"]["poly2"] == {"name": "poly1", "epsilon": 2.0}
+
+    checks = textwrap.dedent("""
         import math
+        import torch
+        from focalcal import catalog, losses
+        from focalcal.pipeline import ConfigError, check_entries
+
+        loss = losses.build({"name": "poly1", "epsilon": 2.0})
+        logits = torch.randn(8, 10, requires_grad=True)
+        loss(logits, torch.randint(0, 10, (8,))).backward()
         assert torch.isfinite(logits.grad).all() and logits.grad.abs().sum() > 0
         x = torch.tensor([[2.0, 0.0, -1.0]], dtype=torch.float64, requires_grad=True)
         p = torch.softmax(x, 1)[0, 0].item()
-        value = losses.build({"name": "poly1", "epsilon": 2.0})(x, torch.tensor([0]))
-        assert math.isclose(value.item(), -math.log(p) + 2.0 * (1 - p), rel_tol=1e-12)
+        assert math.isclose(loss(x, torch.tensor([0])).item(), -math.log(p) + 2.0 * (1 - p), rel_tol=1e-12)
         assert torch.autograd.gradcheck(lambda t: loss(t, torch.tensor([0, 2])),
                                         torch.randn(2, 3, dtype=torch.float64, requires_grad=True))
-        assert "poly1" in losses.available()
+        assert "poly1" in losses.available() and catalog.loss("poly1").label == "Poly-1"
+        assert catalog.focal_gamma({"name": "poly1"}) is None and catalog.aliases()["poly"] == "poly1"
         try:
-            losses.build({"name": "poly1", "gamma": 1})
-        except ValueError as error:
-            assert "unknown parameter(s) ['gamma']" in str(error)
+            check_entries({"losses": {"poly2": {"name": "poly1", "epsilom": 2.0}}})
+        except ConfigError as error:
+            assert "losses.poly2.epsilom: unknown parameter of loss 'poly1' (did you mean 'epsilon'?)" in str(error), error
         else:
-            raise AssertionError("an unknown parameter must fail")
-    """, tmp_path)
+            raise AssertionError("a misspelt parameter must fail")
+    """)
+    env = {**os.environ, "PYTHONPATH": str(checkout / "src")}
+    result = subprocess.run([sys.executable, "-c", checks], cwd=checkout, env=env, capture_output=True, text=True,
+                            timeout=300, check=False)
+    assert result.returncode == 0, f"the loss page's recipe failed:\n{result.stderr[-3000:]}"
+
+    study = checkout / "digits_poly.yaml"
+    study.write_text(yaml.safe_dump({"studies": {"digits_poly": {
+        "paper": "mukhoti2020", "mirrors": "CE against Poly-1 on sklearn digits",
+        "grids": [{"datasets": ["digits"], "models": ["cnn2d_small"], "losses": ["ce", "poly2"], "recipe": "small_30",
+                   "seeds": [0], "calibrators": ["raw", "ts_nll"]}]}}}))
+    dry = snakemake(checkout / "dry", "-n", "results/tables/digits_poly.csv", "--configfile", str(config), str(study),
+                    snakefile=checkout / SNAKEFILE.relative_to(ROOT), env={"PYTHONPATH": str(checkout / "src")})
+    jobs = planned_jobs(dry)
+    jobs.pop("total")
+    assert jobs == {"prepare_data": 1, "train": 2, "export_logits": 2, "calibrate": 2, "study_table": 1}, jobs
+    assert "results/runs/digits/cnn2d_small/poly2/small_30/seed0/logits.npz" in dry.stdout + dry.stderr
 
 
 def test_calibrator_recipe_fits_round_trips_and_matches_the_val_frequencies(tmp_path):
@@ -94,13 +157,16 @@ def test_model_recipe_builds_and_rejects_unknown_options(tmp_path):
     """, tmp_path)
 
 
-def test_paths_and_make_targets_named_in_the_readme_exist():
-    for path in sorted(set(re.findall(r"`((?:config|profiles|envs|notebooks|bench|workflow|tests)/[\w./-]+)`", README))):
+def test_paths_and_make_targets_named_in_the_readme_and_the_guide_exist():
+    text = "\n".join([README, *DOCS.values()])
+    named = r"`((?:config|profiles|envs|notebooks|bench|workflow|tests|src|docs)/[\w./-]+)`"
+    recipes = {"src/focalcal/losses/poly.py", "src/focalcal/papers/guo2017/"}  # what the adding pages create
+    for path in sorted(set(re.findall(named, text)) - recipes):
         assert (ROOT / path).exists(), path
-    for path in sorted(set(re.findall(r"--configfile (config/[\w./-]+\.yaml)", README))):
+    for path in sorted(set(re.findall(r"--configfile (config/[\w./-]+\.yaml)", text))):
         assert (ROOT / path).exists(), path
     makefile = (ROOT / "Makefile").read_text()
-    for target in sorted(set(re.findall(r"\bmake (\w+)", README))):
+    for target in sorted(set(re.findall(r"(?<![\w-])make (\w+)", text))):
         assert re.search(rf"^{target}:", makefile, flags=re.MULTILINE), f"make {target}"
 
 
@@ -112,8 +178,6 @@ def dry_run_jobs(*args: str, cwd: Path) -> dict[str, int]:
 
 
 def test_study_recipe_plans_its_runs_and_shares_the_ones_another_study_has(tmp_path):
-    import yaml
-
     study = tmp_path / "digits_gamma_sweep.yaml"
     study.write_text(YAML_BLOCKS["study"])
     (key,) = yaml.safe_load(study.read_text())["studies"]
@@ -128,10 +192,9 @@ def test_study_recipe_plans_its_runs_and_shares_the_ones_another_study_has(tmp_p
 
 
 def test_paper_recipe_is_one_module_and_one_catalog_entry_and_builds_its_table(workflow_checkout):
-    """The README's paper module, written into a copy of the checkout with its catalog entry and
+    """The paper page's module, written into a copy of the checkout with its catalog entry and
     nothing else, gives a study of that paper its table through the workflow and a report page."""
     import pandas as pd
-    import yaml
 
     checkout = workflow_checkout
     package = checkout / "src/focalcal/papers/guo2017"
