@@ -350,7 +350,8 @@ def test_rule_helpers_constrain_wildcards_exactly_and_escape_captions():
 
     from docutils.core import publish_parts
 
-    from focalcal.report.rules import one_of, rst_text
+    from focalcal.paths import one_of
+    from focalcal.report.rules import rst_text
 
     pattern = re.compile(f"(?:{one_of(['fig3.synthetic1d', 'table1'])})$")
     assert pattern.match("fig3.synthetic1d") and pattern.match("table1")

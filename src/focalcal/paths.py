@@ -12,6 +12,7 @@ the torch-free planning modules all use it for free.
 from __future__ import annotations
 
 import os
+import re
 
 DEFAULT_CONFIG = "config/config.yaml"  # the config a run without --configfile uses
 RESULTS = "results"
@@ -142,3 +143,9 @@ def is_own_snakefile(snakefile, workdir) -> bool:
         if os.path.exists(candidate):
             return False
     return False
+
+
+def one_of(names) -> str:
+    """A wildcard constraint matching exactly ``names`` (nothing at all when there are none)."""
+    names = sorted(set(names))
+    return "|".join(re.escape(name) for name in names) if names else "(?!)"

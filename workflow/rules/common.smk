@@ -15,7 +15,8 @@ from focalcal._remake import set_workflow
 from focalcal.numerics import pin_workflow
 from focalcal.pipeline.plan import SHARED_GPU_GROUP
 from focalcal.pipeline.workflow_lock import hold_output_lock, may_write_outputs
-from focalcal.report.rules import one_of, study_artifact_names
+from focalcal.paths import one_of
+from focalcal.report.rules import study_artifact_names
 from focalcal.report.targets import report_plan
 from focalcal.training.lock import refuse_if_trained_elsewhere
 

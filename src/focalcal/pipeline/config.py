@@ -36,7 +36,7 @@ import yaml
 
 from focalcal.catalog import is_logits_file, is_segmentation
 
-TABLES = ("datasets", "models", "losses", "recipes", "calibrators")
+CONFIG_TABLES = ("datasets", "models", "losses", "recipes", "calibrators")  # the named tables a run's keys point into
 OVERLAID = ("report", "replicates")  # top-level keys a later config file may change (config/examples/)
 # grid field -> the table its keys refer to
 GRID_REFERENCES = {"datasets": "datasets", "models": "models", "losses": "losses", "calibrators": "calibrators"}
@@ -395,7 +395,7 @@ def _definitions(config: dict):
     for top, value in config.items():
         if top in OVERLAID:
             continue
-        if top in TABLES and isinstance(value, dict):
+        if top in CONFIG_TABLES and isinstance(value, dict):
             for key, entry in value.items():
                 yield f"{top}.{key}", entry
         elif top == "studies" and isinstance(value, dict):

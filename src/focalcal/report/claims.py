@@ -22,7 +22,7 @@ from focalcal.claims import evaluate
 from focalcal.claims.evidence import StudyEvidence, unit_label
 from focalcal.claims.verdict import INTERVAL, MIN_PAIRS, VERDICT_COLORS
 from focalcal.naming import loss_info, paper_setting
-from focalcal.paths import CLAIMS_PAIRS, CLAIMS_TABLE, TABLES
+from focalcal.paths import CLAIMS_PAIRS, CLAIMS_TABLE, study_table
 from focalcal.report.targets import CLAIMS_INDEX, PAPERS
 
 
@@ -32,7 +32,7 @@ def claims_inputs(plan) -> list[str]:
     for key, study in plan.studies.items():
         if not study.has_table(plan):
             continue
-        files.append(f"{TABLES}/{key}.csv")
+        files.append(study_table(key))
         for run in study.runs:
             if not run.imported:  # an imported run has no training history
                 files.append(f"{run.run_dir}/{paths.HISTORY}")
@@ -46,7 +46,7 @@ def study_evidence(plan, study_key: str, root=".") -> StudyEvidence:
     root = Path(root)
     study = plan.studies[study_key]
     config = plan.config
-    table = read_csv(root / TABLES / f"{study_key}.csv", dtype={"calibrator": str, "class": str})
+    table = read_csv(root / study_table(study_key), dtype={"calibrator": str, "class": str})
     roles = {}
     for run, keys in study.runs.items():
         for key in keys:

@@ -7,16 +7,9 @@ outside Snakemake.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
 
 from focalcal.paths import HISTORY, INVENTORY, RUN_CONFIG, RUN_INFO
 from focalcal.report.targets import OVERVIEW, ReportPlan
-
-
-def one_of(names: Iterable[str]) -> str:
-    """A wildcard regex matching exactly ``names`` (nothing at all when there are none)."""
-    names = sorted(set(names))
-    return "|".join(re.escape(name) for name in names) if names else "(?!)"
 
 
 def rst_text(text: str) -> str:
