@@ -617,7 +617,7 @@ def ratios(results: dict) -> dict:
 
 
 def goals(results: dict) -> list[str]:
-    """The issue's goals, each met, not met, or not measured (never judged from a failed loop)."""
+    """The benchmark's goals, each met, not met, or not measured (never judged from a failed loop)."""
     r, lines = results.get("ratios", {}), []
     resnet = r.get("resnet50", {}).get("vs_reference")
     lines.append("ResNet-50 epoch ≥ 2.5× the reference: " + (f"{'met' if resnet >= 2.5 else 'NOT met'} ({resnet:.2f}×)"
