@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import gc
 import json
 import os
 import subprocess
@@ -199,6 +200,14 @@ def synchronize(device: str) -> None:
         torch.cuda.synchronize()
 
 
+def release(device: str) -> None:
+    """Free a finished loop's GPU memory (the trainer's closures form reference cycles), so the
+    next loop, or the packed processes, start from an empty GPU."""
+    gc.collect()
+    if device == "cuda":
+        torch.cuda.empty_cache()
+
+
 # -------------------------------------------------------------------------------- ours
 def our_trainer(model: str, loop: str, run_dir: str, data_root: str, sizes: Sizes, device: str = "cuda"):
     """The trainer of ``loop`` (``fp32 none``: eager in full precision; else the compile mode)."""
@@ -257,8 +266,7 @@ def time_ours(model: str, loop: str, data_root: str, sizes: Sizes, device: str =
                measurement(sizes.images, sizes.steps, seconds, mode=trainer.step.plan.mode,
                            precision=precision(trainer)))
         del trainer
-    if device == "cuda":
-        torch.cuda.empty_cache()
+    release(device)
     return row
 
 
@@ -302,7 +310,7 @@ def time_reference(model_name: str, sizes: Sizes, device: str = "cuda") -> dict:
     model = models.build(model_name, num_classes=10).to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=5e-4)
 
-    def epoch(batches) -> int:
+    def epoch(batches, model, optimizer) -> int:
         model.train()
         train_loss, steps = 0.0, 0
         for data, target in batches:
@@ -316,12 +324,14 @@ def time_reference(model_name: str, sizes: Sizes, device: str = "cuda") -> dict:
             steps += 1
         return steps
 
-    epoch(loader(sizes.warmup_images))
+    epoch(loader(sizes.warmup_images), model, optimizer)
     synchronize(device)
     full = loader(sizes.images)
     start = time.perf_counter()
-    steps = epoch(full)
+    steps = epoch(full, model, optimizer)
     seconds = time.perf_counter() - start
+    del model, optimizer, full
+    release(device)
     if steps != sizes.steps:
         raise RuntimeError(f"the reference epoch took {steps} steps, not {sizes.steps}")
     return measurement(sizes.images, steps, seconds, mode="reference", precision="fp32")
@@ -819,6 +829,7 @@ def main(quick: bool = False, argv=None) -> int:
                 print_row(arch, name, rows[name], started)
         write_results(results, started, out)  # the architectures' figures are kept if packing fails
         if counts:
+            release(device)
             print("\n-- packing", flush=True)
             estimates = plan["packing"]
             results["packing_model"] = packing_model
