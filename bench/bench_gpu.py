@@ -544,11 +544,30 @@ def recipes_section(device: str, which: str, match: str = "", timeout: float = 3
 # ---------------------------------------------------------------------------- estimate
 #: Assumed, not measured: a trainer's or reference loop's set-up (model, data on the device,
 #: DataLoader), a packing pool's start (processes importing torch, building and warming up), and
-#: the study recipes in four processes (bench/gpu/study_recipes_h200.txt: 215 runs, 260 s of
-#: steps across four processes, model builds on the CPU besides).
-SETUP_S, POOL_START_S = 6.0, 25.0
-RECIPES_S = {"all": 120.0, "one-per-model": 45.0, "none": 0.0}
+#: a study-recipe shard's start and each run's build on the CPU (outside its timed steps).
+SETUP_S, POOL_START_S, SHARD_START_S, RECIPE_BUILD_S = 6.0, 25.0, 15.0, 0.5
+RECIPE_LINES = BENCH_DIR / "gpu" / "study_recipes_h200.txt"  # every recipe's measured seconds on an H200
 UNKNOWN_S_PER_STEP = 0.08  # a loop no figure exists for: about the slowest measured
+
+
+def recipes_seconds(which: str, lines: Path = RECIPE_LINES) -> float:
+    """The study-recipe section's time, from each recipe's seconds in ``lines`` (a
+    ``bench_study_recipes`` printout): ``all`` every run, ``one-per-model`` the slowest run of
+    each model (its first, which pays cuDNN's tuning), shared by :data:`RECIPE_SHARDS` processes."""
+    if which == "none":
+        return 0.0
+    seconds: dict[str, float] = {}
+    for line in Path(lines).read_text().splitlines():
+        parts = line.split()
+        if parts[:1] in (["PASS"], ["FAIL"]) and "s" in parts:
+            seconds[parts[1]] = float(parts[parts.index("s") - 1])
+    if which == "one-per-model":
+        slowest: dict[str, float] = {}
+        for label, value in seconds.items():
+            model = label.split("/")[1]
+            slowest[model] = max(slowest.get(model, 0.0), value)
+        seconds = slowest
+    return SHARD_START_S + (sum(seconds.values()) + RECIPE_BUILD_S * len(seconds)) / RECIPE_SHARDS
 
 
 def step_seconds(results: dict | None) -> tuple[dict, dict, str]:
@@ -584,8 +603,9 @@ def estimate(loops: dict, counts, recipes: str, sizes: Sizes, results: dict | No
                                 if (PACKING_MODEL, "cudagraphs") in per_step else sizes.batch / UNKNOWN_S_PER_STEP)
     packing = {runs: runs * sizes.images / packed.get(runs, one_run) for runs in counts}
     pools = 2 * (POOL_START_S + sum(packing.values()))  # without and with MPS
-    return {"source": source, "recipes": RECIPES_S[recipes], "rows": rows, "packing": packing,
-            "total": RECIPES_S[recipes] + sum(rows.values()) + pools}
+    recipe_s = recipes_seconds(recipes)
+    return {"source": source, "recipes": recipe_s, "rows": rows, "packing": packing,
+            "total": recipe_s + sum(rows.values()) + pools}
 
 
 def load_results(path: Path) -> dict | None:
@@ -754,7 +774,7 @@ def parse(argv, quick: bool) -> argparse.Namespace:
     parser.add_argument("--arch", action="append", default=None, help="only this architecture (repeatable)")
     parser.add_argument("--loops", default=None, help="comma-separated loops for every --arch (e.g. reference,cudagraphs)")
     parser.add_argument("--packing", default=None, help="comma-separated counts of packed runs ('' for none)")
-    parser.add_argument("--recipes", choices=sorted(RECIPES_S), default=None, help="which study recipes the first "
+    parser.add_argument("--recipes", choices=("all", "one-per-model", "none"), default=None, help="which study recipes the first "
                         "section trains")
     parser.add_argument("--recipes-match", default="", help="only study recipes whose label contains this")
     parser.add_argument("--images", type=int, default=TRAIN_IMAGES, help="training images per epoch")

@@ -135,13 +135,25 @@ def test_the_estimate_from_the_100_batch_figures():
     assert plan["rows"]["resnet50 reference"] == pytest.approx(bench_gpu.SETUP_S + (11 + 352) * 0.035)
     assert plan["rows"]["resnet50 none"] == pytest.approx(bench_gpu.SETUP_S + 363 * bench_gpu.UNKNOWN_S_PER_STEP)
     assert plan["packing"] == {1: pytest.approx(4.5), 4: pytest.approx(15.0)}
-    assert plan["total"] == pytest.approx(bench_gpu.RECIPES_S["all"] + sum(plan["rows"].values())
+    assert plan["total"] == pytest.approx(bench_gpu.recipes_seconds("all") + sum(plan["rows"].values())
                                           + 2 * (bench_gpu.POOL_START_S + 19.5))
     # the shipped plans fit their budgets on the H200's figures
     measured = bench_gpu.load_results(bench_gpu.RESULTS)
     full = bench_gpu.estimate(bench_gpu.LOOPS, bench_gpu.PACKING, "all", sizes, measured)["total"]
     quick = bench_gpu.estimate(bench_gpu.QUICK_LOOPS, bench_gpu.QUICK_PACKING, "one-per-model", sizes, measured)["total"]
     assert full <= bench_gpu.BUDGET_S == 480 and quick <= bench_gpu.QUICK_BUDGET_S == 180
+
+
+def test_the_study_recipes_estimate_from_their_measured_seconds(tmp_path):
+    lines = tmp_path / "recipes.txt"
+    lines.write_text("study recipes under compile: auto on cuda: 3 runs\n"
+                     "PASS  c/resnet50/focal/r   cudagraphs   4.00 s  loss 2.1\n"
+                     "PASS  c/resnet50/ce/r      cudagraphs   0.40 s  loss 2.0\n"
+                     "FAIL  c/densenet121/ce/r   none         2.00 s  loss 1.0  (capture failed)\n3/3 passed\n")
+    shards, start, build = bench_gpu.RECIPE_SHARDS, bench_gpu.SHARD_START_S, bench_gpu.RECIPE_BUILD_S
+    assert bench_gpu.recipes_seconds("all", lines) == pytest.approx(start + (6.4 + 3 * build) / shards)
+    assert bench_gpu.recipes_seconds("one-per-model", lines) == pytest.approx(start + (6.0 + 2 * build) / shards)
+    assert bench_gpu.recipes_seconds("none", lines) == 0
 
 
 def test_packing_starts_mps_once_and_stops_it_after(tmp_path, monkeypatch):
