@@ -1,26 +1,21 @@
 #!/usr/bin/env bash
-# The GPU checks in one command, for a lent GPU machine (torch with CUDA; no snakemake, jsonschema,
-# mnist1d or relplot needed), from the repository root:
-#   OUT=/some/folder bash bench/gpu_check.sh
-# (1) one short epoch of every distinct study recipe under compile: auto (bench.bench_study_recipes),
-#     in 4 processes at once on the one GPU; (2) `python -m bench gpu --quick`. Results under $OUT.
+# The GPU check in one command, for a machine with a CUDA GPU (torch with CUDA and torchvision; no
+# snakemake, jsonschema, mnist1d or relplot needed), from the repository root:
+#   OUT=/some/folder bash bench/gpu_check.sh            # the full check: about 8 minutes on an H200
+#   QUICK=1 OUT=/some/folder bash bench/gpu_check.sh    # --quick: about 3 minutes
+# It runs `python -m bench.bench_gpu --out "$OUT"`: one epoch of every study recipe under compile: auto
+# (PASS/FAIL each), full epochs of each architecture against the authors' loop, and packed runs
+# without and with CUDA MPS (started and stopped by the bench where it may run). Under $OUT:
+# gpu_results.json and gpu_table.md (copy the JSON to bench/gpu_results.json, then
+# `python -m bench.bench_gpu --render bench/gpu_results.json` writes the table into bench/README.md),
+# bench_gpu.txt (everything printed, every recipe's line included) and machine.txt.
 set -uo pipefail
 export PYTHONPATH=src PYTHONUNBUFFERED=1
 mkdir -p "$OUT"
-{ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader; python3 -c "import torch; print('torch', torch.__version__)"
-  grep -m1 "model name" /proc/cpuinfo; } > "$OUT/machine.txt" 2>&1
-SHARDS=4
-for k in $(seq 0 $((SHARDS - 1))); do
-    timeout "${RECIPES_TIMEOUT:-300}" python3 -m bench.bench_study_recipes --device cuda --batches 5 --batch 64 \
-        --shard "$k/$SHARDS" --out "/tmp/study_recipes_$k.json" > "/tmp/study_recipes_$k.txt" 2>&1 &
-done
-wait
-cat /tmp/study_recipes_*.txt > "$OUT/study_recipes.txt"
-python3 -c "import json, glob; print(json.dumps([json.load(open(f)) for f in sorted(glob.glob('/tmp/study_recipes_*.json'))]))" \
-    > "$OUT/study_recipes.json"
-grep -E "^(FAIL|study)|passed$" "$OUT/study_recipes.txt" | head -60
-grep -h "^PASS" "$OUT/study_recipes.txt" | grep -v " cudagraphs " | head -40
-timeout "${BENCH_TIMEOUT:-200}" python3 -m bench gpu --quick > "$OUT/bench_gpu_quick.txt" 2>&1
-cp bench/gpu_results.json "$OUT/" 2>/dev/null
-tail -40 "$OUT/bench_gpu_quick.txt"
+{ nvidia-smi --query-gpu=name,memory.total,driver_version,compute_mode --format=csv,noheader
+  python3 -c "import torch; print('torch', torch.__version__)"
+  grep -m1 "model name" /proc/cpuinfo; nproc; } > "$OUT/machine.txt" 2>&1
+timeout "${BENCH_TIMEOUT:-570}" python3 -m bench.bench_gpu ${QUICK:+--quick} --out "$OUT" > "$OUT/bench_gpu.txt" 2>&1
+echo "bench_gpu exit $?" >> "$OUT/bench_gpu.txt"
+grep -v "^PASS" "$OUT/bench_gpu.txt" | tail -60
 cat "$OUT/machine.txt"

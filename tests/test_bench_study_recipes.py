@@ -25,3 +25,29 @@ def test_a_text_run_and_the_eager_tree_run_train_on_the_cpu(tmp_path, capsys):
         row = json.loads(out.read_text())["runs"][0]
         assert row["passed"] and row["mode"] == "none" and row["loss"] > 0
     assert capsys.readouterr().out.count("PASS  ") == 2
+
+
+def test_the_epoch_ends_with_its_partial_batch_and_a_fallen_back_step_fails(monkeypatch):
+    """Full batches, then one of half the size; a step whose plan changed (a failed capture) is a FAIL."""
+    import torch
+
+    from focalcal.training.step import CompilePlan, TrainStep
+
+    original, sizes = TrainStep.step, []
+
+    def recorded(self, inputs, targets):
+        sizes.append(inputs.shape[0])
+        original(self, inputs, targets)
+
+    monkeypatch.setattr(TrainStep, "step", recorded)
+    run = next(r for r in bench_study_recipes.study_runs() if r.label.startswith("synthetic1d/mlp/ce/"))
+    row = bench_study_recipes.train_one(run.run_config, torch.device("cpu"), 5, 8)
+    assert sizes == [8, 8, 8, 8, 8, 4] and row["partial_batch"] == 4 and row["passed"] and row["mode"] == "none"
+
+    def falls_back(self, inputs, targets):
+        original(self, inputs, targets)
+        self.plan = CompilePlan(self.plan.requested, "eager", "capture failed (RuntimeError: boom)")
+
+    monkeypatch.setattr(TrainStep, "step", falls_back)
+    row = bench_study_recipes.train_one(run.run_config, torch.device("cpu"), 5, 8)
+    assert not row["passed"] and row["reason"] == "capture failed (RuntimeError: boom)" and row["loss"] > 0

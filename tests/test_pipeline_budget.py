@@ -1,4 +1,6 @@
-"""`focalcal plan`: a study's training budget in GPU-hours from what `bench gpu` measured."""
+"""`focalcal plan`: a study's training budget in GPU-hours from what `bench gpu` measured:
+per-step seconds × the steps of an epoch (351 batches and the partial one), from full-epoch
+results, or derived from the older 100-batch ones."""
 
 import json
 from pathlib import Path
@@ -7,25 +9,52 @@ import pytest
 
 from focalcal.cli import main
 from focalcal.pipeline import build_plan, load_config_file, validate_config
-from focalcal.pipeline.budget import describe, seconds_per_epoch, study_budgets
+from focalcal.pipeline.budget import describe, epoch_figures, seconds_per_epoch, study_budgets
 
 ROOT = Path(__file__).resolve().parents[1]
 STUDY = ROOT / "config" / "studies" / "mukhoti2020.yaml"
 SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
 
 
-def row(s_per_epoch):
-    return {"s_per_epoch_45k": s_per_epoch, "images_per_s": 45_000 / s_per_epoch}
+def legacy_row(seconds_per_100_batches):
+    return {"images": 12_800, "seconds": seconds_per_100_batches, "images_per_s": 12_800 / seconds_per_100_batches}
 
 
-RESULTS = {
-    "device": "NVIDIA H200", "torch": "2.x", "date": "2026-11-26", "commit": "abc1234",
+#: the older results: 100-batch epochs, packing summed from each worker's own rate
+LEGACY = {
+    "device": "NVIDIA H200", "torch": "2.x", "date": "2026-11-26", "commit": "abc1234", "batch_size": 128,
+    "steps_per_epoch": 100,
     "architectures": {
-        # the fastest of ours counts; the reference loop and the fp32 baseline never do
-        "resnet50": {"reference": row(1.0), "fp32 none": row(2.0), "bf16 none": row(9.0), "bf16 cudagraphs": row(4.0)},
-        "densenet121": {"reference": row(30.0), "fp32 none": row(20.0), "bf16 none": row(18.0)},
+        # the fastest of ours counts; the reference loop, the fp32 baseline and a failed mode never do
+        "resnet50": {"reference": legacy_row(0.5), "fp32 none": legacy_row(0.8), "bf16 none": legacy_row(2.5),
+                     "bf16 cudagraphs": legacy_row(1.0), "bf16 default": {"error": "RuntimeError: boom"}},
+        "densenet121": {"reference": legacy_row(9.0), "fp32 none": legacy_row(4.0), "bf16 none": legacy_row(5.0)},
     },
     "packing": [{"runs": 1, "images_per_s": 10_000.0}, {"runs": 4, "images_per_s": 25_000.0}],
+}
+
+
+def row(s_per_step, status="ok"):
+    return ({"status": status, "steps": 352, "seconds": s_per_step * 352, "s_per_step": s_per_step,
+             "images": 45_000, "images_per_s": 45_000 / (s_per_step * 352)} if status == "ok"
+            else {"status": status, "reason": "the step planned 'cudagraphs' ran 'none': capture failed"})
+
+
+#: full-epoch results (bench gpu's schema 2)
+FULL = {
+    "schema": 2, "device": "NVIDIA H100 80GB HBM3", "torch": "2.y", "date": "2026-11-28", "commit": "def5678",
+    "epoch": {"images": 45_000, "batch": 128, "warmup_batches": 10, "full_batches": 351, "partial_batch": 72,
+              "steps": 352},
+    "architectures": {
+        "resnet50": {"reference": row(0.001), "cudagraphs": row(0.0125), "none": row(0.03)},
+        "densenet121": {"reference": row(0.07), "fp32 none": row(0.001), "cudagraphs": row(0, "failed"),
+                        "none": row(0.05)},
+    },
+    "packing": {"without_mps": {"rows": [{"runs": 1, "status": "ok", "images_per_s": 10_000.0},
+                                         {"runs": 4, "status": "ok", "images_per_s": 12_000.0},
+                                         {"runs": 8, "status": "failed", "reason": "worker 3 exited -9"}]},
+                "with_mps": {"rows": [{"runs": 1, "status": "ok", "images_per_s": 9_800.0},
+                                      {"runs": 4, "status": "ok", "images_per_s": 19_600.0}]}},
 }
 
 
@@ -34,32 +63,51 @@ def plan():
     return build_plan(validate_config(load_config_file(STUDY), SCHEMA))
 
 
-def test_seconds_per_epoch_is_our_fastest_mode():
-    assert seconds_per_epoch(RESULTS) == {"resnet50": 4.0, "densenet121": 18.0}
+def test_an_epoch_is_the_per_step_time_times_352_steps():
+    # 100-batch results: 1.0 s per 100 steps -> 10 ms per step, × 352 steps (the partial one counted as full)
+    assert seconds_per_epoch(LEGACY) == {"resnet50": pytest.approx(3.52), "densenet121": pytest.approx(17.6)}
+    assert epoch_figures(LEGACY)["resnet50"] == {"loop": "bf16 cudagraphs", "s_per_step": 0.01, "steps": 352,
+                                                 "s_per_epoch": pytest.approx(3.52)}
+    # full epochs: their own per-step time × their own 352 steps; the failed cudagraphs row never counts
+    assert epoch_figures(FULL)["resnet50"]["s_per_epoch"] == pytest.approx(4.4)
+    assert epoch_figures(FULL)["densenet121"] == {"loop": "none", "s_per_step": 0.05, "steps": 352,
+                                                  "s_per_epoch": pytest.approx(17.6)}
 
 
 def test_a_study_costs_epochs_times_the_measured_epoch_per_run(plan):
-    (budget,) = study_budgets(plan, RESULTS)
+    (budget,) = study_budgets(plan, LEGACY)
     assert budget.study == "mukhoti2020" and budget.runs == 121
     # CIFAR-10 and CIFAR-100, 11 losses each, 350 epochs (the cifar_350 recipe)
     assert budget.by_architecture["resnet50"] == {"runs": 22, "epochs": 22 * 350,
-                                                  "gpu_hours": pytest.approx(22 * 350 * 4.0 / 3600)}
-    assert budget.by_architecture["densenet121"]["gpu_hours"] == pytest.approx(22 * 350 * 18.0 / 3600)
-    assert budget.gpu_hours == pytest.approx(22 * 350 * 22.0 / 3600)
+                                                  "gpu_hours": pytest.approx(22 * 350 * 3.52 / 3600)}
+    assert budget.by_architecture["densenet121"]["gpu_hours"] == pytest.approx(22 * 350 * 17.6 / 3600)
+    assert budget.gpu_hours == pytest.approx(22 * 350 * 21.12 / 3600)
     assert budget.estimated == 44
     # what the benchmark did not measure is counted, not guessed
     assert budget.unmeasured["cifar10 / wide_resnet26_10"] == 11
     assert budget.unmeasured["tiny_imagenet / resnet50"] == 11
     assert sum(budget.unmeasured.values()) == 121 - 44
-    text = describe([budget], RESULTS, "bench/gpu_results.json")
-    assert "Training budget on NVIDIA H200" in text and "mukhoti2020: 47.1 GPU-hours for 44 of its 121" in text
-    assert "resnet50: 22 runs, 7,700 epochs, 8.6 GPU-hours" in text
-    assert "Packed 4 runs per GPU" in text and "2.50×" in text
+    text = describe([budget], LEGACY, "bench/gpu_results.json")
+    assert text.startswith("Training budget on NVIDIA H200, one run per GPU, from bench/gpu_results.json: 100-batch "
+                           "epochs, per-step time × 352 steps per epoch (the partial batch counted as a full one)")
+    assert "mukhoti2020: 45.2 GPU-hours for 44 of its 121" in text
+    assert "resnet50: 22 runs, 7,700 epochs, 7.5 GPU-hours (bf16 cudagraphs: 10.0 ms/step × 352 = 3.52 s per epoch)" in text
+    assert "Packed 4 runs per GPU (summed from each run's own rate, not over the wall time)" in text and "2.50×" in text
+
+
+def test_full_epoch_figures_say_so_and_pack_with_mps(plan):
+    (budget,) = study_budgets(plan, FULL)
+    assert budget.by_architecture["resnet50"]["gpu_hours"] == pytest.approx(22 * 350 * 0.0125 * 352 / 3600)
+    text = describe([budget], FULL, "gpu.json")
+    assert text.startswith("Training budget on NVIDIA H100 80GB HBM3, one run per GPU, from gpu.json: full epochs of "
+                           "45,000 images (351 batches of 128 and one of 72), per-step time × 352 steps")
+    assert "densenet121: 22 runs, 7,700 epochs, 37.6 GPU-hours (none: 50.0 ms/step × 352 = 17.60 s per epoch)" in text
+    assert "Packed 4 runs per GPU with MPS" in text and "2.00×" in text  # better than without MPS (1.20×)
 
 
 def test_it_says_plainly_when_nothing_was_measured_for_that_gpu(plan):
-    budgets = study_budgets(plan, RESULTS)
-    text = describe(budgets, RESULTS, "bench/gpu_results.json", gpu="A100")
+    budgets = study_budgets(plan, LEGACY)
+    text = describe(budgets, LEGACY, "bench/gpu_results.json", gpu="A100")
     assert text.startswith("No figures were measured on A100: bench/gpu_results.json holds NVIDIA H200's")
     assert "mukhoti2020: 121 training runs, GPU-hours not measured" in text
     none = describe(study_budgets(plan, None), None, "bench/gpu_results.json")
@@ -69,9 +117,10 @@ def test_it_says_plainly_when_nothing_was_measured_for_that_gpu(plan):
 
 def test_the_plan_command(tmp_path, capsys):
     results = tmp_path / "gpu_results.json"
-    results.write_text(json.dumps(RESULTS))
-    assert main(["plan", str(STUDY), "--gpu-results", str(results), "--schema", str(SCHEMA)]) == 0
-    assert "mukhoti2020: 47.1 GPU-hours" in capsys.readouterr().out
+    results.write_text(json.dumps(FULL))
+    assert main(["plan", str(STUDY), "--gpu-results", str(results), "--schema", str(SCHEMA), "--gpu", "H100"]) == 0
+    out = capsys.readouterr().out
+    assert "full epochs of 45,000 images" in out and "mukhoti2020: 47.1 GPU-hours for 44 of its 121" in out
     results.write_text("{not json")
     assert main(["plan", str(STUDY), "--gpu-results", str(results), "--schema", str(SCHEMA)]) == 2
     assert "is not valid JSON" in capsys.readouterr().err

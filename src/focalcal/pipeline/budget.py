@@ -1,13 +1,20 @@
 """What a config's studies will cost on a GPU, before anything runs (``focalcal plan``).
 
 The figures are those ``python -m bench gpu`` measured and wrote to ``bench/gpu_results.json``:
-seconds per training epoch of each architecture on mukhoti2020's CIFAR split (45,000 images
-of 32×32, batch 128), in the fastest mode the trainer has. A run costs its recipe's epochs
-times that figure; a study costs the sum over its trained runs. Only runs whose model and
-data the benchmark measured get a figure (an architecture on CIFAR-10/100); the others, and
-every run when no figures exist for the GPU asked about, are counted and named as unmeasured,
-never guessed. Evaluation, logit export and calibration are not counted (a few percent of a
-paper-scale run's epoch time).
+the seconds per training step of each architecture on mukhoti2020's CIFAR recipe (batch 128),
+in the fastest mode of the trainer that ran without failing. An epoch costs that per-step time
+times the steps of an epoch of the split's 45,000 training images: 351 full batches and the last,
+partial one. A run costs its recipe's epochs times that; a study the sum over its trained runs.
+
+The benchmark's results (schema 2) time full epochs, so the per-step time is the epoch's
+seconds over its steps. Older results (no ``schema``) timed 100-batch epochs: their per-step
+time is those seconds over 100, the partial batch then counted as a full step. The plan says
+which of the two, and which GPU, its figures come from.
+
+Only runs whose model and data the benchmark measured get a figure (an architecture on
+CIFAR-10/100); the others, and every run when no figures exist for the GPU asked about, are
+counted and named as unmeasured, never guessed. Evaluation, logit export and calibration are
+not counted (a few percent of a paper-scale run's epoch time).
 """
 
 from __future__ import annotations
@@ -20,6 +27,10 @@ from focalcal.training.config import Recipe
 
 #: The data the benchmark's epochs stand for: CIFAR-shaped images, 45,000 per epoch.
 MEASURED_DATASETS = ("cifar10", "cifar100")
+#: Older results do not record their epoch: mukhoti2020's split, at their ``batch_size``.
+LEGACY_TRAIN_IMAGES = 45_000
+#: Loops that are not the trainer's own mode: the authors' loop, and the fp32 eager baseline.
+NOT_OURS = ("reference", "fp32 none")
 
 
 @dataclass
@@ -43,14 +54,58 @@ def load_gpu_results(path) -> dict | None:
         raise ValueError(f"{path} is not valid JSON ({error}); re-run `python -m bench gpu`") from None
 
 
-def seconds_per_epoch(results: dict) -> dict[str, float]:
-    """Each measured architecture's epoch on 45,000 images, in its fastest mode of ours."""
+def epoch_figures(results: dict) -> dict[str, dict]:
+    """Per architecture: the per-step seconds of its fastest measured mode of ours, that mode,
+    the steps of an epoch (the partial batch included) and their product, the epoch's seconds."""
+    legacy = "schema" not in results
+    if legacy:
+        batch = int(results.get("batch_size", 128))
+        steps = -(-LEGACY_TRAIN_IMAGES // batch)
+    else:
+        steps = int(results["epoch"]["steps"])
     out = {}
     for architecture, rows in results.get("architectures", {}).items():
-        ours = [row["s_per_epoch_45k"] for name, row in rows.items() if name not in ("reference", "fp32 none")]
-        if ours:
-            out[architecture] = min(ours)
+        per_step = {}
+        for name, row in rows.items():
+            if name in NOT_OURS:
+                continue
+            if legacy and "error" not in row:
+                per_step[name] = row["seconds"] / results["steps_per_epoch"]
+            elif not legacy and row.get("status") == "ok":
+                per_step[name] = row["s_per_step"]
+        if per_step:
+            loop = min(per_step, key=per_step.get)
+            out[architecture] = {"loop": loop, "s_per_step": per_step[loop], "steps": steps,
+                                 "s_per_epoch": per_step[loop] * steps}
     return out
+
+
+def seconds_per_epoch(results: dict) -> dict[str, float]:
+    """Each measured architecture's epoch on 45,000 images, in its fastest mode of ours."""
+    return {architecture: figure["s_per_epoch"] for architecture, figure in epoch_figures(results).items()}
+
+
+def measurement(results: dict) -> str:
+    """Which measurement the figures come from, in words."""
+    if "schema" not in results:
+        steps = -(-LEGACY_TRAIN_IMAGES // int(results.get("batch_size", 128)))
+        return (f"{results.get('steps_per_epoch')}-batch epochs, per-step time × {steps} steps per epoch (the "
+                "partial batch counted as a full one)")
+    epoch = results["epoch"]
+    return (f"full epochs of {epoch['images']:,} images ({epoch['full_batches']} batches of {epoch['batch']} and "
+            f"one of {epoch['partial_batch']}), per-step time × {epoch['steps']} steps")
+
+
+def packing_rows(results: dict) -> dict[str, dict[int, float]]:
+    """Packed runs' images/s per count of runs, by how they were measured: older results summed
+    the workers' own rates; schema 2 has ``without MPS`` / ``with MPS``, all images ÷ wall time."""
+    packing = results.get("packing") or []
+    if isinstance(packing, list):
+        return {"(summed from each run's own rate, not over the wall time)": {row["runs"]: row["images_per_s"]
+                                                                                for row in packing}}
+    labels = {"without_mps": "without MPS", "with_mps": "with MPS"}
+    return {labels[key]: {row["runs"]: row["images_per_s"] for row in section.get("rows", []) if row.get("status") == "ok"}
+            for key, section in packing.items() if key in labels}
 
 
 def study_budgets(plan, results: dict | None) -> list[StudyBudget]:
@@ -94,19 +149,29 @@ def describe(budgets: list[StudyBudget], results: dict | None, results_path, gpu
         head = (f"No figures were measured on {gpu}: {results_path} holds {measured}'s "
                 f"(torch {results.get('torch')}, {results.get('date')}). Run `python -m bench gpu` on {gpu}.")
         return "\n".join([head] + [f"  {b.study}: {b.runs} training runs, GPU-hours not measured" for b in budgets])
-    lines = [(f"Training budget on {measured}, one run per GPU, from {results_path} (torch {results.get('torch')}, "
-              f"{results.get('date')}, commit {results.get('commit')}):")]
+    lines = [(f"Training budget on {measured}, one run per GPU, from {results_path}: {measurement(results)}, "
+              f"measured by `python -m bench gpu` (torch {results.get('torch')}, {results.get('date')}, commit "
+              f"{results.get('commit')}):")]
+    figures = epoch_figures(results)
     for budget in budgets:
         lines.append(f"  {budget.study}: {budget.gpu_hours:,.1f} GPU-hours for {budget.estimated} of its "
                      f"{budget.runs} training runs")
         for model, entry in sorted(budget.by_architecture.items()):
-            lines.append(f"    {model}: {entry['runs']} runs, {entry['epochs']:,} epochs, {entry['gpu_hours']:,.1f} GPU-hours")
+            f = figures[model]
+            lines.append(f"    {model}: {entry['runs']} runs, {entry['epochs']:,} epochs, {entry['gpu_hours']:,.1f} GPU-hours "
+                         f"({f['loop']}: {1000 * f['s_per_step']:.1f} ms/step × {f['steps']} = {f['s_per_epoch']:.2f} s "
+                         "per epoch)")
         for name, count in sorted(budget.unmeasured.items()):
             lines.append(f"    {name}: {count} runs not measured (no figure for this architecture and data)")
-    packing = {row["runs"]: row["images_per_s"] for row in results.get("packing") or []}
-    if 1 in packing and len(packing) > 1:
-        runs = max(packing, key=packing.get)
-        lines.append(f"Packed {runs} runs per GPU, the benchmark's ResNet-50 runs together trained "
-                     f"{packing[runs] / packing[1]:.2f}× the images/s of one: divide by that for GPU-hours with "
+    best = None  # (speed-up, runs, how) of the best packing measured
+    for how, rates in packing_rows(results).items():
+        if 1 in rates and len(rates) > 1:
+            runs = max(rates, key=rates.get)
+            if best is None or rates[runs] / rates[1] > best[0]:
+                best = (rates[runs] / rates[1], runs, how)
+    if best is not None:
+        speedup, runs, how = best
+        lines.append(f"Packed {runs} runs per GPU {how}, the benchmark's ResNet-50 runs together "
+                     f"trained {speedup:.2f}× the images/s of one: divide by that for GPU-hours with "
                      f"training.runs_per_gpu: {runs}.")
     return "\n".join(lines)
