@@ -326,6 +326,7 @@ class ScheduledFocalLoss(Loss):
         # The epoch's γ on the loss's device, filled in place by set_epoch: the sync-free path (a
         # GPU, a captured step) reads it there, so one captured graph serves every epoch.
         self.register_buffer("gamma_tensor", torch.zeros((), dtype=torch.float32), persistent=False)
+        self._has_epoch = False  # a flag, not the number: a traced step would freeze the number
 
     def switch_epochs(self, num_epochs: int) -> list[int]:
         """First epoch (0-based) of each γ after the first, for a run of ``num_epochs``."""
@@ -345,12 +346,13 @@ class ScheduledFocalLoss(Loss):
     def set_epoch(self, epoch: int, num_epochs: int) -> None:
         self.gamma = self.gamma_at(epoch, num_epochs)
         self.gamma_tensor.fill_(self.gamma)
+        self._has_epoch = True
 
     def elementwise(self, logits, index):
         return self.reduced(logits, index, "none")
 
     def reduced(self, logits, index, reduction):
-        if self.gamma is None:
+        if not self._has_epoch:
             raise ValueError("focal_scheduled needs the epoch: call set_epoch(epoch, num_epochs) before the first forward")
         # on the CPU the number (the fused kernel's path); sync-free, the device tensor
         gamma = self.gamma_tensor if avoid_host_sync(logits) else self.gamma
