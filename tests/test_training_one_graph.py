@@ -366,3 +366,49 @@ def test_run_json_records_the_precision_that_ran(tmp_path):
     info = json.loads((tmp_path / "run" / "run.json").read_text())
     assert info["precision"] == {"autocast": None, "memory_format": "contiguous", "source": CPU_SOURCE}
     assert np.isfinite(np.load(tmp_path / "run" / "logits.npz")["test_logits"]).all()
+
+
+# ------------------------------------------------------------------ inductor inside the graph
+def test_inductor_cudagraphs_is_planned_on_cuda_only_and_never_by_auto():
+    from focalcal.training.step import plan_compile
+
+    cuda, cpu = torch.device("cuda"), torch.device("cpu")
+    assert plan_compile("inductor_cudagraphs", cuda, "sgd").mode == "inductor_cudagraphs"
+    assert plan_compile("auto", cuda, "sgd").mode == "cudagraphs"
+    assert plan_compile("inductor_cudagraphs", cpu, "sgd").mode == "none"
+    assert plan_compile("inductor_cudagraphs", cuda, "adagrad").mode == "none"
+    assert step_module.optimizer_options("sgd", cuda, "inductor_cudagraphs") == {"fused": True}
+
+
+def test_inductor_cudagraphs_captures_the_compiled_model_once(tmp_path):
+    """The stand-in of the mode on the CPU: the model compiled by inductor runs in the warm-up
+    steps and in the one capture, and trains the eager run's numbers to float tolerance."""
+    records = []
+    plan = CompilePlan("inductor_cudagraphs", "inductor_cudagraphs")
+    config = run_config({"name": "focal_scheduled", "gammas": [5.0, 3.0], "milestones": [0.5], "switch_at": [1]})
+    config = RunConfig.from_dict({**config.to_dict(), "recipe": {**config.to_dict()["recipe"], "epochs": 2}})
+    with graph_mode_on_cpu(records), mock.patch.object(trainer_module, "plan_compile", lambda *a: plan):
+        trainer = Trainer(config, tmp_path / "graphed", data_root=tmp_path / "data", progress=False)
+        assert isinstance(trainer.forward, torch._dynamo.eval_frame.OptimizedModule)
+        trainer.fit()
+    assert len(records) == 1 and trainer.step.plan.mode == "inductor_cudagraphs"
+    eager = Trainer(config, tmp_path / "eager", data_root=tmp_path / "data", progress=False)
+    eager.fit()
+    for graphed_row, eager_row in zip(trainer.history, eager.history, strict=True):
+        for key in ("train_loss", "val_nll"):
+            assert graphed_row[key] == pytest.approx(eager_row[key], rel=1e-4, abs=1e-6), key
+
+
+def test_a_failed_capture_with_the_compiled_model_keeps_it_compiled_and_says_so(tmp_path, monkeypatch):
+    def refuse(self, step):
+        raise RuntimeError("operation not permitted when stream is capturing")
+
+    plan = CompilePlan("inductor_cudagraphs", "inductor_cudagraphs")
+    config = run_config({"name": "focal", "gamma": 3})
+    config = RunConfig.from_dict({**config.to_dict(), "recipe": {**config.to_dict()["recipe"], "epochs": 1}})
+    with graph_mode_on_cpu([]), mock.patch.object(trainer_module, "plan_compile", lambda *a: plan):
+        monkeypatch.setattr(TrainStep, "_record", refuse)
+        trainer = Trainer(config, tmp_path / "run", data_root=tmp_path / "data", progress=False)
+        trainer.fit()
+    assert trainer.step.plan.mode == "default"
+    assert "ran with the compiled model, uncaptured, from then on" in trainer.step.plan.reason

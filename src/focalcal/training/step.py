@@ -20,7 +20,12 @@ speed, not the run's numbers or identity:
   place: each optimiser's learning rate (torch's LR schedulers ``fill_`` a tensor lr), a
   scheduled γ (FLSc) and AdaFocal's per-bin γs and bin edges; the epoch's totals are zeroed in
   place. The last, smaller batch of an epoch (the papers' loaders keep it) runs eagerly.
+* ``inductor_cudagraphs`` — ``cudagraphs`` with the model compiled by ``torch.compile``
+  (inductor) inside the captured step: fused kernels in the one graph. It compiles during the
+  warm-up steps, before the capture.
 * ``auto`` (the default) — ``cudagraphs`` on CUDA, ``none`` on the CPU.
+
+The graph modes (:data:`CAPTURED_MODES`) run eagerly on the CPU.
 
 On the CPU, and with an optimiser torch cannot capture (Adagrad), the graph mode runs eagerly;
 ``run.json`` records the mode asked for, the mode that ran and why (:meth:`CompilePlan.record`).
@@ -36,6 +41,11 @@ import torch.nn.functional as F
 
 from focalcal.training.config import COMPILE_MODES
 from focalcal.training.progress import log
+
+#: The modes that capture the step in a CUDA graph.
+CAPTURED_MODES = ("cudagraphs", "inductor_cudagraphs")
+#: The modes that run the model compiled by torch.compile.
+COMPILED_MODEL_MODES = ("default", "inductor_cudagraphs")
 
 #: Eager steps on a side stream before the capture: they create the optimiser's state and let
 #: cuDNN/cuBLAS pick their algorithms and workspaces outside the graph.
@@ -65,7 +75,7 @@ def plan_compile(requested: str, device: torch.device, optimizer_name: str) -> C
         requested_mode, why = "cudagraphs", "auto: the whole step in a CUDA graph on CUDA"
     else:
         requested_mode, why = requested, ""
-    if requested_mode == "cudagraphs":
+    if requested_mode in CAPTURED_MODES:
         if not cuda:
             return CompilePlan(requested, "none", f"CUDA graphs need a CUDA device; the step ran eagerly on {device.type}")
         if optimizer_name == "adagrad":
@@ -81,7 +91,7 @@ def optimizer_options(optimizer_name: str, device: torch.device, mode: str) -> d
     tensor lr into a host number). On the CPU torch's defaults, so CPU runs keep their numbers."""
     if device.type != "cuda":
         return {}
-    if mode == "cudagraphs":
+    if mode in CAPTURED_MODES:
         return {"capturable": True, "foreach": True} if optimizer_name == "adam" else {"fused": True}
     return {"fused": True} if optimizer_name in ("sgd", "adam") else {}
 
@@ -180,7 +190,8 @@ class TrainStep:
             torch.backends.cudnn.benchmark = True  # static shapes: the tuned algorithms are reused every step
         self.totals = EpochTotals(device)
         # the rates a captured step reads, on the device (lr_on_device); floats in eager modes
-        self._lrs = lr_on_device([o for o in self.optimizers if o is not None], device) if plan.mode == "cudagraphs" else []
+        captured = plan.mode in CAPTURED_MODES
+        self._lrs = lr_on_device([o for o in self.optimizers if o is not None], device) if captured else []
         self._graph = None
         self._static: tuple[torch.Tensor, torch.Tensor] | None = None
         self._warm = 0
@@ -205,7 +216,7 @@ class TrainStep:
         return self.totals
 
     def step(self, inputs: torch.Tensor, targets: torch.Tensor) -> None:
-        if self.plan.mode != "cudagraphs":
+        if self.plan.mode not in CAPTURED_MODES:
             self._train(inputs, targets)
         elif self._graph is not None and inputs.shape == self._static[0].shape:
             self._static[0].copy_(inputs)
@@ -223,7 +234,7 @@ class TrainStep:
             return contextlib.nullcontext()
         # A graph replays the casts it recorded; autocast's cache of cast weights would outlive
         # the capture, so it is off under CUDA graphs (as torch's CUDA-graph notes ask).
-        return torch.autocast(self.device.type, dtype=self.autocast_dtype, cache_enabled=self.plan.mode != "cudagraphs")
+        return torch.autocast(self.device.type, dtype=self.autocast_dtype, cache_enabled=self.plan.mode not in CAPTURED_MODES)
 
     def _train(self, inputs: torch.Tensor, targets: torch.Tensor) -> None:
         """The step itself: everything here stays on the device."""
@@ -266,9 +277,10 @@ class TrainStep:
         """Recording ran no kernel, so nothing of the batch was applied: eager from here on, the
         reason printed once and kept in :attr:`plan` (``run.json``'s ``compile``)."""
         first_line = (str(error).strip().splitlines() or [""])[0][:300]
-        reason = (f"capture failed ({type(error).__name__}: {first_line}); the step ran eagerly "
-                  "from then on")
-        self.plan = CompilePlan(self.plan.requested, "none", reason)
+        compiled = self.plan.mode in COMPILED_MODEL_MODES  # the model stays compiled, the step eager
+        reason = (f"capture failed ({type(error).__name__}: {first_line}); the step ran "
+                  f"{'with the compiled model, uncaptured,' if compiled else 'eagerly'} from then on")
+        self.plan = CompilePlan(self.plan.requested, "default" if compiled else "none", reason)
         self._graph, self._static = None, None
         log(f"CUDA graph {reason}")
 

@@ -37,7 +37,14 @@ from focalcal.training.health import assess_health
 from focalcal.training.lock import RunLock
 from focalcal.training.progress import Progress, log
 from focalcal.training.run_files import RunPaths, checkpoint_sha256
-from focalcal.training.step import TrainStep, current_lr, descended, optimizer_options, plan_compile
+from focalcal.training.step import (
+    COMPILED_MODEL_MODES,
+    TrainStep,
+    current_lr,
+    descended,
+    optimizer_options,
+    plan_compile,
+)
 
 # Inputs with at most this many features are dumped with the logits (for scores-vs-x plots).
 LOW_DIMENSIONAL = 2
@@ -84,7 +91,7 @@ class Trainer:
             self.model.to(memory_format=torch.channels_last)
         # how the step runs (focalcal.training.step): the speed, never the numbers
         self.compile_plan = plan_compile(config.compile, device, config.recipe.optimizer.name)
-        self.forward = torch.compile(self.model) if self.compile_plan.mode == "default" else self.model
+        self.forward = torch.compile(self.model) if self.compile_plan.mode in COMPILED_MODEL_MODES else self.model
         self.loss_fn = build_loss(config, self.dataset)
         # targets the data marks as unlabelled (segmentation void pixels, a tree batch's padding nodes)
         self.ignore_index = int(self.dataset.meta.get("ignore_index", IGNORE_INDEX))
