@@ -25,10 +25,9 @@ speed, not the run's numbers or identity:
   warm-up steps, before the capture.
 * ``auto`` (the default) — ``cudagraphs`` on CUDA, ``none`` on the CPU.
 
-The graph modes (:data:`CAPTURED_MODES`) run eagerly on the CPU.
-
-On the CPU, and with an optimiser torch cannot capture (Adagrad), the graph mode runs eagerly;
-``run.json`` records the mode asked for, the mode that ran and why (:meth:`CompilePlan.record`).
+On the CPU, and with an optimiser torch cannot capture (Adagrad), the graph modes
+(:data:`CAPTURED_MODES`) run eagerly; ``run.json`` records the mode asked for, the mode that
+ran and why (:meth:`CompilePlan.record`).
 """
 
 from __future__ import annotations
