@@ -254,6 +254,17 @@ def test_a_loaded_optimiser_state_gives_its_rate_back_to_the_graphs_tensor():
     assert optimizer.param_groups[0]["lr"] is rate and float(rate) == pytest.approx(0.004)
 
 
+def test_an_eager_step_turns_a_loaded_tensor_rate_into_a_number():
+    """A checkpoint of a graph-mode run resumed in an eager mode trains with a Python-number rate."""
+    model = torch.nn.Linear(2, 2)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    step = TrainStep(model, model, None, optimizer, None, None, grad_clip_norm=None, ignore_index=-100,
+                     plan=CompilePlan("none", "none"), device=torch.device("cpu"))
+    optimizer.param_groups[0]["lr"] = torch.tensor(0.25)
+    step.begin_epoch()
+    assert type(optimizer.param_groups[0]["lr"]) is float and optimizer.param_groups[0]["lr"] == 0.25
+
+
 # ------------------------------------------------------------------ loss state in place
 def test_flsc_fills_one_gamma_tensor_with_each_epochs_gamma():
     loss = losses.build({"name": "flsc531"})

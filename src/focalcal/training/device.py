@@ -23,7 +23,7 @@ class DeviceSetup:
     device: torch.device
     autocast_dtype: torch.dtype | None  # None: full precision
     channels_last: bool
-    source: str = ""
+    source: str = "the caller's setup"
 
     def for_architecture(self, model_name: str, image_batches: bool) -> DeviceSetup:
         """This setup with the architecture's declared CUDA precision and memory format, where the

@@ -202,10 +202,14 @@ class TrainStep:
 
     def _keep_lr_tensors(self) -> None:
         """Put back the lr tensors the graph reads where something re-bound a group's lr (loading
-        an optimiser state does), keeping the value."""
-        if not self._lrs:
-            return
+        an optimiser state does), keeping the value; in the eager modes a rate is a number (a
+        checkpoint of a graph-mode run holds tensors)."""
         groups = [group for optimizer in self.optimizers if optimizer is not None for group in optimizer.param_groups]
+        if not self._lrs:
+            for group in groups:
+                if torch.is_tensor(group["lr"]):
+                    group["lr"] = float(group["lr"])
+            return
         for group, rate in zip(groups, self._lrs, strict=True):
             if group["lr"] is not rate:
                 rate.fill_(float(group["lr"]))
