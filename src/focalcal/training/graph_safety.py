@@ -100,9 +100,11 @@ def _fused_sgd_shapes(*args, **kwargs) -> None:
     learning rate is a device tensor read by the kernel (what the guard checks is its inputs)."""
 
 
-#: torch has no meta kernel for fused SGD with a tensor learning rate, the update a captured SGD step runs
+#: torch (2.14) has no meta kernel for fused SGD with a tensor learning rate, the update a captured
+#: SGD step runs
 _STANDIN_KERNELS = torch.library.Library("aten", "IMPL")
-_STANDIN_KERNELS.impl("_fused_sgd_.tensor_lr", _fused_sgd_shapes, "Meta")
+if not torch._C._dispatch_has_kernel_for_dispatch_key("aten::_fused_sgd_.tensor_lr", "Meta"):
+    _STANDIN_KERNELS.impl("_fused_sgd_.tensor_lr", _fused_sgd_shapes, "Meta")
 
 
 @dataclass(frozen=True)
