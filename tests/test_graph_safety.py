@@ -139,3 +139,19 @@ def test_the_token_range_is_still_checked_on_the_cpu_and_once_per_split():
         model(tokens)
     with pytest.raises(ValueError, match="word id 60 >= vocab_size=50"):
         model.check_inputs(tokens)
+
+
+def test_the_rate_on_the_device_needs_fused_sgd_and_the_proxy_fails_on_foreach(monkeypatch):
+    """A captured SGD step reads its learning rate from a device tensor; torch's foreach SGD turns
+    that tensor into a host number (alpha=-lr), its fused SGD reads it on the device."""
+    from focalcal.training import graph_safety
+
+    config = run_of("cifar10/resnet50/")
+    assert config.recipe.optimizer.name == "sgd"
+    step, _, _ = graph_safety.build_step(config, part="loss")
+    assert step.optimizer.defaults["fused"] and all(
+        torch.is_tensor(group["lr"]) and group["lr"].device.type == "meta" for group in step.optimizer.param_groups)
+    check_step(config, part="loss")
+    monkeypatch.setattr(graph_safety, "optimizer_options", lambda *args: {"foreach": True})
+    with pytest.raises(GraphUnsafe, match="host read.*_local_scalar_dense"):
+        check_step(config, part="loss")

@@ -116,7 +116,7 @@ class AdaFocalLoss(Loss):
             confidence, predicted = torch.softmax(logits.double(), dim=1).max(dim=1)
             edges, mean_conf, accuracy = equal_mass_bins(confidence, predicted == index.squeeze(1), self.num_bins)
             self.update_gammas(mean_conf, accuracy)
-            self.bin_edges = edges.to(self.bin_edges.device)
+            self.bin_edges.copy_(edges)
 
     def update_gammas(self, bin_confidence, bin_accuracy) -> None:
         """One AdaFocal step from per-bin validation confidence C_b and accuracy A_b."""
@@ -127,14 +127,21 @@ class AdaFocalLoss(Loss):
                              f"{tuple(confidence.shape)} and {tuple(accuracy.shape)}")
         if not bool(torch.isfinite(confidence).all() and torch.isfinite(accuracy).all()):
             raise ValueError("bin confidences and accuracies must be finite (an empty bin?)")
-        self.gammas = next_gammas(self.gammas, confidence - accuracy, lam=self.lam, gamma_min=self.gamma_min,
-                                  gamma_max=self.gamma_max, switch_threshold=self.switch_threshold)
+        # in place: a captured training step reads these very tensors
+        self.gammas.copy_(next_gammas(self.gammas, confidence - accuracy, lam=self.lam, gamma_min=self.gamma_min,
+                                      gamma_max=self.gamma_max, switch_threshold=self.switch_threshold))
 
     # ---- training loss -----------------------------------------------------------------------
     def gamma_for(self, confidence: torch.Tensor) -> torch.Tensor:
-        """Signed γ of each sample from the probability that picks its bin."""
-        edges = cast_like(self.bin_edges, confidence, self._cast, "edges")
-        return cast_like(self.gammas, confidence, self._cast, "gammas")[torch.bucketize(confidence, edges)]
+        """Signed γ of each sample from the probability that picks its bin. On the sync-free path
+        the bins and γs are cast inside the step, so a captured step reads their current values;
+        elsewhere the casts are kept while the tensors are unchanged."""
+        if avoid_host_sync(confidence):
+            edges, gammas = self.bin_edges.to(confidence.dtype), self.gammas.to(confidence.dtype)
+        else:
+            edges = cast_like(self.bin_edges, confidence, self._cast, "edges")
+            gammas = cast_like(self.gammas, confidence, self._cast, "gammas")
+        return gammas[torch.bucketize(confidence, edges)]
 
     def _gamma_of_prediction(self, p: torch.Tensor, p_y: torch.Tensor) -> torch.Tensor:
         if self.bin_by == "true_class":

@@ -25,7 +25,16 @@ import torch
 from torch.autograd.function import once_differentiable
 
 from . import _fused
-from ._base import Loss, cast_like, check_number, check_sequence, class_weight_tensor, target_weights, weights_for
+from ._base import (
+    Loss,
+    avoid_host_sync,
+    cast_like,
+    check_number,
+    check_sequence,
+    class_weight_tensor,
+    target_weights,
+    weights_for,
+)
 from ._classwise import classwise_loss
 from .smoothing import check_convention, wrong_classes_smoothing
 
@@ -314,6 +323,10 @@ class ScheduledFocalLoss(Loss):
         if any(g < 0 for g in self.gammas):
             raise ValueError(f"gammas must be >= 0, got {self.gammas}")
         self.gamma: float | None = None
+        # The epoch's γ on the loss's device, filled in place by set_epoch: the sync-free path (a
+        # GPU, a captured step) reads it there, so one captured graph serves every epoch.
+        self.register_buffer("gamma_tensor", torch.zeros((), dtype=torch.float32), persistent=False)
+        self._has_epoch = False  # a flag, not the number: a traced step would freeze the number
 
     def switch_epochs(self, num_epochs: int) -> list[int]:
         """First epoch (0-based) of each γ after the first, for a run of ``num_epochs``."""
@@ -332,14 +345,18 @@ class ScheduledFocalLoss(Loss):
 
     def set_epoch(self, epoch: int, num_epochs: int) -> None:
         self.gamma = self.gamma_at(epoch, num_epochs)
+        self.gamma_tensor.fill_(self.gamma)
+        self._has_epoch = True
 
     def elementwise(self, logits, index):
         return self.reduced(logits, index, "none")
 
     def reduced(self, logits, index, reduction):
-        if self.gamma is None:
+        if not self._has_epoch:
             raise ValueError("focal_scheduled needs the epoch: call set_epoch(epoch, num_epochs) before the first forward")
-        return focal_of_target(logits, index, self.gamma, reduction=reduction)
+        # on the CPU the number (the fused kernel's path); sync-free, the device tensor
+        gamma = self.gamma_tensor if avoid_host_sync(logits) else self.gamma
+        return focal_of_target(logits, index, gamma, reduction=reduction)
 
     def hyperparameters(self):
         switch = {} if self.switch_at is None else {"switch_at": self.switch_at}

@@ -19,7 +19,7 @@ OPTIMIZERS = ("sgd", "adam", "adagrad")
 AUGMENTATIONS = ("dataset", "none", "crop_flip", "crop")
 DEVICES = ("auto", "cpu", "cuda")
 # How the training step runs (focalcal.training.step, which documents each); not part of a run's identity.
-COMPILE_MODES = ("auto", "none", "default", "cudagraphs")
+COMPILE_MODES = ("auto", "none", "default", "cudagraphs", "inductor_cudagraphs")
 LOSS_REDUCTIONS = ("mean", "sum", "mean_of_sums")
 SELECTIONS = ("final", "best_val_accuracy")
 # Recipe keys added after runs had been checkpointed, with their defaults: left out of the

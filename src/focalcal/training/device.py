@@ -1,20 +1,48 @@
-"""Device choice: CUDA when present (with bf16 autocast and channels_last), else CPU."""
+"""Device choice: CUDA when present, else CPU; on CUDA each architecture's precision and memory
+format as its catalog entry declares them (:class:`focalcal.catalog.Precision`)."""
 
 from __future__ import annotations
 
 import contextlib
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
 
+from focalcal import catalog
+
+CPU_SOURCE = "the CPU: float32, contiguous"
+
 
 @dataclass(frozen=True)
 class DeviceSetup:
+    """The device, the forward's autocast dtype (None: float32), whether image batches and
+    weights are channels-last, and why (``source``, recorded in ``run.json``)."""
+
     device: torch.device
     autocast_dtype: torch.dtype | None  # None: full precision
     channels_last: bool
+    source: str = "the caller's setup"
+
+    def for_architecture(self, model_name: str, image_batches: bool) -> DeviceSetup:
+        """This setup with the architecture's declared CUDA precision and memory format, where the
+        setup allows them (a float32 or contiguous setup keeps its own); channels-last only for
+        image batches. The CPU keeps float32, contiguous."""
+        if self.device.type != "cuda":
+            return self
+        declared = catalog.MODELS[model_name].cuda_precision
+        wants_last = declared.memory_format == "channels_last"
+        if (declared.autocast and self.autocast_dtype is None) or (wants_last and not self.channels_last):
+            return replace(self, channels_last=self.channels_last and image_batches)  # the setup's own choice
+        autocast = getattr(torch, declared.autocast) if declared.autocast else None
+        source = declared.source if image_batches or not wants_last else f"{declared.source}; inputs are not images"
+        return replace(self, autocast_dtype=autocast, channels_last=wants_last and image_batches, source=source)
+
+    def record(self) -> dict:
+        """What ran, for ``run.json``."""
+        return {"autocast": None if self.autocast_dtype is None else str(self.autocast_dtype).removeprefix("torch."),
+                "memory_format": "channels_last" if self.channels_last else "contiguous", "source": self.source}
 
     def autocast(self):
         if self.autocast_dtype is None:
@@ -32,9 +60,9 @@ def choose_device(spec: str = "auto") -> DeviceSetup:
         raise ValueError("device='cuda' requested but torch.cuda.is_available() is False")
     use_cuda = spec == "cuda" or (spec == "auto" and torch.cuda.is_available())
     if use_cuda:
-        # bf16 autocast needs no loss scaling; losses compute in float32 from the logits.
-        return DeviceSetup(torch.device("cuda"), torch.bfloat16, channels_last=True)
-    return DeviceSetup(torch.device("cpu"), None, channels_last=False)
+        # the architecture narrows this (DeviceSetup.for_architecture)
+        return DeviceSetup(torch.device("cuda"), torch.bfloat16, channels_last=True, source=catalog.CUDA_BF16_CHANNELS_LAST.source)
+    return DeviceSetup(torch.device("cpu"), None, channels_last=False, source=CPU_SOURCE)
 
 
 def seed_everything(seed: int) -> None:

@@ -82,12 +82,26 @@ class StepGuard(TorchDispatchMode):
 
 @contextlib.contextmanager
 def _capturable_on_standin():
-    """Let torch's capturable optimisers keep their state on the stand-in device."""
+    """Let torch's capturable and fused optimisers keep their state on the stand-in device."""
     from torch.optim import adam, optimizer
 
-    supported = optimizer._get_capturable_supported_devices()
-    with mock.patch.object(adam, "_get_capturable_supported_devices", return_value=[*supported, "meta"]):
+    capturable = optimizer._get_capturable_supported_devices()
+    fused = optimizer._get_fused_kernels_supported_devices()
+    with (mock.patch.object(adam, "_get_capturable_supported_devices", return_value=[*capturable, "meta"]),
+          mock.patch.object(optimizer, "_get_fused_kernels_supported_devices", return_value=[*fused, "meta"])):
         yield
+
+
+def _fused_sgd_shapes(*args, **kwargs) -> None:
+    """Fused SGD on the stand-in device: it updates its tensors in place and returns nothing; its
+    learning rate is a device tensor read by the kernel (what the guard checks is its inputs)."""
+
+
+#: torch (2.14) has no meta kernel for fused SGD with a tensor learning rate, the update a captured
+#: SGD step runs
+_STANDIN_KERNELS = torch.library.Library("aten", "IMPL")
+if not torch._C._dispatch_has_kernel_for_dispatch_key("aten::_fused_sgd_.tensor_lr", "Meta"):
+    _STANDIN_KERNELS.impl("_fused_sgd_.tensor_lr", _fused_sgd_shapes, "Meta")
 
 
 def eager_reason(config: RunConfig) -> str:
@@ -187,7 +201,9 @@ def build_step(config: RunConfig, *, part: str = "run", batch: int | None = None
         options = optimizer_options(recipe.optimizer.name, device, plan.mode)
     with _capturable_on_standin():
         optimizer = build_optimizer(model, config, **options)
-    embedding_optimizer = build_embedding_optimizer(model, config) if part != "loss" else None
+        embedding_optimizer = None if part == "loss" else build_embedding_optimizer(
+            model, config, **optimizer_options("sgd", torch.device("cuda") if device == STANDIN_DEVICE else device,
+                                               plan.mode))
     step = TrainStep(model, model, loss_fn, optimizer,
                      lambda loss, t: descended(loss, t, recipe.loss_reduction, getattr(loss_fn, "ignore_index", None)),
                      None, grad_clip_norm=recipe.grad_clip_norm, ignore_index=ignore_index,

@@ -14,14 +14,20 @@ speed, not the run's numbers or identity:
 * ``none`` — eager PyTorch.
 * ``default`` — ``torch.compile`` of the model (forward and backward), the rest eager.
 * ``cudagraphs`` — the whole step in one CUDA graph (``torch.cuda.CUDAGraph`` with static input
-  buffers, as in PyTorch's whole-network capture recipe), captured anew at the start of every
-  epoch — after a few eager warm-up steps on a side stream — because the learning rate, a
-  scheduled γ (FLSc) and AdaFocal's per-bin γs are fixed within an epoch but not across epochs.
-  The last, smaller batch of an epoch (the papers' loaders keep it) runs eagerly.
+  buffers, as in PyTorch's whole-network capture recipe), captured once per run after a few eager
+  warm-up steps on a side stream and replayed for every full batch of every epoch. What changes
+  between epochs lives in device tensors that the graph reads and the epoch hooks update in
+  place: each optimiser's learning rate (torch's LR schedulers ``fill_`` a tensor lr), a
+  scheduled γ (FLSc) and AdaFocal's per-bin γs and bin edges; the epoch's totals are zeroed in
+  place. The last, smaller batch of an epoch (the papers' loaders keep it) runs eagerly.
+* ``inductor_cudagraphs`` — ``cudagraphs`` with the model compiled by ``torch.compile``
+  (inductor) inside the captured step: fused kernels in the one graph. It compiles during the
+  warm-up steps, before the capture.
 * ``auto`` (the default) — ``cudagraphs`` on CUDA, ``none`` on the CPU.
 
-On the CPU, and with an optimiser torch cannot capture (Adagrad), the graph mode runs eagerly;
-``run.json`` records the mode asked for, the mode that ran and why (:meth:`CompilePlan.record`).
+On the CPU, and with an optimiser torch cannot capture (Adagrad), the graph modes
+(:data:`CAPTURED_MODES`) run eagerly; ``run.json`` records the mode asked for, the mode that
+ran and why (:meth:`CompilePlan.record`).
 """
 
 from __future__ import annotations
@@ -35,7 +41,12 @@ import torch.nn.functional as F
 from focalcal.training.config import COMPILE_MODES
 from focalcal.training.progress import log
 
-#: Eager steps on a side stream before each capture: they create the optimiser's state and let
+#: The modes that capture the step in a CUDA graph.
+CAPTURED_MODES = ("cudagraphs", "inductor_cudagraphs")
+#: The modes that run the model compiled by torch.compile.
+COMPILED_MODEL_MODES = ("default", "inductor_cudagraphs")
+
+#: Eager steps on a side stream before the capture: they create the optimiser's state and let
 #: cuDNN/cuBLAS pick their algorithms and workspaces outside the graph.
 WARMUP_STEPS = 3
 
@@ -63,7 +74,7 @@ def plan_compile(requested: str, device: torch.device, optimizer_name: str) -> C
         requested_mode, why = "cudagraphs", "auto: the whole step in a CUDA graph on CUDA"
     else:
         requested_mode, why = requested, ""
-    if requested_mode == "cudagraphs":
+    if requested_mode in CAPTURED_MODES:
         if not cuda:
             return CompilePlan(requested, "none", f"CUDA graphs need a CUDA device; the step ran eagerly on {device.type}")
         if optimizer_name == "adagrad":
@@ -73,14 +84,33 @@ def plan_compile(requested: str, device: torch.device, optimizer_name: str) -> C
 
 
 def optimizer_options(optimizer_name: str, device: torch.device, mode: str) -> dict:
-    """Implementation switches for the optimiser: fused kernels on CUDA, and under CUDA graphs the
-    capturable implementations (step counts on the device). On the CPU torch's defaults, so CPU
-    runs keep their numbers."""
+    """Implementation switches for the optimiser: fused kernels on CUDA, and under CUDA graphs
+    implementations that read a tensor learning rate on the device (:func:`lr_on_device`):
+    Adam's capturable one (step counts on the device too) and fused SGD (foreach SGD turns a
+    tensor lr into a host number). On the CPU torch's defaults, so CPU runs keep their numbers."""
     if device.type != "cuda":
         return {}
-    if mode == "cudagraphs":
-        return {"capturable": True, "foreach": True} if optimizer_name == "adam" else {"foreach": True}
+    if mode in CAPTURED_MODES:
+        return {"capturable": True, "foreach": True} if optimizer_name == "adam" else {"fused": True}
     return {"fused": True} if optimizer_name in ("sgd", "adam") else {}
+
+
+def lr_on_device(optimizers, device: torch.device) -> list[torch.Tensor]:
+    """Each param group's learning rate as a 0-dim float32 tensor on ``device`` (float32: what
+    torch's fused and capturable kernels read), returned in group order. A captured step reads
+    it there, and torch's LR schedulers update a tensor lr in place (``fill_``), so the graph
+    sees every epoch's rate."""
+    rates = []
+    for optimizer in optimizers:
+        for group in optimizer.param_groups:
+            group["lr"] = torch.tensor(float(group["lr"]), dtype=torch.float32, device=device)
+            rates.append(group["lr"])
+    return rates
+
+
+def current_lr(optimizer) -> float:
+    """The first param group's learning rate as a number, whether a float or a device tensor."""
+    return float(optimizer.param_groups[0]["lr"])
 
 
 def descended(loss: torch.Tensor, targets: torch.Tensor, reduction: str, ignore_index: int | None) -> torch.Tensor:
@@ -110,6 +140,12 @@ class EpochTotals:
         self.correct, self.batch = zero(torch.int64), zero(torch.int64)
         self.first_bad, self.bad_logits = torch.full((), -1, dtype=torch.int64, device=device), zero(torch.bool)
         self.bad_loss = zero(torch.float32)
+
+    def reset(self) -> None:
+        """Zero the totals in place: a captured graph keeps writing into these very tensors."""
+        for total in (self.loss_sum, self.nll_sum, self.correct, self.batch, self.bad_logits, self.bad_loss):
+            total.zero_()
+        self.first_bad.fill_(-1)
 
     def add(self, loss: torch.Tensor, logits: torch.Tensor, targets: torch.Tensor, ignore_index: int) -> None:
         loss, logits = loss.detach(), logits.detach()
@@ -152,19 +188,38 @@ class TrainStep:
         if device.type == "cuda":
             torch.backends.cudnn.benchmark = True  # static shapes: the tuned algorithms are reused every step
         self.totals = EpochTotals(device)
+        # the rates a captured step reads, on the device (lr_on_device); floats in eager modes
+        captured = plan.mode in CAPTURED_MODES
+        self._lrs = lr_on_device([o for o in self.optimizers if o is not None], device) if captured else []
         self._graph = None
         self._static: tuple[torch.Tensor, torch.Tensor] | None = None
         self._warm = 0
 
     def begin_epoch(self) -> None:
-        self.totals = EpochTotals(self.device)
-        self._graph, self._static, self._warm = None, None, 0  # re-captured with this epoch's lr and loss state
+        """Zero the epoch's totals in place; the graph, once captured, serves every epoch."""
+        self.totals.reset()
+        self._keep_lr_tensors()
+
+    def _keep_lr_tensors(self) -> None:
+        """Put back the lr tensors the graph reads where something re-bound a group's lr (loading
+        an optimiser state does), keeping the value; in the eager modes a rate is a number (a
+        checkpoint of a graph-mode run holds tensors)."""
+        groups = [group for optimizer in self.optimizers if optimizer is not None for group in optimizer.param_groups]
+        if not self._lrs:
+            for group in groups:
+                if torch.is_tensor(group["lr"]):
+                    group["lr"] = float(group["lr"])
+            return
+        for group, rate in zip(groups, self._lrs, strict=True):
+            if group["lr"] is not rate:
+                rate.fill_(float(group["lr"]))
+                group["lr"] = rate
 
     def end_epoch(self) -> EpochTotals:
         return self.totals
 
     def step(self, inputs: torch.Tensor, targets: torch.Tensor) -> None:
-        if self.plan.mode != "cudagraphs":
+        if self.plan.mode not in CAPTURED_MODES:
             self._train(inputs, targets)
         elif self._graph is not None and inputs.shape == self._static[0].shape:
             self._static[0].copy_(inputs)
@@ -182,7 +237,7 @@ class TrainStep:
             return contextlib.nullcontext()
         # A graph replays the casts it recorded; autocast's cache of cast weights would outlive
         # the capture, so it is off under CUDA graphs (as torch's CUDA-graph notes ask).
-        return torch.autocast(self.device.type, dtype=self.autocast_dtype, cache_enabled=self.plan.mode != "cudagraphs")
+        return torch.autocast(self.device.type, dtype=self.autocast_dtype, cache_enabled=self.plan.mode not in CAPTURED_MODES)
 
     def _train(self, inputs: torch.Tensor, targets: torch.Tensor) -> None:
         """The step itself: everything here stays on the device."""
@@ -207,7 +262,7 @@ class TrainStep:
         self._warm += 1
 
     def _capture(self, inputs: torch.Tensor, targets: torch.Tensor) -> None:
-        """Record this batch's step, with static copies of its tensors as the graph's inputs,
+        """Record this batch's step (once per run), with static copies of its tensors as the graph's inputs,
         then replay it (recording does not run it). A step that cannot be recorded falls back to
         eager for the rest of the run (:meth:`_fall_back`) and this batch runs eagerly."""
         self._static = (inputs.clone(), targets.clone())
@@ -225,9 +280,10 @@ class TrainStep:
         """Recording ran no kernel, so nothing of the batch was applied: eager from here on, the
         reason printed once and kept in :attr:`plan` (``run.json``'s ``compile``)."""
         first_line = (str(error).strip().splitlines() or [""])[0][:300]
-        reason = (f"capture failed ({type(error).__name__}: {first_line}); the step ran eagerly "
-                  "from then on")
-        self.plan = CompilePlan(self.plan.requested, "none", reason)
+        compiled = self.plan.mode in COMPILED_MODEL_MODES  # the model stays compiled, the step eager
+        reason = (f"capture failed ({type(error).__name__}: {first_line}); the step ran "
+                  f"{'with the compiled model, uncaptured,' if compiled else 'eagerly'} from then on")
+        self.plan = CompilePlan(self.plan.requested, "default" if compiled else "none", reason)
         self._graph, self._static = None, None
         log(f"CUDA graph {reason}")
 

@@ -37,7 +37,14 @@ from focalcal.training.health import assess_health
 from focalcal.training.lock import RunLock
 from focalcal.training.progress import Progress, log
 from focalcal.training.run_files import RunPaths, checkpoint_sha256
-from focalcal.training.step import TrainStep, descended, optimizer_options, plan_compile
+from focalcal.training.step import (
+    COMPILED_MODEL_MODES,
+    TrainStep,
+    current_lr,
+    descended,
+    optimizer_options,
+    plan_compile,
+)
 
 # Inputs with at most this many features are dumped with the logits (for scores-vs-x plots).
 LOW_DIMENSIONAL = 2
@@ -74,6 +81,8 @@ class Trainer:
         }
         self.model = build_model(config, self.dataset)
         self.model.to(device)
+        # the architecture's precision and memory format on CUDA (its catalog entry); run.json records them
+        self.setup = self.setup.for_architecture(config.model["name"], self.train_x.dim() == 4)
         for split_x in [self.train_x] + [x for x, _ in self.eval_splits.values()]:  # once per data set, not per batch
             _call_hook(self.model, "check_inputs", split_x)
         # before compile, so the compiled graph runs the hook too
@@ -82,7 +91,7 @@ class Trainer:
             self.model.to(memory_format=torch.channels_last)
         # how the step runs (focalcal.training.step): the speed, never the numbers
         self.compile_plan = plan_compile(config.compile, device, config.recipe.optimizer.name)
-        self.forward = torch.compile(self.model) if self.compile_plan.mode == "default" else self.model
+        self.forward = torch.compile(self.model) if self.compile_plan.mode in COMPILED_MODEL_MODES else self.model
         self.loss_fn = build_loss(config, self.dataset)
         # targets the data marks as unlabelled (segmentation void pixels, a tree batch's padding nodes)
         self.ignore_index = int(self.dataset.meta.get("ignore_index", IGNORE_INDEX))
@@ -107,7 +116,8 @@ class Trainer:
             self.loss_fn.validate_inputs = False
         self.optimizer = build_optimizer(self.model, config, **optimizer_options(
             config.recipe.optimizer.name, device, self.compile_plan.mode))
-        self.embedding_optimizer = build_embedding_optimizer(self.model, config)  # stateless: not checkpointed
+        self.embedding_optimizer = build_embedding_optimizer(  # stateless: not checkpointed
+            self.model, config, **optimizer_options("sgd", device, self.compile_plan.mode))
         self.scheduler = build_scheduler(self.optimizer, config)
         # The step calls through the trainer's forward and loss_fn, so a wrapper set on them takes effect.
         self.step = TrainStep(self.model, lambda inputs: self.forward(inputs),
@@ -194,7 +204,7 @@ class Trainer:
         while not self.finished:
             epoch = self.epochs_done + 1
             epoch_start = time.monotonic()
-            row = {"epoch": epoch, "lr": self.optimizer.param_groups[0]["lr"]}
+            row = {"epoch": epoch, "lr": current_lr(self.optimizer)}
             row.update(self.train_one_epoch(epoch))
             row.update(self.evaluate_epoch(epoch))
             row["weight_norm"] = weight_norm(model_lib.last_layer(self.model))
@@ -290,7 +300,7 @@ class Trainer:
     def _diverged(self, what: str, epoch: int, batch: int, n_batches: int) -> TrainingDiverged:
         return TrainingDiverged(
             f"{what} at epoch {epoch}, batch {batch + 1}/{n_batches} (loss {self.config.loss}, "
-            f"lr {self.optimizer.param_groups[0]['lr']:.3g}); the checkpoint of epoch {epoch - 1} is kept"
+            f"lr {current_lr(self.optimizer):.3g}); the checkpoint of epoch {epoch - 1} is kept"
         )
 
     def normalised_train_x(self) -> torch.Tensor:
@@ -432,6 +442,7 @@ class Trainer:
             "parameters": sum(p.numel() for p in self.model.parameters()),
             "device": self.setup.describe(),
             "compile": self.step.plan.record(),  # the step's mode: asked for, used, and why (a failed capture too)
+            "precision": self.setup.record(),  # autocast dtype and memory format that ran, and why
             "train_time_s": self.history[-1]["wall_time_s"] if self.history else 0.0,
             "versions": {
                 "python": platform.python_version(),
@@ -537,11 +548,12 @@ def build_optimizer(model: torch.nn.Module, config: RunConfig, **implementation)
                             **implementation)
 
 
-def build_embedding_optimizer(model: torch.nn.Module, config: RunConfig) -> torch.optim.Optimizer | None:
-    """Plain SGD (no momentum, no weight decay) on the word vectors at ``recipe.embedding_lr``, or None."""
+def build_embedding_optimizer(model: torch.nn.Module, config: RunConfig, **implementation) -> torch.optim.Optimizer | None:
+    """Plain SGD (no momentum, no weight decay) on the word vectors at ``recipe.embedding_lr``, or
+    None; ``implementation`` as for :func:`build_optimizer`."""
     vectors = _word_vectors(model, config)
     return None if vectors is None else torch.optim.SGD([vectors], lr=config.recipe.embedding_lr, momentum=0.0,
-                                                        weight_decay=0.0)
+                                                        weight_decay=0.0, **implementation)
 
 
 def _word_vectors(model: torch.nn.Module, config: RunConfig) -> torch.nn.Parameter | None:
