@@ -22,7 +22,7 @@ from focalcal import losses as loss_lib
 from focalcal import models as model_lib
 from focalcal import numerics
 from focalcal._io import atomic_savez, atomic_torch_save, atomic_write_json, atomic_write_text
-from focalcal.training.checkpoint import load_checkpoint
+from focalcal.training.checkpoint import foreign_checkpoint, load_checkpoint
 from focalcal.training.config import RunConfig
 from focalcal.training.device import DeviceSetup, choose_device, epoch_seed, seed_everything
 from focalcal.training.diagnostics import (
@@ -36,7 +36,7 @@ from focalcal.training.diagnostics import (
 from focalcal.training.health import assess_health
 from focalcal.training.lock import RunLock
 from focalcal.training.progress import Progress, log
-from focalcal.training.run_files import RunPaths, checkpoint_sha256
+from focalcal.training.run_files import CHECKPOINT_SHA256, RunPaths, checkpoint_sha256, logits_record
 from focalcal.training.step import TrainStep, descended, optimizer_options, plan_compile
 
 # Inputs with at most this many features are dumped with the logits (for scores-vs-x plots).
@@ -147,12 +147,10 @@ class Trainer:
         }
 
     def load_state(self, state: dict) -> None:
-        if state["fingerprint"] != self.config.fingerprint():
-            raise ValueError(
-                f"{self.paths.checkpoint} belongs to a run with different settings "
-                f"(fingerprint {state['fingerprint']} != {self.config.fingerprint()}); "
-                "refusing to resume it with this config — delete the run directory or fix the config"
-            )
+        foreign = foreign_checkpoint(state, self.config)
+        if foreign:
+            raise ValueError(f"{self.paths.checkpoint} {foreign}; refusing to resume it with this config — "
+                             "delete the run directory or fix the config")
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
@@ -407,7 +405,7 @@ class Trainer:
         self.health = assess_health(self.history, arrays["test_labels"], test_logits.argmax(axis=1),
                                     self.dataset.num_classes, logits_finite=bool(np.isfinite(test_logits).all()),
                                     stopped_early=self.stopped_early)
-        atomic_write_json(self.run_info(), to.info)
+        atomic_write_json({**self.run_info(), **logits_record(to.logits)}, to.info)
         return to.logits
 
     def use_final_weights(self) -> None:
@@ -420,7 +418,7 @@ class Trainer:
         return {
             "config": self.config.to_dict(),
             "fingerprint": self.config.fingerprint(),
-            "checkpoint_sha256": checkpoint_sha256(self.paths.root),  # the weights these results come from
+            CHECKPOINT_SHA256: checkpoint_sha256(self.paths.root),  # the weights these results come from
             "epochs_done": self.epochs_done,
             "stopped_early": self.stopped_early,
             "best_epoch": self.best["epoch"] or self.epochs_done,
