@@ -146,3 +146,15 @@ def test_a_damaged_file_is_named_once(workdir, capsys):
     status, out = verified(workdir, capsys)
     assert status == 1 and out[0].startswith(f"damaged: {checkpoint}: it is 100 bytes")
     assert out[-1] == "focalcal verify: 18 artefacts checked, 1 damaged"
+
+
+def test_an_unreadable_checkpoint_without_a_sidecar_is_named_as_damaged(workdir, capsys):
+    """No sidecar to check it against: loading it for the fingerprint finds it unreadable."""
+    checkpoint = workdir / RUNS[1] / "checkpoint.pt"
+    checkpoint.write_bytes(b"not a checkpoint")
+    (workdir / RUNS[1] / ("checkpoint.pt" + SUFFIX)).unlink()
+    status, out = verified(workdir, capsys)
+    assert status == 1
+    assert out[0].startswith(f"damaged: {checkpoint}: refusing to load {checkpoint}: it asks to build Python objects "
+                             "that a focalcal checkpoint never holds")
+    assert out[1].startswith(f"  re-make it: cd {workdir} && rm -f {RUNS[1]}/checkpoint.pt && ")

@@ -100,9 +100,7 @@ def check_run(results: Path, run_dir: Path, bad=frozenset()) -> list[Damage]:
     found: list[Damage] = []
     mismatch = lambda path, problem: found.append(Damage(path, problem, remake_hint(path), MISMATCHED))
     if usable(paths.checkpoint) and usable(paths.root / RUN_CONFIG):
-        kind, problem = _checkpoint_against_config(paths)
-        if problem:
-            found.append(Damage(paths.checkpoint, problem, remake_hint(paths.checkpoint), kind))
+        found += _checkpoint_against_config(paths)
     checkpoint = _sha256(paths.checkpoint) if usable(paths.checkpoint) else None
     logits = _sha256(paths.logits) if usable(paths.logits) else None
     info = _json(paths.info) if usable(paths.info) else {}
@@ -127,25 +125,27 @@ def check_run(results: Path, run_dir: Path, bad=frozenset()) -> list[Damage]:
     return found
 
 
-def _checkpoint_against_config(paths: RunPaths) -> tuple[str, str | None]:
-    """(kind, why the checkpoint is not of the run's ``run_config.json``, or None): the
-    fingerprint check that resuming and exporting make (torch is imported here)."""
+def _checkpoint_against_config(paths: RunPaths) -> list[Damage]:
+    """The checkpoint, when it is not of the run's ``run_config.json`` (the fingerprint check
+    that resuming and exporting make), or either file when it cannot be read. Imports torch."""
     import pickle
 
     from focalcal._io import read_json
     from focalcal.training.checkpoint import foreign_checkpoint, load_checkpoint
     from focalcal.training.config import RunConfig
 
+    run_config = paths.root / RUN_CONFIG
     try:
-        config = RunConfig.from_dict(read_json(paths.root / RUN_CONFIG))
+        config = RunConfig.from_dict(read_json(run_config))
     except (ValueError, TypeError, OSError) as error:
-        return DAMAGED, f"it cannot be checked: {paths.root / RUN_CONFIG} is not a run config ({error})"
+        return [Damage(run_config, f"it is not a run config ({error})", remake_hint(run_config))]
     try:
         state = load_checkpoint(paths.checkpoint)
-    except (ValueError, OSError, pickle.UnpicklingError) as error:
-        return DAMAGED, str(error).splitlines()[0]
+    except (ValueError, OSError, pickle.UnpicklingError) as error:  # its message ends with the re-make command
+        return [Damage(paths.checkpoint, str(error).split(". Re-make it")[0], remake_hint(paths.checkpoint))]
     foreign = foreign_checkpoint(state, config)
-    return MISMATCHED, foreign and f"it {foreign} than its {RUN_CONFIG}"
+    problem = foreign and f"it {foreign} than its {RUN_CONFIG}"
+    return [Damage(paths.checkpoint, problem, remake_hint(paths.checkpoint), MISMATCHED)] if problem else []
 
 
 def _below_results(path: str) -> Path:
