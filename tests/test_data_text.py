@@ -357,6 +357,9 @@ def test_sst_downloads_the_zip_and_takes_glove(tmp_path, monkeypatch):
     found = {"good": [1, 0, 0], "It": [0, 1, 0], "-LRB-": [0, 0, 1], "fine": [2, 2, 2]}  # cased; "fine" only in test
     for word, vector in found.items():
         np.testing.assert_array_equal(matrix[vocabulary.index(word)], vector)
+    # "good", on GloVe's first line (row 0), has its vector: sst_train.py's `if glove_vocab.getIndex(word):`
+    # would take index 0 for missing and draw a random one (a released-code defect, not copied)
+    assert matrix[vocabulary.index("good")].tolist() == [1, 0, 0]
     np.testing.assert_array_equal(matrix[:2], np.zeros((2, 3)))  # padding and unknown rows
     # Words GloVe lacks, in vocabulary order: sst_train.py's normal_(-0.05, 0.05), i.e. N(mean -0.05, sd 0.05).
     missing = [row for row, word in enumerate(vocabulary) if row >= 2 and word not in found]

@@ -3,6 +3,9 @@ ValueError naming the file, the key and the problem, raised before anything is w
 
 from __future__ import annotations
 
+import hashlib
+import json
+
 import numpy as np
 import pytest
 
@@ -147,6 +150,8 @@ def test_an_imported_run_declared_as_probabilities_stores_their_log(tmp_path):
     import_logits(source, identity, *paths)
     with np.load(paths[0]) as stored:
         np.testing.assert_array_equal(stored["val_logits"], np.log(content["val_logits"]))
+    # run.json names the logits it was written with (focalcal verify pairs them)
+    assert json.loads(paths[1].read_text())["logits_sha256"] == hashlib.sha256(paths[0].read_bytes()).hexdigest()
     identity["model"].pop("inputs")  # undeclared: refused, nothing written
     with pytest.raises(ValueError, match="looks like probabilities"):
         import_logits(source, identity, *(tmp_path / f"again_{path.name}" for path in paths))

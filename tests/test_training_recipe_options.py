@@ -272,9 +272,10 @@ def test_an_old_checkpoint_resumes(tmp_path, data_root):
 @pytest.mark.parametrize("study", ["mukhoti2020", "komisarenko2024"])
 def test_the_released_code_studies_sum_and_clip_at_2(study):
     plan = build_plan(validate_config(yaml.safe_load((STUDIES / f"{study}.yaml").read_text()), SCHEMA))
-    # released NewsGroup/ code: mean, no clipping; treeLSTM/trainer.py: each tree's summed node
-    # losses over the batch's trees, no clipping
-    text_recipes = {"newsgroups_adam_50": ("mean", None), "sst_adagrad_25": ("mean_of_sums", None)}
+    # released NewsGroup/ code: mean (LS-0.05 summed: CrossEntropySmoothed), no clipping;
+    # treeLSTM/trainer.py: each tree's summed node losses over the batch's trees, no clipping
+    text_recipes = {"newsgroups_adam_50": ("mean", None), "newsgroups_adam_50_sum": ("sum", None),
+                    "sst_adagrad_25": ("mean_of_sums", None)}
     for run in plan.runs.values():
         recipe = plan.run_identity(run)["recipe"]  # the identity run_config.json records
         expected = text_recipes.get(run.recipe, ("sum", 2))

@@ -15,6 +15,8 @@ import pytest
 from conftest import RUN, SNAKEFILE, TEST_CONFIG, snakemake
 
 from focalcal._io import atomic_savez, atomic_write_json, load_npz, read_json
+from focalcal._sidecar import digest_file
+from focalcal.pipeline.calibrate import LOGITS_SHA256
 
 # Loaded by every Python process of the test's workflow; acts only in the one that replaces the
 # run's logits.npz / run.json (or their sidecars): it sends itself SIGKILL just before (or after)
@@ -53,7 +55,11 @@ def test_an_export_killed_at_every_phase_leaves_old_or_new_logits_verified(finis
     # a consistent but different pair, with its sidecars, and no staged copy: the export re-dumps
     old = {key: (value + 1 if key.endswith("logits") else value) for key, value in new.items()}
     atomic_savez(run_dir / "logits.npz", **old)
-    atomic_write_json({**read_json(run_dir / "run.json"), "marker": "old"}, run_dir / "run.json")
+    old_sha256 = digest_file(run_dir / "logits.npz").sha256  # run.json and the calibration record it
+    atomic_write_json({**read_json(run_dir / "run.json"), "marker": "old", "logits_sha256": old_sha256},
+                      run_dir / "run.json")
+    calibration = finished_copy / RUN.replace("results/runs/", "results/calibration/") / "calibration.json"
+    atomic_write_json({**read_json(calibration), LOGITS_SHA256: old_sha256}, calibration)
     shutil.rmtree(run_dir / "staged_export")
     saved = {name: (run_dir / name).read_bytes() for name in
              ("logits.npz", "logits.npz.sha256", "run.json", "run.json.sha256")}

@@ -147,9 +147,14 @@ def _calibrate(args) -> int:
 
 def _add_verify_parser(commands) -> None:
     sub = commands.add_parser(
-        "verify", help="check every artefact under results/ against its checksum sidecar; list the damaged ones",
+        "verify", help="check every artefact under results/ against its checksum sidecar, and that each run's "
+                       "files belong together; list the damaged and mismatched ones",
         description="Hash every file under WORKDIR/results that has a <name>.sha256 sidecar and list each damaged "
-                    "or missing one with the command that re-makes it. Exit status 1 when any is damaged.")
+                    "or missing one with the command that re-makes it. Then check that each run's files belong "
+                    "together: its checkpoint's fingerprint is its run_config.json's, its run.json and logits.npz "
+                    "were dumped from that checkpoint, its calibration was fitted on those logits; each file that "
+                    "is not of its run is listed as mismatched, with its re-make command. Exit status 1 when any "
+                    "is damaged or mismatched.")
     sub.add_argument("workdir", nargs="?", default=".", metavar="WORKDIR",
                      help="the workflow directory holding results/ (default: .)")
     sub.add_argument("--configfile", nargs="+", default=[], metavar="FILE",
@@ -160,7 +165,7 @@ def _add_verify_parser(commands) -> None:
 
 def _verify(args) -> int:
     from focalcal._remake import set_workflow
-    from focalcal.verify import verify_tree
+    from focalcal.verify import MISMATCHED, verify_tree
 
     set_workflow(args.snakefile, args.configfile)
     try:
@@ -169,8 +174,10 @@ def _verify(args) -> int:
         print(f"focalcal verify: {error}", file=sys.stderr)
         return 2
     for damage in damaged:
-        print(f"damaged: {damage.path}: {damage.problem}\n  re-make it: {damage.remake}")
-    print(f"focalcal verify: {checked} artefacts checked, {len(damaged)} damaged")
+        print(f"{damage.kind}: {damage.path}: {damage.problem}\n  re-make it: {damage.remake}")
+    mismatched = sum(damage.kind == MISMATCHED for damage in damaged)
+    print(f"focalcal verify: {checked} artefacts checked, {len(damaged) - mismatched} damaged"
+          + (f", {mismatched} not of their run" if mismatched else ""))
     return 1 if damaged else 0
 
 

@@ -1,13 +1,22 @@
-"""``focalcal verify``: check every artefact under ``results/`` against its checksum sidecar.
+"""``focalcal verify``: check every artefact under ``results/`` against its checksum sidecar,
+and that each run's files belong together.
 
 A file damaged on disk (a flipped bit, a truncation that kept its modification time) is
 otherwise found only when a job reads it. This walks the tree, hashes every file that has a
 ``<name>.sha256`` sidecar (:mod:`focalcal._sidecar`) and lists each damaged or missing one with
-the command that re-makes it (:mod:`focalcal._remake`). Torch-free.
+the command that re-makes it (:mod:`focalcal._remake`).
+
+A file copied in from another run, with its sidecar, is intact, so the sidecars cannot tell.
+Each run's files are chained instead: the checkpoint's fingerprint must be that of the run's
+``run_config.json`` (the check that resuming and exporting make); ``run.json`` records the
+sha256 of the checkpoint and of the ``logits.npz`` it was written with; ``calibration.json``
+the sha256 of the logits it was fitted on. Each broken link names the file that is not of its
+run, with its re-make command. Only the checkpoints need torch, imported when there is one.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -16,7 +25,22 @@ from pathlib import Path
 from focalcal import _sidecar
 from focalcal._io import check_against_sidecar
 from focalcal._remake import remake_hint
-from focalcal.paths import RESULTS
+from focalcal.paths import (
+    CALIBRATION,
+    CALIBRATION_PARAMS,
+    CHECKPOINT,
+    METRICS,
+    RESULTS,
+    RUN_CONFIG,
+    RUN_INFO,
+    RUNS,
+    SEGMENTATION,
+)
+from focalcal.pipeline.calibrate import LOGITS_SHA256 as CALIBRATION_LOGITS
+from focalcal.training.run_files import CHECKPOINT_SHA256, LOGITS_SHA256, RunPaths
+
+DAMAGED = "damaged"
+MISMATCHED = "mismatched"  # intact, but not of its run (copied from another run, or left from an earlier one)
 
 
 @dataclass(frozen=True)
@@ -24,6 +48,7 @@ class Damage:
     path: Path
     problem: str
     remake: str
+    kind: str = DAMAGED
 
 
 def sidecared_files(results: Path) -> Iterator[Path]:
@@ -35,7 +60,7 @@ def sidecared_files(results: Path) -> Iterator[Path]:
 
 
 def verify_tree(workdir=".", progress: Callable[[str], None] | None = None) -> tuple[int, list[Damage]]:
-    """(artefacts checked, the damaged ones) under ``<workdir>/results``."""
+    """(artefacts checked, the damaged ones, then those not of their run) under ``<workdir>/results``."""
     results = Path(workdir) / RESULTS
     if not results.is_dir():
         raise FileNotFoundError(f"no results folder in {workdir}: pass the workflow directory that holds results/")
@@ -52,4 +77,94 @@ def verify_tree(workdir=".", progress: Callable[[str], None] | None = None) -> t
             damaged.append(Damage(path, problem, remake_hint(path)))
         if progress is not None and checked % 500 == 0:
             progress(f"checked {checked} artefacts, {len(damaged)} damaged so far")
-    return checked, damaged
+    bad = {damage.path for damage in damaged}
+    return checked, damaged + [mismatch for run in run_dirs(results) for mismatch in check_run(results, run, bad)]
+
+
+def run_dirs(results: Path) -> Iterator[Path]:
+    """Every run directory under ``results`` (one holding a ``run_config.json``), in a stable order."""
+    for folder, _, names in sorted(os.walk(results / _below_results(RUNS))):
+        if RUN_CONFIG in names:
+            yield Path(folder)
+
+
+def check_run(results: Path, run_dir: Path, bad=frozenset()) -> list[Damage]:
+    """The files of one run that are not of it: a checkpoint of other settings than its
+    ``run_config.json``, logits (with their ``run.json``) dumped from another checkpoint, a
+    ``logits.npz`` other than the one ``run.json`` was written with, a calibration fitted on
+    other logits, a segmentation evaluation of another checkpoint. Files in ``bad`` (damaged or
+    missing) are not compared: they are named already."""
+    paths = RunPaths(run_dir)
+    run = run_dir.relative_to(results / _below_results(RUNS))
+    usable = lambda path: path not in bad and path.is_file()
+    found: list[Damage] = []
+    mismatch = lambda path, problem: found.append(Damage(path, problem, remake_hint(path), MISMATCHED))
+    if usable(paths.checkpoint) and usable(paths.root / RUN_CONFIG):
+        found += _checkpoint_against_config(paths)
+    checkpoint = _sha256(paths.checkpoint) if usable(paths.checkpoint) else None
+    logits = _sha256(paths.logits) if usable(paths.logits) else None
+    info = _json(paths.info) if usable(paths.info) else {}
+    dumped_from, written_with = info.get(CHECKPOINT_SHA256), info.get(LOGITS_SHA256)
+    if checkpoint and logits and dumped_from and dumped_from != checkpoint:
+        mismatch(paths.logits, f"it and its {RUN_INFO} were dumped from another checkpoint ({RUN_INFO} records "
+                               f"sha256 {_short(dumped_from)}, {CHECKPOINT} is {_short(checkpoint)})")
+    elif logits and written_with and written_with != logits:
+        mismatch(paths.logits, f"it is not the file its {RUN_INFO} was dumped with ({RUN_INFO} records "
+                               f"sha256 {_short(written_with)}, it is {_short(logits)})")
+    params = results / _below_results(CALIBRATION) / run / CALIBRATION_PARAMS
+    fitted_on = _json(params).get(CALIBRATION_LOGITS) if logits and usable(params) else None
+    if fitted_on and fitted_on != logits:
+        mismatch(params, f"it was fitted on other logits (it records sha256 {_short(fitted_on)}, "
+                         f"{paths.logits} is {_short(logits)})")
+    evaluation = results / _below_results(SEGMENTATION) / run
+    scored = (_json(evaluation / RUN_INFO).get(CHECKPOINT_SHA256)
+              if checkpoint and usable(evaluation / RUN_INFO) and usable(evaluation / METRICS) else None)
+    if scored and scored != checkpoint:
+        mismatch(evaluation / METRICS, f"it scores another checkpoint (the {RUN_INFO} beside it records sha256 "
+                                       f"{_short(scored)}, {paths.checkpoint} is {_short(checkpoint)})")
+    return found
+
+
+def _checkpoint_against_config(paths: RunPaths) -> list[Damage]:
+    """The checkpoint, when it is not of the run's ``run_config.json`` (the fingerprint check
+    that resuming and exporting make), or either file when it cannot be read. Imports torch."""
+    import pickle
+
+    from focalcal._io import read_json
+    from focalcal.training.checkpoint import foreign_checkpoint, load_checkpoint
+    from focalcal.training.config import RunConfig
+
+    run_config = paths.root / RUN_CONFIG
+    try:
+        config = RunConfig.from_dict(read_json(run_config))
+    except (ValueError, TypeError, OSError) as error:
+        return [Damage(run_config, f"it is not a run config ({error})", remake_hint(run_config))]
+    try:
+        state = load_checkpoint(paths.checkpoint)
+    except (ValueError, OSError, pickle.UnpicklingError) as error:  # its message ends with the re-make command
+        return [Damage(paths.checkpoint, str(error).split(". Re-make it")[0], remake_hint(paths.checkpoint))]
+    foreign = foreign_checkpoint(state, config)
+    problem = foreign and f"it {foreign} than its {RUN_CONFIG}"
+    return [Damage(paths.checkpoint, problem, remake_hint(paths.checkpoint), MISMATCHED)] if problem else []
+
+
+def _below_results(path: str) -> Path:
+    return Path(path).relative_to(RESULTS)
+
+
+def _sha256(path: Path) -> str:
+    """sha256 of an intact file: the one its sidecar records (it was just checked), else hashed."""
+    recorded = _sidecar.read(path)
+    return recorded.sha256 if recorded is not None else _sidecar.digest_file(path).sha256
+
+
+def _json(path: Path) -> dict:
+    try:
+        value = json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return {}  # unreadable: nothing recorded to compare
+    return value if isinstance(value, dict) else {}
+
+
+def _short(sha256: str) -> str:
+    return f"{sha256[:12]}..."

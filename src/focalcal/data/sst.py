@@ -41,7 +41,13 @@ never moves the row of a word no training sentence holds. Words GloVe lacks star
 ``torch.Tensor.normal_(-0.05, 0.05)`` in ``sst_train.py`` — torch's ``normal_(mean, std)``,
 i.e. N(−0.05, 0.05²) per coordinate — drawn here once per vocabulary from a fixed seed
 (:data:`MISSING_WORD_SEED`), as the released code drew one matrix (``sst_embed.pth``) that
-every run reused.
+every run reused. The word on GloVe's first line gets its GloVe vector too: ``sst_train.py``'s
+``if glove_vocab.getIndex(word):`` takes that word's index, 0, for "missing" and gives it a
+random vector, a defect not copied here.
+
+Token source: the released code reads its tokens from ``SOStr.txt`` and its labels from the
+phrase dictionary of ``stanfordSentimentTreebank.zip`` (Stanford's ``preprocess-sst.py``); these
+are the leaves of the PTB trees. That the two give the same tokens is not shown here.
 """
 
 from __future__ import annotations

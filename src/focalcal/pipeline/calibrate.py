@@ -4,7 +4,9 @@ Input is the run's ``logits.npz`` only (val/test logits and labels, and the know
 posterior where the dataset has one), so calibration never touches the model. Output:
 
 * ``calibration.json`` — per calibrator key, its build dict and fitted parameters
-  (``Calibrator.to_dict``), enough to rebuild it without refitting;
+  (``Calibrator.to_dict``), enough to rebuild it without refitting; and, under
+  :data:`LOGITS_SHA256`, the sha256 of the ``logits.npz`` it was fitted on (``focalcal verify``
+  names a calibration fitted on other logits);
 * ``metrics.csv`` — tidy rows ``calibrator, metric, bins, value`` on the test split. The
   uncalibrated model is the calibrator ``identity``.
 
@@ -21,14 +23,19 @@ import math
 
 import numpy as np
 
+from focalcal import _sidecar
 from focalcal._io import CorruptArtefactError, atomic_write_text, load_npz
 
 METRICS_HEADER = ("calibrator", "metric", "bins", "value")
+# calibration.json's key for the logits' sha256: a calibrator key starts with a letter or digit
+# (the config schema's key pattern), so "_" keeps the two apart.
+LOGITS_SHA256 = "_logits_sha256"
 
 
 def calibrate_run(logits_path, calibrators: dict[str, dict], ece_bins, params_path, metrics_path) -> list[dict]:
     """Fit ``calibrators`` (key -> resolved spec from the plan) and write params JSON and metrics CSV."""
     arrays = _load_logits(logits_path)
+    logits_sha256 = _sidecar.digest_file(logits_path).sha256
     fitted_scalings: dict[str, object] = {}
     params: dict[str, dict] = {}
     rows: list[dict] = []
@@ -45,6 +52,7 @@ def calibrate_run(logits_path, calibrators: dict[str, dict], ece_bins, params_pa
             rows.append({"calibrator": key, "metric": metric, "bins": bins, "value": float(value)})
         for metric, value in fitted_scalars(calibrator, scaling):
             rows.append({"calibrator": key, "metric": metric, "bins": "", "value": float(value)})
+    params[LOGITS_SHA256] = logits_sha256
     atomic_write_text(json.dumps(params, indent=1, sort_keys=True) + "\n", params_path)
     atomic_write_text(rows_to_csv(rows), metrics_path)
     return rows

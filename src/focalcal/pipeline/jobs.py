@@ -20,6 +20,7 @@ from focalcal.training.run_files import (
     DamagedCheckpointError,
     RunPaths,
     damaged_checkpoint_message,
+    logits_record,
     publish_staged_segmentation,
     record_staging,
 )
@@ -158,6 +159,7 @@ def import_logits(source, run_identity: dict, logits_path, info_path, run_config
     }
     atomic_savez(logits_path, **{key: getattr(logits, key) for key in REQUIRED_KEYS},
                  **{CLASS_NAMES: np.asarray(logits.class_names)})
+    record.update(logits_record(logits_path))
     atomic_write_json(record, info_path)
     _write_run_config(run_identity, run_config_path)
     return record

@@ -38,7 +38,7 @@ def read_calibration(path: Path) -> dict:
 def stored_calibrator(calibration: dict, key: str, where: str = "calibration.json"):
     """The fitted calibrator ``key`` and, for a chained one, the temperature it follows."""
     if key not in calibration:
-        raise ValueError(f"{where} has no calibrator {key!r}; it has {sorted(calibration)}")
+        raise ValueError(f"{where} has no calibrator {key!r}; it has {sorted(k for k in calibration if k[:1] != '_')}")
     entry = calibration[key]
     calibrator = Calibrator.from_dict(entry["fitted"])
     before = Calibrator.from_dict(entry["after"]).temperature_ if "after" in entry else None

@@ -56,6 +56,16 @@ def load_checkpoint(path, device="cpu") -> dict:
     return state
 
 
+def foreign_checkpoint(state: dict, config) -> str | None:
+    """Why ``state`` (a loaded checkpoint) is not one of the run ``config`` describes, or None.
+
+    The one fingerprint check: resuming and exporting a run refuse such a checkpoint, and
+    ``focalcal verify`` names one copied in from another run."""
+    if state["fingerprint"] != config.fingerprint():
+        return f"belongs to a run with different settings (fingerprint {state['fingerprint']} != {config.fingerprint()})"
+    return None
+
+
 def _first_line(error: BaseException) -> str:
     text = str(error).strip()
     return text.splitlines()[0] if text else type(error).__name__

@@ -26,7 +26,7 @@ SELECTIONS = ("final", "best_val_accuracy")
 # fingerprint while at the default, so a checkpoint written before they existed (whose run
 # trained with exactly these defaults) still resumes.
 LATER_RECIPE_DEFAULTS = {"loss_reduction": "mean", "grad_clip_norm": None, "gradient_norm_epochs": [],
-                         "select": "final", "embedding_lr": None}
+                         "select": "final", "embedding_lr": None, "drop_last": False, "flsd_threshold": None}
 
 
 @dataclass
@@ -84,6 +84,14 @@ class Recipe:
     # epoch), kept in the checkpoint — mukhoti2020 App. D's text models "used the models with the
     # best validation accuracy". Early stopping picks by validation loss instead; not both.
     select: str = "final"
+    # Step on whole batches only: each epoch leaves out the last len(train) % batch_size samples
+    # of its shuffle (True), or steps on that partial batch too (False, default). True in
+    # mukhoti2020's released 20 Newsgroups code (NewsGroup/ng_utils.py: range(N // batch_size)).
+    drop_last: bool = False
+    # The p_y below which FLSD (focal_sample_dependent, FLSD-53, FLSD-532) takes its largest γ,
+    # in place of the loss's own first threshold (0.2, mukhoti2020's vision code); None (default):
+    # the loss's own. 0.19 in mukhoti2020's released text code. Other losses ignore it.
+    flsd_threshold: float | None = None
 
 
 @dataclass
@@ -163,6 +171,12 @@ class RunConfig:
         if clip is not None and (isinstance(clip, bool) or not isinstance(clip, (int, float))
                                  or not math.isfinite(clip) or clip <= 0):
             raise ValueError(f"recipe.grad_clip_norm must be a finite number > 0 or null, got {clip!r}")
+        if recipe.drop_last is not True and recipe.drop_last is not False:
+            raise ValueError(f"recipe.drop_last must be true or false, got {recipe.drop_last!r}")
+        threshold = recipe.flsd_threshold
+        if threshold is not None and (isinstance(threshold, bool) or not isinstance(threshold, (int, float))
+                                      or not 0 < threshold < 1):
+            raise ValueError(f"recipe.flsd_threshold must be a number in (0, 1) or null, got {threshold!r}")
         for key in ("reliability_epochs", "gradient_norm_epochs"):
             bad = [e for e in getattr(recipe, key) if not 1 <= e <= recipe.epochs]
             if bad:

@@ -31,6 +31,8 @@ from focalcal.paths import METRICS as SEGMENTATION_METRICS
 from focalcal.paths import SAMPLES as SEGMENTATION_SAMPLES
 
 STAGED_RECORD = "staged"  # run.json key: the staging's cost and settings
+CHECKPOINT_SHA256 = "checkpoint_sha256"  # run.json key: the checkpoint its files were made from
+LOGITS_SHA256 = "logits_sha256"  # run.json key: the logits.npz written with it (focalcal verify pairs them)
 
 
 @dataclass
@@ -72,6 +74,12 @@ def checkpoint_sha256(run_dir) -> str | None:
     return _sidecar.digest_file(path).sha256 if path.exists() else None
 
 
+def logits_record(logits_path) -> dict:
+    """``run.json``'s record of the ``logits.npz`` written with it, so that a logits file from
+    another run (or another checkpoint of this one) is told apart."""
+    return {LOGITS_SHA256: _sidecar.digest_file(logits_path).sha256}
+
+
 def record_staging(run_dir, cpu_s: float, **settings) -> None:
     """Add the ``staged`` record (the CPU seconds the staging took and the settings it used) to
     the staged ``run.json``; :func:`publish_staged` publishes only what matches its settings."""
@@ -99,7 +107,7 @@ def publish_staged(run_dir, destinations: dict, **settings) -> str:
         contents = {name: verified_bytes(staged / name) for name in names if name != RUN_INFO}
     except CorruptArtefactError as error:
         return f"the staged export is damaged: {error}"
-    if info.get("checkpoint_sha256") != checkpoint_sha256(run_dir):
+    if info.get(CHECKPOINT_SHA256) != checkpoint_sha256(run_dir):
         return "the staged export comes from another checkpoint"
     made_with = {key: info.get(STAGED_RECORD, {}).get(key) for key in settings}
     if made_with != settings:

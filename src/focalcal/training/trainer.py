@@ -22,7 +22,7 @@ from focalcal import losses as loss_lib
 from focalcal import models as model_lib
 from focalcal import numerics
 from focalcal._io import atomic_savez, atomic_torch_save, atomic_write_json, atomic_write_text
-from focalcal.training.checkpoint import load_checkpoint
+from focalcal.training.checkpoint import foreign_checkpoint, load_checkpoint
 from focalcal.training.config import RunConfig
 from focalcal.training.device import DeviceSetup, choose_device, epoch_seed, seed_everything
 from focalcal.training.diagnostics import (
@@ -36,7 +36,7 @@ from focalcal.training.diagnostics import (
 from focalcal.training.health import assess_health
 from focalcal.training.lock import RunLock
 from focalcal.training.progress import Progress, log
-from focalcal.training.run_files import RunPaths, checkpoint_sha256
+from focalcal.training.run_files import CHECKPOINT_SHA256, RunPaths, checkpoint_sha256, logits_record
 from focalcal.training.step import (
     COMPILED_MODEL_MODES,
     TrainStep,
@@ -157,12 +157,10 @@ class Trainer:
         }
 
     def load_state(self, state: dict) -> None:
-        if state["fingerprint"] != self.config.fingerprint():
-            raise ValueError(
-                f"{self.paths.checkpoint} belongs to a run with different settings "
-                f"(fingerprint {state['fingerprint']} != {self.config.fingerprint()}); "
-                "refusing to resume it with this config — delete the run directory or fix the config"
-            )
+        foreign = foreign_checkpoint(state, self.config)
+        if foreign:
+            raise ValueError(f"{self.paths.checkpoint} {foreign}; refusing to resume it with this config — "
+                             "delete the run directory or fix the config")
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
@@ -264,7 +262,7 @@ class Trainer:
         self.model.train()
         n = self.train_y.shape[0]
         order = torch.randperm(n, generator=generator, device=device)
-        n_batches = (n + recipe.batch_size - 1) // recipe.batch_size
+        n_batches = steps_per_epoch(n, recipe)
         progress = Progress(n_batches, f"epoch {epoch}/{recipe.epochs}", self.progress)
         self.step.begin_epoch()
         for batch in range(n_batches):
@@ -285,9 +283,10 @@ class Trainer:
             what = ("the model's logits became non-finite" if totals["bad_logits"]
                     else f"the loss became {totals['bad_loss']}")
             raise self._diverged(what, epoch, totals["first_bad"], n_batches)
-        labelled = int((self.train_y != self.ignore_index).sum())  # samples, pixels or tree nodes
+        stepped = self.train_y[order[:n_batches * recipe.batch_size]] if recipe.drop_last else self.train_y
+        labelled = int((stepped != self.ignore_index).sum())  # samples, pixels or tree nodes
         return {
-            "train_loss": totals["loss_sum"] / n,
+            "train_loss": totals["loss_sum"] / stepped.shape[0],
             "train_nll": totals["nll_sum"] / labelled,
             "train_error": 1.0 - totals["correct"] / labelled,
             "train_feature_norm": self.last_layer_inputs.epoch_mean_norm(),
@@ -417,7 +416,7 @@ class Trainer:
         self.health = assess_health(self.history, arrays["test_labels"], test_logits.argmax(axis=1),
                                     self.dataset.num_classes, logits_finite=bool(np.isfinite(test_logits).all()),
                                     stopped_early=self.stopped_early)
-        atomic_write_json(self.run_info(), to.info)
+        atomic_write_json({**self.run_info(), **logits_record(to.logits)}, to.info)
         return to.logits
 
     def use_final_weights(self) -> None:
@@ -430,7 +429,7 @@ class Trainer:
         return {
             "config": self.config.to_dict(),
             "fingerprint": self.config.fingerprint(),
-            "checkpoint_sha256": checkpoint_sha256(self.paths.root),  # the weights these results come from
+            CHECKPOINT_SHA256: checkpoint_sha256(self.paths.root),  # the weights these results come from
             "epochs_done": self.epochs_done,
             "stopped_early": self.stopped_early,
             "best_epoch": self.best["epoch"] or self.epochs_done,
@@ -489,13 +488,33 @@ def export_run_logits(config: RunConfig, run_dir, data_root="data") -> Path:
 DATASET_MODEL_OPTIONS = {"vocab_size": "vocab_size", "node_classes": "train_node_classes"}
 
 
+def steps_per_epoch(n: int, recipe) -> int:
+    """Batches of an epoch over ``n`` training samples: the last one partial, or left out (``recipe.drop_last``)."""
+    if not recipe.drop_last:
+        return (n + recipe.batch_size - 1) // recipe.batch_size
+    if n < recipe.batch_size:
+        raise ValueError(f"recipe.drop_last: batch_size {recipe.batch_size} is more than the {n} training samples, "
+                         "so every epoch would leave them all out")
+    return n // recipe.batch_size
+
+
 def build_loss(config: RunConfig, dataset):
     """The run's loss; it skips the targets the data set marks as unlabelled (``meta["ignore_index"]``)
-    unless the config sets ``ignore_index`` itself."""
+    unless the config sets ``ignore_index`` itself. An FLSD loss takes ``recipe.flsd_threshold``
+    as its first threshold when the recipe sets one."""
     options = dict(config.loss)
     if dataset.meta.get("ignore_index") is not None and "ignore_index" not in options:
         options["ignore_index"] = int(dataset.meta["ignore_index"])
+    threshold = config.recipe.flsd_threshold
+    base, fixed = loss_lib.PRESETS.get(options["name"], (options["name"], {}))
+    if threshold is not None and base == FLSD:
+        options = {**fixed, **options, "name": FLSD}
+        thresholds = tuple(options.get("thresholds", loss_lib.parameters(FLSD)["thresholds"]))
+        options["thresholds"] = (float(threshold), *thresholds[1:])
     return loss_lib.build(options)
+
+
+FLSD = "focal_sample_dependent"  # the loss recipe.flsd_threshold applies to (and its presets)
 
 
 def build_model(config: RunConfig, dataset) -> torch.nn.Module:
