@@ -12,8 +12,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from focalcal import catalog, paths, plots
+from focalcal import catalog, paths
 from focalcal._io import read_json
+from focalcal.papers.charoenphakdee2021 import figures
 from focalcal.papers.charoenphakdee2021.labels import training_paradigm
 from focalcal.plots.style import status_label
 from focalcal.report.study_figures import (
@@ -263,7 +264,7 @@ def synthetic_posterior(params: dict, root: Path, study: str):
         from focalcal.data.synthetic import THREE_CLASS
 
         density = THREE_CLASS.density(x[order, 0])
-    return plots.synthetic_posterior_figure(x[order, 0], eta, predictions, density=density, scores=scores,
+    return figures.synthetic_posterior_figure(x[order, 0], eta, predictions, density=density, scores=scores,
                                             n_bins=params["bins"])
 
 
@@ -286,7 +287,7 @@ def raw_vs_psi_reliability(params: dict, root: Path, study: str):
             calibrator, _ = stored_calibrator(calibration, panel["temperature_from"], f"calibration.json of {run}")
             logits = logits / calibrator.temperature_
         panels[(panel["paradigm"], float(panel["gamma"]))] = (logits, data["test_labels"])
-    return plots.raw_vs_psi_reliability_figure(panels, n_bins=params["bins"], health=health,
+    return figures.raw_vs_psi_reliability_figure(panels, n_bins=params["bins"], health=health,
                                                dataset=f"{params['dataset']} ({params['model']})")
 
 
@@ -298,7 +299,7 @@ def ece_boxplots(params: dict, root: Path, study: str):
     frame["gamma"] = frame["gamma"].map(lambda gamma: f"{gamma:g}")  # box positions labelled 0, 1, 2, 3
     panel_by = ("dataset", "model") if paradigms == ["Standard"] else ("paradigm", "dataset", "model")
     figure_name = "Fig. 5" if paradigms == ["Standard"] else "Fig. 6"
-    return plots.ece_box_plots(frame, metric="ece", panel_by=panel_by, reproduces=f"charoenphakdee2021 {figure_name}")
+    return figures.ece_box_plots(frame, metric="ece", panel_by=panel_by, reproduces=f"charoenphakdee2021 {figure_name}")
 
 
 TABLE_BUILDERS = {"c21_synthetic_scores": PaperTable(synthetic_scores, present_c21_synthetic_scores),

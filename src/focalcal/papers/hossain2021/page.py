@@ -11,9 +11,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from focalcal import paths, plots
+from focalcal import paths
 from focalcal._io import load_npz
 from focalcal.naming import loss_color_key
+from focalcal.papers.hossain2021 import figures
 from focalcal.papers.hossain2021.labels import LOSS_NAMES, TABLES, hossain_setting
 from focalcal.plots.style import color_for
 from focalcal.report import published
@@ -154,7 +155,7 @@ def segmentation_scores(params: dict, root: Path, study: str):
     labels = {key: info["label"] for key, info in params["losses"].items()}
     rows = rows.assign(loss=rows["loss"].map(labels).fillna(rows["loss"]))
     colors = {info["label"]: color_for(*info["color"]) for info in params["losses"].values()}
-    return plots.segmentation_scores_figure(rows, loss_order=list(colors), colors=colors)
+    return figures.segmentation_scores_figure(rows, loss_order=list(colors), colors=colors)
 
 
 def segmentation_overlays(params: dict, root: Path, study: str):
@@ -167,7 +168,7 @@ def segmentation_overlays(params: dict, root: Path, study: str):
         data = load_npz(path)
         samples[params["losses"][run["loss"]]["label"]] = data
         class_names = [str(name) for name in data["class_names"]]
-    return plots.segmentation_overlays_figure(samples, class_names=class_names)
+    return figures.segmentation_overlays_figure(samples, class_names=class_names)
 
 
 TABLE_BUILDERS = {"h21_tables": PaperTable(hossain_tables, present_h21_tables)}

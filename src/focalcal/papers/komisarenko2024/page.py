@@ -11,9 +11,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from focalcal import paths, plots
+from focalcal import paths
 from focalcal.calibration import KOMISARENKO_GAMMAS
 from focalcal.naming import loss_color_key
+from focalcal.papers.komisarenko2024 import figures
 from focalcal.papers.komisarenko2024.labels import approach, dataset_name
 from focalcal.plots.style import color_for, status_label
 from focalcal.report import published
@@ -181,7 +182,7 @@ def optimal_temperature(params: dict, root: Path, study: str):
         rows += [{"dataset": run["dataset"], "loss": label, "gamma_ev": float(g), "temperature": float(t)}
                  for g, t in zip(gammas, temperatures)]
         colors[label] = color_for(*run["color"])
-    return plots.optimal_temperature_figure(pd.DataFrame(rows), panel_by="dataset", colors=colors)
+    return figures.optimal_temperature_figure(pd.DataFrame(rows), panel_by="dataset", colors=colors)
 
 
 TABLE_BUILDERS = {"k24_table1": PaperTable(komisarenko_table, present_k24_table1)}

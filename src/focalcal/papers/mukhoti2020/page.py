@@ -11,10 +11,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from focalcal import paths, plots
+from focalcal import paths
 from focalcal._io import read_csv
 from focalcal.catalog import ROLE_LABELS
 from focalcal.naming import LossInfo, loss_color_key
+from focalcal.papers.mukhoti2020 import confidences, figures
 from focalcal.papers.mukhoti2020.labels import mukhoti_name
 from focalcal.plots.style import color_for, status_label
 from focalcal.report import published
@@ -289,12 +290,12 @@ def training_reliability(params: dict, root: Path, study: str):
         raise ValueError(f"no {str(path)!r}: the run's recipe must set reliability_epochs (retrain to record it)")
     table = read_csv(path)
     epochs = [e for e in params["epochs"] if e in set(table["epoch"])] or None
-    return plots.training_reliability_figure(table, epochs=epochs, status=run_status(root / params["run_dir"]))
+    return figures.training_reliability_figure(table, epochs=epochs, status=run_status(root / params["run_dir"]))
 
 
 def training_curves(params: dict, root: Path, study: str):
     history = root / params["history"]
-    return plots.training_curves_figure(read_csv(history), status=run_status(history.parent))
+    return figures.training_curves_figure(read_csv(history), status=run_status(history.parent))
 
 
 def training_comparison(params: dict, root: Path, study: str):
@@ -302,7 +303,7 @@ def training_comparison(params: dict, root: Path, study: str):
     labels = {label: status_label(label, [run_status((root / path).parent)]) for label, path in params["histories"].items()}
     histories = {labels[label]: read_csv(root / path) for label, path in params["histories"].items()}
     colors = {labels[label]: color_for(name, gamma) for label, (name, gamma) in params["colors"].items()}
-    return plots.training_comparison_figure(histories, colors=colors)
+    return figures.training_comparison_figure(histories, colors=colors)
 
 
 def gradient_norms(params: dict, root: Path, study: str):
@@ -315,7 +316,7 @@ def gradient_norms(params: dict, root: Path, study: str):
         tables[status_label(label, [run_status(root / run_dir)])] = read_csv(path)
     colors = {status_label(label, [run_status(root / params["run_dirs"][label])]): color_for(name, gamma)
               for label, (name, gamma) in params["colors"].items()}
-    return plots.gradient_norm_histograms_figure(tables, epochs=params["epochs"], colors=colors)
+    return figures.gradient_norm_histograms_figure(tables, epochs=params["epochs"], colors=colors)
 
 
 def feature_norms(params: dict, root: Path, study: str):
@@ -329,7 +330,7 @@ def feature_norms(params: dict, root: Path, study: str):
                              "were logged; retrain it")
         histories[labels[label]] = history
     colors = {labels[label]: color_for(name, gamma) for label, (name, gamma) in params["colors"].items()}
-    return plots.feature_norms_figure(histories, colors=colors)
+    return figures.feature_norms_figure(histories, colors=colors)
 
 
 def sample_confidences(params: dict, root: Path, study: str):
@@ -350,12 +351,12 @@ def sample_confidences(params: dict, root: Path, study: str):
         label = status_label(m["label"], [run_status(root / m["run_dir"])])
         panels[label] = {"predicted": pre.argmax(1), "confidence_pre": pre.max(1), "confidence_post": post.max(1)}  # TS keeps the argmax
         predictions[label] = pre.argmax(1)
-    correct, wrong = plots.choose_samples(labels, predictions, n_per_row=4)
+    correct, wrong = confidences.choose_samples(labels, predictions, n_per_row=4)
     chosen = np.concatenate([correct, wrong])
     signals = inputs_of_test_points(root, params["run"], arrays[models[0]["label"]], params["data_root"])[chosen]
     panels = {label: {key: values[chosen] for key, values in panel.items()} for label, panel in panels.items()}
     colors = {status_label(m["label"], [run_status(root / m["run_dir"])]): color_for(*m["color"]) for m in models}
-    return plots.sample_confidences_figure(signals, labels[chosen], panels, colors=colors)
+    return confidences.sample_confidences_figure(signals, labels[chosen], panels, colors=colors)
 
 
 TABLE_BUILDERS = {"m20_table": PaperTable(mukhoti_table, present_m20_table)}
