@@ -13,7 +13,7 @@ import pytest
 import yaml
 from scipy.special import softmax
 
-from focalcal import naming
+from focalcal import naming, papers
 from focalcal.calibration import PsiCalibration, TemperatureScaling, psi
 from focalcal.catalog import calibrator_role
 from focalcal.pipeline import build_plan, validate_config
@@ -76,11 +76,14 @@ def test_every_calibrator_of_the_default_config_has_a_role():
         calibrator_role({"name": "identity"})
 
 
-def test_paper_setting_names_stand_ins():
-    assert naming.paper_setting({"name": "cifar10"}, {"name": "resnet50"}).describe() == "CIFAR-10, ResNet 50"
-    stand_in = naming.paper_setting({"name": "mnist1d"}, {"name": "cnn1d"})
+def test_paper_setting_names_stand_ins_with_the_papers_reference_model():
+    reference = papers.paper("mukhoti2020").reference_model
+    assert naming.paper_setting({"name": "cifar10"}, {"name": "resnet110_bottleneck"}, reference).describe() == "CIFAR-10, ResNet 110"
+    stand_in = naming.paper_setting({"name": "mnist1d"}, {"name": "cnn1d"}, reference)
     assert (stand_in.dataset, stand_in.model, stand_in.stand_in) == ("CIFAR-10", "ResNet 50", True)
-    assert naming.paper_setting({"name": "synthetic1d"}, {"name": "mlp"}).dataset is None
+    alone = naming.paper_setting({"name": "mnist1d"}, {"name": "cnn1d"}, None)  # a paper that names no reference model
+    assert (alone.model, alone.describe()) == (None, "CIFAR-10 (ours is a small stand-in)")
+    assert naming.paper_setting({"name": "synthetic1d"}, {"name": "mlp"}, reference).dataset is None
 
 
 # ----------------------------------------------------------------------------- planning

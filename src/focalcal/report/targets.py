@@ -141,7 +141,8 @@ class StudyView:
 
     def setting(self, view: RunView) -> dict:
         config = self.plan.config
-        setting = paper_setting(config["datasets"][view.run.dataset], config["models"][view.run.model])
+        setting = paper_setting(config["datasets"][view.run.dataset], config["models"][view.run.model],
+                                papers.paper(self.view.paper).reference_model)
         return {"dataset": setting.dataset, "model": setting.model, "stand_in": setting.stand_in,
                 "describe": setting.describe()}
 
