@@ -14,7 +14,9 @@ import pytest
 from conftest import snakemake
 
 from focalcal import catalog, papers
-from focalcal.pipeline.config import load_schema
+from focalcal.pipeline import build_plan, validate_config
+from focalcal.pipeline.config import load_config_file, load_schema
+from focalcal.report.targets import report_plan
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
@@ -38,18 +40,55 @@ def test_the_papers_are_the_packages_and_everything_keyed_by_paper_derives_from_
 def test_each_page_has_its_parts_and_unknown_papers_are_refused_with_the_known_ones():
     from focalcal.report.tables import PaperTable
 
-    names = []
     for paper in papers.PAPERS.values():
         page = paper.page()
         assert page.SUMMARY.startswith("# ") and callable(page.plan)
-        assert all(isinstance(builder, PaperTable) for builder in page.TABLE_BUILDERS.values())
-        names += [*page.TABLE_BUILDERS, *page.FIGURE_BUILDERS]
-    assert len(names) == len(set(names))  # a builder name finds one paper's builder
-    assert papers.table_builder("m20_table") is papers.paper("mukhoti2020").page().TABLE_BUILDERS["m20_table"]
-    with pytest.raises(ValueError, match="unknown figure builder 'm20_table'"):
-        papers.figure_builder("m20_table")
+        assert all(isinstance(builder, PaperTable) for builder in page.TABLE_BUILDERS)
+        names = [papers.builder_name(builder) for builder in (*page.TABLE_BUILDERS, *page.FIGURE_BUILDERS)]
+        assert len(names) == len(set(names))  # a builder's name finds one builder of its paper
+    page = papers.paper("mukhoti2020").page()
+    assert papers.table_builder("mukhoti2020", "mukhoti_table") is page.TABLE_BUILDERS[0]
+    assert papers.figure_builder("mukhoti2020", "training_curves") is page.training_curves
+    with pytest.raises(ValueError, match="paper 'mukhoti2020' has no figure builder 'mukhoti_table'"):
+        papers.figure_builder("mukhoti2020", "mukhoti_table")
+    with pytest.raises(ValueError, match="paper 'komisarenko2024' has no figure builder 'training_curves'"):
+        papers.figure_builder("komisarenko2024", "training_curves")  # a builder is looked up in its own paper
     with pytest.raises(ValueError, match=r"unknown paper 'guo2017'; known: \['charoenphakdee2021'"):
         papers.paper("guo2017")
+
+
+def _default_plan():
+    config = load_config_file(ROOT / "config/config.yaml")
+    validate_config(config, str(SCHEMA))
+    return build_plan(config)
+
+
+def test_every_planned_study_artifact_is_named_once_and_drawn_by_a_builder_of_its_paper():
+    """One name per figure or table: the file stem; its builder is a function of its paper's page
+    (no second key), and a theory figure's builder is its own name."""
+    report = report_plan(_default_plan())
+    for artifact in report.theory:
+        assert artifact.builder == artifact.name
+    planned = [a for study in report.studies.values() for a in study.artifacts]
+    assert planned
+    for artifact in planned:
+        look_up = papers.table_builder if artifact.kind == "table" else papers.figure_builder
+        assert papers.builder_name(look_up(artifact.paper, artifact.builder)) == artifact.builder
+        assert not artifact.builder.startswith(tuple(catalog.PAPERS)) and artifact.name.startswith(artifact.paper)
+
+
+def test_a_study_artifact_with_an_undeclared_builder_is_refused():
+    from focalcal.report.targets import StudyView
+
+    plan = _default_plan()
+    study = next(key for key, view in plan.studies.items() if view.paper == "mukhoti2020")
+    view = StudyView(plan, study)
+
+    def undeclared(params, root, study):
+        return None
+
+    with pytest.raises(ValueError, match="paper 'mukhoti2020' has no figure builder 'undeclared'"):
+        view.artifact("figure", "mukhoti2020_fig99", "Fig 99", undeclared, [], {})
 
 
 def test_theory_figures_name_a_drawing_of_their_paper_with_valid_arguments():
@@ -151,7 +190,7 @@ def plan(study):
     if raw is None or ts is None:
         return [], ["Table 1: needs the uncalibrated model and TS by val NLL"]
     params = {"raw": raw, "ts": ts}
-    return [study.artifact("table", "guo2017_table1", "Table 1: ECE before and after TS", "g17_table1",
+    return [study.artifact("table", "guo2017_table1", "Table 1: ECE before and after TS", ece_table,
                            [study.table], params)], []
 
 
@@ -159,8 +198,8 @@ def ece_table(table: pd.DataFrame, params: dict) -> pd.DataFrame:
     return table[table["metric"] == "ece"]
 
 
-TABLE_BUILDERS = {"g17_table1": PaperTable(ece_table, lambda built: built)}
-FIGURE_BUILDERS = {}
+TABLE_BUILDERS = (PaperTable(ece_table, lambda built: built),)
+FIGURE_BUILDERS = ()
 '''
 
 CHECK = """

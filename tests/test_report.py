@@ -203,7 +203,7 @@ def test_mukhoti_table_averages_seeds_and_puts_the_published_cell_beside():
     assert built.loc["pre_t", "published"] == pytest.approx(4.35)
     assert (built.loc["post_t", "published"], built.loc["post_t", "published_temperature"]) == (pytest.approx(1.35), pytest.approx(2.5))
     assert not built["stand_in"].any() and set(built["n_seeds"]) == {2}
-    shown = tables.present(artifact.builder, built.reset_index())
+    shown = tables.present(artifact.paper, artifact.builder, built.reset_index())
     assert shown.loc[0, "ours ece post_t"] == "1.20 ± 0.28 (2.50)"
     assert shown.loc[0, "published ece post_t"] == "1.35 (2.50)"
 

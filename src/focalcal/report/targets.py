@@ -43,7 +43,7 @@ class Artifact:
     paper: str
     name: str  # file stem, unique within its study (or among the theory figures)
     title: str  # what it shows and which paper figure/table it reproduces
-    builder: str  # key of the function that makes it (focalcal.report.figures / .tables)
+    builder: str  # a theory figure: its name; else the name of its paper's builder (focalcal.papers.builder_name)
     study: str | None = None  # None: a theory figure
     inputs: list[str] = field(default_factory=list)
     params: dict = field(default_factory=dict)
@@ -155,7 +155,13 @@ class StudyView:
     def history(self, view: RunView) -> str:
         return f"{view.run.run_dir}/{paths.HISTORY}"
 
-    def artifact(self, kind: str, name: str, title: str, builder: str, inputs, params) -> Artifact:
+    def artifact(self, kind: str, name: str, title: str, builder, inputs, params) -> Artifact:
+        """``builder``: one of the paper's ``FIGURE_BUILDERS`` functions, or a table's ``build`` function."""
+        builder = papers.builder_name(builder)
+        if kind == "table":
+            papers.table_builder(self.view.paper, builder)
+        else:
+            papers.figure_builder(self.view.paper, builder)
         return Artifact(kind, self.view.paper, name, title, builder, self.key, sorted(set(inputs)), params)
 
     def scale(self) -> dict:

@@ -84,10 +84,10 @@ def plan(study: StudyView) -> tuple[list[Artifact], list[str]]:
                   "data_root": study.plan.config.get("data_root", "data")}
         artifacts.append(study.artifact("figure", f"charoenphakdee2021_fig3_{dataset}",
                                         f"Fig 3: predicted scores against x on {dataset} (known posterior): raw, TS_NLL, Ψ^γ",
-                                        "c21_synthetic_posterior", inputs, params))
+                                        synthetic_posterior, inputs, params))
         artifacts.append(study.artifact("table", f"charoenphakdee2021_fig3_{dataset}",
                                         f"Fig 3 numbers on {dataset}: ERR, KLD and ECE of each panel",
-                                        "c21_synthetic_scores", [study.table], params))
+                                        synthetic_scores, [study.table], params))
     if not posterior_sets:
         notes.append("Fig 3 (scores against x): needs a data set with a known posterior (synthetic1d); this study has none")
 
@@ -126,19 +126,19 @@ def plan(study: StudyView) -> tuple[list[Artifact], list[str]]:
     if paradigm_runs["Standard"]:
         artifacts.append(study.artifact("figure", "charoenphakdee2021_fig5_ece_boxplots",
                                         "Fig 5: ECE over seeds against γ, raw vs Ψ^γ (Standard training), per data set and model",
-                                        "c21_ece_boxplots", [study.table], {**params, "paradigms": ["Standard"]}))
+                                        ece_boxplots, [study.table], {**params, "paradigms": ["Standard"]}))
     else:
         notes.append("Fig 5 (Standard paradigm box plots): needs cross-entropy/focal runs with uncalibrated and Ψ^γ")
     later = [p for p in ("TS_FL", "LS") if paradigm_runs[p]]
     if later:
         artifacts.append(study.artifact("figure", "charoenphakdee2021_fig6_ece_boxplots",
                                         f"Fig 6: ECE over seeds against γ, raw vs Ψ^γ, for the {' and '.join(later)} paradigm(s)",
-                                        "c21_ece_boxplots", [study.table], {**params, "paradigms": later}))
+                                        ece_boxplots, [study.table], {**params, "paradigms": later}))
     else:
         notes.append("Fig 6 (TS_FL and LS paradigms): needs TS_FL and TS_FL+Ψ^γ calibrators, or label-smoothed focal runs")
     artifacts.append(study.artifact("table", "charoenphakdee2021_ece_summary",
                                     "ECE-raw and ECE-Ψ over seeds per paradigm, data set, model and γ (the numbers behind Figs 5-6)",
-                                    "c21_ece_summary", [study.table], params))
+                                    ece_summary, [study.table], params))
     return artifacts, notes
 
 
@@ -163,7 +163,7 @@ def _c21_reliability(study: StudyView, dataset: str, paradigm_runs: dict) -> Art
         return None
     return study.artifact("figure", f"charoenphakdee2021_fig4_{dataset}",
                           f"Fig 4: reliability of raw vs Ψ^γ scores on {dataset} ({model}), per paradigm and γ",
-                          "c21_reliability", inputs, {"dataset": dataset, "model": model, "panels": panels,
+                          raw_vs_psi_reliability, inputs, {"dataset": dataset, "model": model, "panels": panels,
                                                       "bins": study.ece_bins[0]})
 
 
@@ -219,14 +219,14 @@ def ece_summary(table: pd.DataFrame, params: dict) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def present_c21_synthetic_scores(table: pd.DataFrame) -> pd.DataFrame:
+def present_synthetic_scores(table: pd.DataFrame) -> pd.DataFrame:
     """The built table shaped for reading: ours and published side by side, cells as text."""
     panels = [with_mark(panel, mark) for panel, mark in zip(table["panel"], row_marks(table))]
     return table.assign(panel=panels).pivot_table(index="panel", columns="metric", values="value",
                                                   sort=False).reset_index()
 
 
-def present_c21_ece_summary(table: pd.DataFrame) -> pd.DataFrame:
+def present_ece_summary(table: pd.DataFrame) -> pd.DataFrame:
     """The built table shaped for reading: ours and published side by side, cells as text."""
     shown = table.assign(cell=[format_cell(m, s, mark=h) for m, s, h in zip(table["mean"], table["std"], row_marks(table))])
     return shown.pivot_table(index=["paradigm", "dataset", "model", "gamma"], columns="score", values="cell",
@@ -302,7 +302,5 @@ def ece_boxplots(params: dict, root: Path, study: str):
     return figures.ece_box_plots(frame, metric="ece", panel_by=panel_by, reproduces=f"charoenphakdee2021 {figure_name}")
 
 
-TABLE_BUILDERS = {"c21_synthetic_scores": PaperTable(synthetic_scores, present_c21_synthetic_scores),
-          "c21_ece_summary": PaperTable(ece_summary, present_c21_ece_summary)}
-FIGURE_BUILDERS = {"c21_synthetic_posterior": synthetic_posterior, "c21_reliability": raw_vs_psi_reliability,
-           "c21_ece_boxplots": ece_boxplots}
+TABLE_BUILDERS = (PaperTable(synthetic_scores, present_synthetic_scores), PaperTable(ece_summary, present_ece_summary))
+FIGURE_BUILDERS = (synthetic_posterior, raw_vs_psi_reliability, ece_boxplots)

@@ -69,10 +69,10 @@ def plan(study: StudyView) -> tuple[list[Artifact], list[str]]:
         study.artifact("table", "hossain2021_tables2_3",
                        "Tables 2-3: IoU (%) and Hausdorff distance (pixels; the paper's in mm) per data set, "
                        "architecture and loss, mean ± std over folds, beside the published values",
-                       "h21_tables", [study.table], params),
+                       hossain_tables, [study.table], params),
         study.artifact("figure", "hossain2021_scores_over_folds",
                        "Tables 2-3 as box plots: mean IoU and Hausdorff distance of every fold, per loss",
-                       "h21_scores", [study.table], params),
+                       segmentation_scores, [study.table], params),
     ]
     # Figs 3-6: one test fold's images with every loss's prediction, per data set and architecture.
     for dataset, model in dict.fromkeys((v.run.dataset, v.run.model) for v in views):
@@ -83,7 +83,7 @@ def plan(study: StudyView) -> tuple[list[Artifact], list[str]]:
         where = f"fold {first}" if chosen[0].run.n_folds else f"seed {first}"
         artifacts.append(study.artifact("figure", f"hossain2021_overlays_{dataset}_{model}",
                                         f"Figs 3-6: test images of {dataset} ({model}, {where}) with each loss's "
-                                        "predicted mask", "h21_overlays", [r["samples"] for r in runs],
+                                        "predicted mask", segmentation_overlays, [r["samples"] for r in runs],
                                         {"runs": runs, "losses": losses}))
     return artifacts, []
 
@@ -130,7 +130,7 @@ def _hossain_published(reference: pd.DataFrame | None, setting: dict, paper_loss
             "published_provenance": hit["provenance"].iloc[0]}
 
 
-def present_h21_tables(table: pd.DataFrame) -> pd.DataFrame:
+def present_hossain_tables(table: pd.DataFrame) -> pd.DataFrame:
     """The built table shaped for reading: ours and published side by side, cells as text."""
     out = table[["dataset", "model", "loss", "n_folds", "paper_setting"]].copy()
     marks = row_marks(table)
@@ -171,5 +171,5 @@ def segmentation_overlays(params: dict, root: Path, study: str):
     return figures.segmentation_overlays_figure(samples, class_names=class_names)
 
 
-TABLE_BUILDERS = {"h21_tables": PaperTable(hossain_tables, present_h21_tables)}
-FIGURE_BUILDERS = {"h21_scores": segmentation_scores, "h21_overlays": segmentation_overlays}
+TABLE_BUILDERS = (PaperTable(hossain_tables, present_hossain_tables),)
+FIGURE_BUILDERS = (segmentation_scores, segmentation_overlays)

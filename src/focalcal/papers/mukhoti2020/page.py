@@ -106,7 +106,7 @@ def plan(study: StudyView) -> tuple[list[Artifact], list[str]]:
                       "settings": settings, "bins": 15 if 15 in study.ece_bins else study.ece_bins[0]}
             if post is None and "post_t" in stages:
                 title += " (no temperature scaling in this study: before only)"
-            artifacts.append(study.artifact("table", f"mukhoti2020_table{number}", title, "m20_table", [study.table], params))
+            artifacts.append(study.artifact("table", f"mukhoti2020_table{number}", title, mukhoti_table, [study.table], params))
     # Figs 1-3: per-epoch diagnostics of one cross-entropy run and its focal companions.
     ce = [v for v in study.runs if v.loss.gamma == 0 and not v.loss.smoothing]
     if not ce:
@@ -120,13 +120,13 @@ def plan(study: StudyView) -> tuple[list[Artifact], list[str]]:
     if recipe.get("reliability_epochs"):
         artifacts.append(study.artifact("figure", "mukhoti2020_fig1_training_reliability",
                                         f"Fig 1: training-set reliability at several epochs (cross-entropy, {where})",
-                                        "m20_training_reliability", [study.history(ce[0])],
+                                        training_reliability, [study.history(ce[0])],
                                         {"run_dir": anchor.run_dir, "epochs": list(recipe["reliability_epochs"])}))
     else:
         notes.append(f"Fig 1: recipe {anchor.recipe!r} records no training reliability (set reliability_epochs)")
     artifacts.append(study.artifact("figure", "mukhoti2020_fig2_training_curves",
                                     f"Fig 2: NLL, entropy, error and ECE per epoch (cross-entropy, {where})",
-                                    "m20_training_curves", [study.history(ce[0])], {"history": study.history(ce[0])}))
+                                    training_curves, [study.history(ce[0])], {"history": study.history(ce[0])}))
     focal = [v for v in study.runs if same_setting(v) and v.loss.name == "focal" and not v.loss.smoothing and v.loss.gamma]
     if focal:
         companions = [ce[0]] + sorted(focal, key=lambda v: v.loss.gamma)
@@ -134,7 +134,7 @@ def plan(study: StudyView) -> tuple[list[Artifact], list[str]]:
         colors = {v.loss.label: list(loss_color_key(v.loss)) for v in companions}
         artifacts.append(study.artifact("figure", "mukhoti2020_fig3_training_comparison",
                                         f"Fig 3: per-epoch diagnostics of cross-entropy vs focal loss ({where})",
-                                        "m20_training_comparison", list(histories.values()),
+                                        training_comparison, list(histories.values()),
                                         {"histories": histories, "colors": colors}))
     else:
         notes.append(f"Fig 3: needs focal-loss runs beside the cross-entropy run ({where})")
@@ -146,7 +146,7 @@ def plan(study: StudyView) -> tuple[list[Artifact], list[str]]:
             "figure", "mukhoti2020_fig4bcd_gradient_norms",
             f"Fig 4b-d: per-sample gradient norms of the last linear layer over the training set at epochs "
             f"{', '.join(map(str, epochs))} (cross-entropy vs focal loss, {where})",
-            "m20_gradient_norms", [study.history(v) for v in companions],
+            gradient_norms, [study.history(v) for v in companions],
             {"run_dirs": {v.loss.label: v.run.run_dir for v in companions}, "epochs": epochs, "colors": colors}))
     elif focal:
         notes.append(f"Fig 4b-d: recipe {anchor.recipe!r} records no per-sample gradient norms (set gradient_norm_epochs)")
@@ -154,7 +154,7 @@ def plan(study: StudyView) -> tuple[list[Artifact], list[str]]:
         artifacts.append(study.artifact(
             "figure", "mukhoti2020_fig10_feature_norms",
             f"Fig 10: L2 norm of the last block's features, mean over the training set, per epoch ({where})",
-            "m20_feature_norms", [study.history(v) for v in companions],
+            feature_norms, [study.history(v) for v in companions],
             {"histories": {v.loss.label: study.history(v) for v in companions}, "colors": colors}))
     artifacts += _m20_fig9(study, [v for v in study.runs if same_setting(v)], where, notes)
     return artifacts, notes
@@ -190,7 +190,7 @@ def _m20_fig9(study: StudyView, views: list[RunView], where: str, notes: list[st
     return [study.artifact("figure", "mukhoti2020_fig9_test_confidences",
                            f"Fig 9: test inputs all four models classify correctly (top) or wrongly (bottom), with each "
                            f"model's prediction and confidence before and after temperature scaling ({where})",
-                           "m20_test_confidences", inputs, params)]
+                           sample_confidences, inputs, params)]
 
 
 # ------------------------------------------------------------------------ tables
@@ -264,7 +264,7 @@ def _mukhoti_published(reference: pd.DataFrame, number: int, setting: dict, pape
     return value, temperature, note
 
 
-def present_m20_table(table: pd.DataFrame) -> pd.DataFrame:
+def present_mukhoti_table(table: pd.DataFrame) -> pd.DataFrame:
     """The built table shaped for reading: ours and published side by side, cells as text."""
     shown = table.assign(
         setting=table["dataset"] + " / " + table["model"],
@@ -359,7 +359,5 @@ def sample_confidences(params: dict, root: Path, study: str):
     return confidences.sample_confidences_figure(signals, labels[chosen], panels, colors=colors)
 
 
-TABLE_BUILDERS = {"m20_table": PaperTable(mukhoti_table, present_m20_table)}
-FIGURE_BUILDERS = {"m20_training_reliability": training_reliability, "m20_training_curves": training_curves,
-           "m20_training_comparison": training_comparison, "m20_gradient_norms": gradient_norms,
-           "m20_feature_norms": feature_norms, "m20_test_confidences": sample_confidences}
+TABLE_BUILDERS = (PaperTable(mukhoti_table, present_mukhoti_table),)
+FIGURE_BUILDERS = (training_reliability, training_curves, training_comparison, gradient_norms, feature_norms, sample_confidences)
