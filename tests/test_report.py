@@ -16,11 +16,12 @@ from scipy.special import softmax
 from focalcal import naming, papers
 from focalcal.calibration import PsiCalibration, TemperatureScaling, psi
 from focalcal.catalog import calibrator_role
+from focalcal.papers.charoenphakdee2021.page import panel_scores
 from focalcal.pipeline import build_plan, validate_config
 from focalcal.report import published, tables
 from focalcal.report.index import build_index
 from focalcal.report.inventory import run_inventory, summary
-from focalcal.report.study_figures import apply_stored, inputs_of_test_points, panel_scores
+from focalcal.report.study_figures import apply_stored, inputs_of_test_points
 from focalcal.report.targets import THEORY_FIGURES, report_plan, study_artifacts
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -181,20 +181,6 @@ class StudyView:
         }
 
 
-def first_seed(views: list[RunView]) -> list[RunView]:
-    """Keep the runs of the first (model, recipe) met and of its smallest seed."""
-    if not views:
-        return []
-    model, recipe = views[0].run.model, views[0].run.recipe
-    same = [v for v in views if v.run.model == model and v.run.recipe == recipe]
-    seed = min(v.run.seed for v in same)
-    return [v for v in same if v.run.seed == seed]
-
-
-def focal_family(view: RunView) -> bool:
-    return view.loss.gamma is not None
-
-
 def study_artifacts(plan, study_key: str) -> StudyReport:
     """The figures and tables one study of ``plan`` (a :class:`focalcal.pipeline.Plan`) supports."""
     if study_key not in plan.studies:

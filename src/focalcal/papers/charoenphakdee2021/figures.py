@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 import numpy as np
+import pandas as pd
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from scipy import special
@@ -14,7 +15,7 @@ from scipy import special
 from focalcal import metrics, theory
 from focalcal._validation import check_probs, check_scores_and_labels
 from focalcal.metrics.binning import bin_statistics, top_label
-from focalcal.plots.boxes import MIN_BOX_VALUES, POINT_EDGE, boxes_or_points, category_order, mark_status_ticks
+from focalcal.plots.boxes import MIN_BOX_VALUES, POINT_EDGE, boxes_or_points, mark_status_ticks
 from focalcal.plots.frames import as_frame, require_columns
 from focalcal.plots.reliability import draw_reliability
 from focalcal.plots.style import (
@@ -174,6 +175,19 @@ def raw_vs_psi_reliability_figure(panels: Mapping[tuple[str, float], tuple], *, 
 
 
 # ------------------------------------------------------------------------------- Figs 5-6
+
+def category_order(values) -> list:
+    """Distinct ``values`` in numeric order where they read as numbers (γ "0.5" < "2" < "10"),
+    then the others in text order."""
+
+    def key(value):
+        try:
+            return (0, float(value), "")
+        except (TypeError, ValueError):
+            return (1, 0.0, str(value))
+
+    return sorted(pd.unique(pd.Series(list(values))), key=key)
+
 
 TIDY_COLUMNS = ("calibrator", "metric", "value")
 

@@ -20,7 +20,6 @@ from focalcal.plots.style import status_label
 from focalcal.report.study_figures import (
     apply_stored,
     inputs_of_test_points,
-    panel_scores,
     read_calibration,
     read_logits,
     run_status,
@@ -36,7 +35,7 @@ from focalcal.report.tables import (
     row_marks,
     with_mark,
 )
-from focalcal.report.targets import Artifact, StudyView, first_seed, focal_family
+from focalcal.report.targets import Artifact, RunView, StudyView
 
 # The top of its report page (notebooks/paper.ipynb): the paper, its claims, what the page shows.
 SUMMARY = """\
@@ -58,6 +57,20 @@ PUBLISHED_SHOWN = ()  # published tables shown in full on the page (none: they s
 
 
 # ----------------------------------------------------------------- charoenphakdee2021
+
+
+def first_seed(views: list[RunView]) -> list[RunView]:
+    """Keep the runs of the first (model, recipe) met and of its smallest seed."""
+    if not views:
+        return []
+    model, recipe = views[0].run.model, views[0].run.recipe
+    same = [v for v in views if v.run.model == model and v.run.recipe == recipe]
+    seed = min(v.run.seed for v in same)
+    return [v for v in same if v.run.seed == seed]
+
+
+def focal_family(view: RunView) -> bool:
+    return view.loss.gamma is not None
 
 
 def plan(study: StudyView) -> tuple[list[Artifact], list[str]]:
@@ -234,6 +247,26 @@ def present_ece_summary(table: pd.DataFrame) -> pd.DataFrame:
 
 
 # ------------------------------------------------------------------------ figures
+
+def rows_of(table: pd.DataFrame, columns: dict) -> pd.DataFrame:
+    mask = np.ones(len(table), dtype=bool)
+    for column, value in columns.items():
+        mask &= (table[column].astype(str) == str(value)).to_numpy()
+    return table[mask]
+
+
+def panel_scores(table: pd.DataFrame, columns: dict, calibrator: str, bins: int) -> dict[str, float]:
+    """ERR, KLD and ECE of one run and calibrator, read from the study table."""
+    rows = rows_of(table, columns)
+    rows = rows[rows["calibrator"] == calibrator]
+    values = {}
+    for key, metric, binned in (("ERR", "error", False), ("KLD", "kl_posterior", False), ("ECE", "ece", True)):
+        hit = rows[(rows["metric"] == metric) & ((rows["bins"] == bins) if binned else rows["bins"].isna())]
+        if len(hit) != 1:
+            raise ValueError(f"study table has {len(hit)} rows of {metric} for {columns} / {calibrator} (expected 1)")
+        values[key] = float(hit["value"].iloc[0])
+    return values
+
 
 def synthetic_posterior(params: dict, root: Path, study: str):
     """C21 Fig 3: scores against x of each panel (run x stored calibrator), truth dashed."""
