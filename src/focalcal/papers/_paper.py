@@ -50,8 +50,8 @@ class Paper:
 
     Its package's modules hold the rest: ``claims`` (``CLAIMS``, optional), ``page``
     (``SUMMARY``, ``PUBLISHED_SHOWN``, ``plan(study)``, ``TABLE_BUILDERS``,
-    ``FIGURE_BUILDERS``), ``theory`` (the drawing functions) and ``published/`` (its
-    published tables, optional).
+    ``FIGURE_BUILDERS``), ``figures`` (the drawing of its figures from runs), ``theory``
+    (the drawing of its theory figures) and ``published/`` (its published tables, optional).
     """
 
     key: str
@@ -68,7 +68,7 @@ class Paper:
                                  f"name it as its paper (it names {figure.paper!r})")
 
     def part(self, name: str) -> ModuleType:
-        """One module of the paper's package (``claims``, ``page``, ``theory``, ``labels``)."""
+        """One module of the paper's package (``claims``, ``page``, ``figures``, ``theory``, ``labels``)."""
         return import_module(f"{PACKAGE}.{self.key}.{name}")
 
     def page(self) -> ModuleType:
