@@ -88,7 +88,7 @@ class PaperSetting:
 def paper_setting(dataset_spec: dict, model_spec: dict, reference_model: str | None) -> PaperSetting:
     """Which published (dataset, model) a run on these config specs stands for.
 
-    A model the papers do not use is compared with ``reference_model`` (the paper's, its
+    A model the paper does not use is compared with ``reference_model`` (the paper's, its
     ``Paper.reference_model``; None: with the data set alone) on the dataset it stands in for.
     """
     dataset, stand_in = published_name(catalog.DATASETS, dataset_spec.get("name"), "classification")
