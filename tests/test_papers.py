@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import inspect
 import json
 import os
@@ -14,7 +15,9 @@ import pytest
 from conftest import snakemake
 
 from focalcal import catalog, papers
-from focalcal.pipeline.config import load_schema
+from focalcal.pipeline import build_plan, validate_config
+from focalcal.pipeline.config import load_config_file, load_schema
+from focalcal.report.targets import report_plan
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
@@ -38,18 +41,55 @@ def test_the_papers_are_the_packages_and_everything_keyed_by_paper_derives_from_
 def test_each_page_has_its_parts_and_unknown_papers_are_refused_with_the_known_ones():
     from focalcal.report.tables import PaperTable
 
-    names = []
     for paper in papers.PAPERS.values():
         page = paper.page()
         assert page.SUMMARY.startswith("# ") and callable(page.plan)
-        assert all(isinstance(builder, PaperTable) for builder in page.TABLE_BUILDERS.values())
-        names += [*page.TABLE_BUILDERS, *page.FIGURE_BUILDERS]
-    assert len(names) == len(set(names))  # a builder name finds one paper's builder
-    assert papers.table_builder("m20_table") is papers.paper("mukhoti2020").page().TABLE_BUILDERS["m20_table"]
-    with pytest.raises(ValueError, match="unknown figure builder 'm20_table'"):
-        papers.figure_builder("m20_table")
+        assert all(isinstance(builder, PaperTable) for builder in page.TABLE_BUILDERS)
+        names = [papers.builder_name(builder) for builder in (*page.TABLE_BUILDERS, *page.FIGURE_BUILDERS)]
+        assert len(names) == len(set(names))  # a builder's name finds one builder of its paper
+    page = papers.paper("mukhoti2020").page()
+    assert papers.table_builder("mukhoti2020", "mukhoti_table") is page.TABLE_BUILDERS[0]
+    assert papers.figure_builder("mukhoti2020", "training_curves") is page.training_curves
+    with pytest.raises(ValueError, match="paper 'mukhoti2020' has no figure builder 'mukhoti_table'"):
+        papers.figure_builder("mukhoti2020", "mukhoti_table")
+    with pytest.raises(ValueError, match="paper 'komisarenko2024' has no figure builder 'training_curves'"):
+        papers.figure_builder("komisarenko2024", "training_curves")  # a builder is looked up in its own paper
     with pytest.raises(ValueError, match=r"unknown paper 'guo2017'; known: \['charoenphakdee2021'"):
         papers.paper("guo2017")
+
+
+def _default_plan():
+    config = load_config_file(ROOT / "config/config.yaml")
+    validate_config(config, str(SCHEMA))
+    return build_plan(config)
+
+
+def test_every_planned_study_artifact_is_named_once_and_drawn_by_a_builder_of_its_paper():
+    """One name per figure or table: the file stem; its builder is a function of its paper's page
+    (no second key), and a theory figure's builder is its own name."""
+    report = report_plan(_default_plan())
+    for artifact in report.theory:
+        assert artifact.builder == artifact.name
+    planned = [a for study in report.studies.values() for a in study.artifacts]
+    assert planned
+    for artifact in planned:
+        look_up = papers.table_builder if artifact.kind == "table" else papers.figure_builder
+        assert papers.builder_name(look_up(artifact.paper, artifact.builder)) == artifact.builder
+        assert not artifact.builder.startswith(tuple(catalog.PAPERS)) and artifact.name.startswith(artifact.paper)
+
+
+def test_a_study_artifact_with_an_undeclared_builder_is_refused():
+    from focalcal.report.targets import StudyView
+
+    plan = _default_plan()
+    study = next(key for key, view in plan.studies.items() if view.paper == "mukhoti2020")
+    view = StudyView(plan, study)
+
+    def undeclared(params, root, study):
+        return None
+
+    with pytest.raises(ValueError, match="paper 'mukhoti2020' has no figure builder 'undeclared'"):
+        view.artifact("figure", "mukhoti2020_fig99", "Fig 99", undeclared, [], {})
 
 
 def test_theory_figures_name_a_drawing_of_their_paper_with_valid_arguments():
@@ -58,8 +98,7 @@ def test_theory_figures_name_a_drawing_of_their_paper_with_valid_arguments():
     for name, figure in figures.items():
         assert name.startswith(figure.paper) and figure.paper in catalog.PAPERS
         signature = inspect.signature(figure.drawing())
-        assert figure.drawing().__module__ == f"focalcal.papers.{figure.paper}.theory" or figure.draw.startswith(
-            ("conditional_risk", "calibration_"))  # komisarenko2024's simplex figures: focalcal.plots.simplex
+        assert figure.drawing().__module__.startswith(f"focalcal.papers.{figure.paper}.")
         for grid in ("paper", "coarse"):
             signature.bind(**figure.arguments(grid))  # raises on an argument the function does not take
 
@@ -91,6 +130,177 @@ def test_shared_code_never_names_a_paper_key():
                 if not relative.startswith(f"src/focalcal/papers/{match.group(2)}/"):
                     found.append(f"{relative}:{number}: {line.strip()}")
     assert found == []
+
+
+# ------------------------------------------------------------- nothing of one paper outside it
+
+PACKAGE = ROOT / "src" / "focalcal"
+#: Shared code: it may cite a paper in prose (docstrings, comments), but holds no paper's figure,
+#: fact or name.
+SHARED = ("plots/", "report/", "pipeline/", "theory.py", "naming.py")
+#: Shared helpers, each used by shared code or by two papers or more; theory.py is left out:
+#: each of its results is cited by the one paper that proved it, and papers share them.
+HELPERS = ("plots/", "report/", "pipeline/", "naming.py")
+FIGURE_NUMBER = re.compile(r"(?i)(?<![a-z])(figs?|figures?|tables?)\.?[\s_]*\d")
+
+
+def _shared(path: Path, prefixes=SHARED) -> bool:
+    return path.relative_to(PACKAGE).as_posix().startswith(prefixes)
+
+
+def _owner(path: Path) -> str:
+    """The paper whose package holds ``path`` ("" for shared code and the papers' index)."""
+    parts = path.relative_to(PACKAGE).parts
+    return parts[1] if parts[0] == "papers" and len(parts) > 2 else ""
+
+
+def _paper_words() -> re.Pattern:
+    """A paper's key, its author (the key without the year) or its short form (m20), as a word."""
+    words = {word for key in papers.PAPERS for word in (key, key.rstrip("0123456789"), f"{key[0]}{key[-2:]}")}
+    return re.compile(rf"(?i)(?<![#\w])({'|'.join(sorted(words))})(?![a-z])")
+
+
+def _docstrings(tree) -> set[int]:
+    return {id(node.body[0].value) for node in ast.walk(tree)
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body
+            and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)
+            and isinstance(node.body[0].value.value, str)}
+
+
+def _declared_names(node) -> list[str]:
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return [node.name]
+    if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+        return [node.id]
+    if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+        return [node.attr]
+    if isinstance(node, ast.arg):
+        return [node.arg]
+    if isinstance(node, ast.alias) and node.asname:
+        return [node.asname]
+    return []
+
+
+def imports_of_a_paper_from_outside() -> list[str]:
+    """Imports of a paper's modules by any module outside that paper's package: shared code
+    reaches a paper only through the ``focalcal.papers`` index."""
+    from test_layers import import_graph, relative
+
+    found = []
+    for path, imports in import_graph().values():
+        for target, line, _ in imports:
+            parts = target.split(".")
+            if len(parts) > 2 and parts[1] == "papers" and parts[2] in papers.PAPERS and _owner(path) != parts[2]:
+                found.append(f"{relative(path)}:{line} imports {target}")
+    return found
+
+
+def paper_names_in_shared_code() -> list[str]:
+    """Names declared in shared code (functions, classes, variables, arguments) and its string
+    constants (not docstrings) that name a paper or a figure or table number, and its string
+    constants that hold a published data set or model (those are the catalog's)."""
+    words = _paper_words()
+    published = {entry.paper_name for entry in (*catalog.DATASETS.values(), *catalog.MODELS.values())
+                 if entry.paper_name}
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if not _shared(path):
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        docstrings = _docstrings(tree)
+        where = path.relative_to(ROOT).as_posix()
+        for node in ast.walk(tree):
+            for name in _declared_names(node):
+                if words.search(name.replace("_", " ")) or FIGURE_NUMBER.search(name):
+                    found.append(f"{where}:{node.lineno}: the name {name}")
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+                if words.search(node.value) or FIGURE_NUMBER.search(node.value):
+                    found.append(f"{where}:{node.lineno}: the string {node.value!r}")
+                found += [f"{where}:{node.lineno}: the published name {name!r}" for name in sorted(published)
+                          if name in node.value]
+    return found
+
+
+def helpers_of_one_paper() -> list[str]:
+    """Public functions and classes of the shared helpers that one paper alone uses (read by
+    name anywhere in the library): that paper's, so in its package."""
+    users: dict[str, set[str]] = {}
+    definitions = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        owner = _owner(path) or "shared"
+        for node in ast.walk(tree):
+            # a use reads the name; an import alone (a package re-exporting it) is none
+            name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else None
+            if name:
+                users.setdefault(name, set()).add(owner)
+        if _shared(path, HELPERS):
+            definitions += [(path, node) for node in tree.body
+                            if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and not node.name.startswith("_")]
+    return [f"{path.relative_to(ROOT).as_posix()}:{node.lineno}: {node.name} is used by {users[node.name]} alone"
+            for path, node in definitions if len(users.get(node.name, set())) == 1 and "shared" not in users[node.name]]
+
+
+def test_no_module_outside_a_paper_imports_it():
+    assert imports_of_a_paper_from_outside() == []
+
+
+def test_shared_code_names_no_paper_figure_or_published_setting():
+    assert paper_names_in_shared_code() == []
+
+
+def test_every_shared_helper_serves_shared_code_or_two_papers():
+    assert helpers_of_one_paper() == []
+
+
+def _patched(monkeypatch, extra: dict[str, str]):
+    """Path.read_text with ``extra`` source appended to the named files (relative to the package)."""
+    added = {PACKAGE / name: text for name, text in extra.items()}
+    monkeypatch.setattr(Path, "read_text", lambda self, *a, **k: Path.read_bytes(self).decode() + added.get(self, ""))
+
+
+def test_an_import_of_a_paper_from_shared_code_or_another_paper_is_named(monkeypatch):
+    _patched(monkeypatch, {
+        "pipeline/plan.py": "\ndef f():\n    from focalcal.papers.mukhoti2020.figures import training_curves_figure\n",
+        "papers/hossain2021/page.py": "\nfrom focalcal.papers.komisarenko2024 import labels\n",
+    })
+    found = imports_of_a_paper_from_outside()
+    assert len(found) == 2
+    assert found[0].startswith("src/focalcal/papers/hossain2021/page.py:") and found[0].endswith(
+        "imports focalcal.papers.komisarenko2024.labels")
+    assert found[1].startswith("src/focalcal/pipeline/plan.py:") and found[1].endswith(
+        "imports focalcal.papers.mukhoti2020.figures")
+
+
+@pytest.mark.parametrize(("file", "source", "named"), [
+    ("report/tables.py", "\ndef m20_training_curves(history):\n    return history\n", "the name m20_training_curves"),
+    ("plots/style.py", "\ndef fig2_curves(history):\n    return history\n", "the name fig2_curves"),
+    ("plots/style.py", "\ndef curves(history, mukhoti_style=True):\n    return history\n", "the name mukhoti_style"),
+    ("report/targets.py", '\nTITLE = "How calibration changes (Fig. 2)"\n', "the string 'How calibration changes (Fig. 2)'"),
+    ("pipeline/plan.py", '\nDEFAULT = "hossain2021"\n', "the string 'hossain2021'"),
+    ("naming.py", '\nREFERENCE_MODEL = "ResNet 50"\n', "the published name 'ResNet 50'"),
+    ("theory.py", '\ndef a(x):\n    """mukhoti2020 App. B (prose may cite a paper)."""\n    return f"{x} Table 13"\n',
+     "the string ' Table 13'"),
+])
+def test_a_paper_name_figure_number_or_published_setting_in_shared_code_is_named(monkeypatch, file, source, named):
+    _patched(monkeypatch, {file: source})
+    found = paper_names_in_shared_code()
+    assert len(found) == 1 and found[0].startswith(f"src/focalcal/{file}:") and found[0].endswith(named), found
+
+
+def test_a_shared_helper_one_paper_alone_uses_is_named(monkeypatch):
+    _patched(monkeypatch, {
+        "plots/style.py": "\ndef loss_landscape(values):\n    return values\n",
+        "papers/mukhoti2020/figures.py": "\ndef _landscape(values):\n    return loss_landscape(values)\n",
+    })
+    assert [line.split(": ", 1)[1] for line in helpers_of_one_paper()] == [
+        "loss_landscape is used by {'mukhoti2020'} alone"]
+    _patched(monkeypatch, {  # a second paper uses it: it is shared
+        "plots/style.py": "\ndef loss_landscape(values):\n    return values\n",
+        "papers/mukhoti2020/figures.py": "\ndef _landscape(values):\n    return loss_landscape(values)\n",
+        "papers/hossain2021/figures.py": "\ndef _landscape(values):\n    return loss_landscape(values)\n",
+    })
+    assert helpers_of_one_paper() == []
 
 
 # ------------------------------------------------------------------- adding a paper
@@ -152,7 +362,7 @@ def plan(study):
     if raw is None or ts is None:
         return [], ["Table 1: needs the uncalibrated model and TS by val NLL"]
     params = {"raw": raw, "ts": ts}
-    return [study.artifact("table", "guo2017_table1", "Table 1: ECE before and after TS", "g17_table1",
+    return [study.artifact("table", "guo2017_table1", "Table 1: ECE before and after TS", ece_table,
                            [study.table], params)], []
 
 
@@ -160,8 +370,8 @@ def ece_table(table: pd.DataFrame, params: dict) -> pd.DataFrame:
     return table[table["metric"] == "ece"]
 
 
-TABLE_BUILDERS = {"g17_table1": PaperTable(ece_table, lambda built: built)}
-FIGURE_BUILDERS = {}
+TABLE_BUILDERS = (PaperTable(ece_table, lambda built: built),)
+FIGURE_BUILDERS = ()
 '''
 
 CHECK = """

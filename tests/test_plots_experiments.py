@@ -11,7 +11,10 @@ from matplotlib.colors import to_hex
 from scipy import special
 
 from focalcal import metrics, theory
-from focalcal.plots import experiment_figures as ef
+from focalcal.papers.charoenphakdee2021 import figures as c21_figures
+from focalcal.papers.hossain2021 import figures as h21_figures
+from focalcal.papers.komisarenko2024 import figures as k24_figures
+from focalcal.papers.mukhoti2020 import figures as m20_figures
 from focalcal.plots import reliability, style
 from focalcal.training import diagnostics
 
@@ -67,7 +70,7 @@ def test_raw_vs_psi_grid_draws_red_raw_and_green_psi_bars_from_the_same_bins():
         for gamma in (1.0, 3.0):
             panels[(paradigm, gamma)] = _logits(seed=int(gamma) + len(paradigm))
     del panels[("LS", 3.0)]  # a missing combination leaves its panel hidden
-    figure = reliability.raw_vs_psi_reliability_figure(panels, n_bins=10, dataset="synthetic")
+    figure = c21_figures.raw_vs_psi_reliability_figure(panels, n_bins=10, dataset="synthetic")
     visible = [ax for ax in figure.axes if ax.get_visible()]
     assert len(visible) == 3 and len(figure.axes) == 4
     for ax in visible:
@@ -86,7 +89,7 @@ def test_raw_vs_psi_grid_draws_red_raw_and_green_psi_bars_from_the_same_bins():
         assert f"ERR = {100 * metrics.error(raw, labels):.2f}" in text
     assert "charoenphakdee2021 Fig. 4" in figure.get_suptitle()
     assert style.clipped_texts(figure) == []
-    marked = reliability.raw_vs_psi_reliability_figure(panels, n_bins=10, health={("LS", 1.0): "collapsed"})
+    marked = c21_figures.raw_vs_psi_reliability_figure(panels, n_bins=10, health={("LS", 1.0): "collapsed"})
     assert [ax.get_title() for ax in marked.axes if ax.get_visible()] == [
         "Standard, γ = 1", "Standard, γ = 3", "LS, γ = 1 [collapsed]"]
 
@@ -94,7 +97,7 @@ def test_raw_vs_psi_grid_draws_red_raw_and_green_psi_bars_from_the_same_bins():
 def test_raw_vs_psi_grid_handles_extreme_float32_logits():
     logits, labels = _logits(n=300)
     extreme = (logits * 1e3).astype(np.float32)  # softmax saturates to one-hot in float32
-    figure = reliability.raw_vs_psi_reliability_figure({("Standard", 3.0): (extreme, labels)})
+    figure = c21_figures.raw_vs_psi_reliability_figure({("Standard", 3.0): (extreme, labels)})
     raw_bars, psi_bars = figure.axes[0].containers
     raw = special.softmax(extreme.astype(np.float64), axis=1)
     psi = theory.psi_from_logits(extreme.astype(np.float64), 3.0)
@@ -108,12 +111,12 @@ def test_raw_vs_psi_grid_handles_extreme_float32_logits():
 
 def test_raw_vs_psi_grid_rejects_bad_panels():
     with pytest.raises(ValueError, match="panels"):
-        reliability.raw_vs_psi_reliability_figure({})
+        c21_figures.raw_vs_psi_reliability_figure({})
     logits, labels = _logits()
     with pytest.raises(ValueError, match="NaN"):
         bad = logits.copy()
         bad[0, 0] = np.nan
-        reliability.raw_vs_psi_reliability_figure({("Standard", 1.0): (bad, labels)})
+        c21_figures.raw_vs_psi_reliability_figure({("Standard", 1.0): (bad, labels)})
 
 
 def _training_reliability_table():
@@ -128,7 +131,7 @@ def test_training_reliability_figure_columns_per_epoch(tmp_path):
     table = _training_reliability_table()
     path = tmp_path / "train_reliability.csv"
     table.to_csv(path, index=False)
-    figure = reliability.training_reliability_figure(path, epochs=[1, 30])
+    figure = m20_figures.training_reliability_figure(path, epochs=[1, 30])
     assert len(figure.axes) == 4
     for column, epoch in enumerate((1, 30)):
         rows = table[table["epoch"] == epoch]
@@ -137,9 +140,9 @@ def test_training_reliability_figure_columns_per_epoch(tmp_path):
         np.testing.assert_allclose(_bar_heights(bottom.containers[0]), 100 * rows["share"].to_numpy())
         assert top.get_title() == f"epoch {epoch}"
     with pytest.raises(ValueError, match="epochs"):
-        reliability.training_reliability_figure(table, epochs=[2])
+        m20_figures.training_reliability_figure(table, epochs=[2])
     with pytest.raises(ValueError, match="lacks column"):
-        reliability.training_reliability_figure(table.drop(columns="share"))
+        m20_figures.training_reliability_figure(table.drop(columns="share"))
 
 
 # ------------------------------------------------------------------------------ C21 Fig 3
@@ -154,7 +157,7 @@ def _synthetic_posterior(n=200):
 def test_posterior_scores_ece_matches_sampled_labels():
     x, eta = _synthetic_posterior()
     q = theory.focal_risk_minimizer(eta, 3.0)  # an η-underconfident prediction
-    scores = ef.posterior_scores(eta, q)
+    scores = c21_figures.posterior_scores(eta, q)
     rng = np.random.default_rng(1)
     repeats = 400
     sampled = (rng.random((repeats, len(x), 1)) > np.cumsum(eta, axis=1)[None]).sum(axis=2).ravel()
@@ -162,7 +165,7 @@ def test_posterior_scores_ece_matches_sampled_labels():
     assert scores["ECE"] == pytest.approx(metrics.ece(q_repeated, sampled, n_bins=10), abs=0.01)
     assert scores["ERR"] == pytest.approx(metrics.error(q_repeated, sampled), abs=0.01)
     assert scores["KLD"] == pytest.approx(metrics.kl_divergence(eta, q))
-    perfect = ef.posterior_scores(eta, eta)
+    perfect = c21_figures.posterior_scores(eta, eta)
     assert perfect["KLD"] == 0.0 and perfect["ECE"] < 1e-12
 
 
@@ -171,7 +174,7 @@ def test_synthetic_posterior_figure_prints_scores_and_psi_recovers_the_posterior
     focal = theory.focal_risk_minimizer(eta, 5.0)
     predictions = {"CE": eta, "FL γ=5": focal, "FL γ=5 + Ψ": theory.psi(focal, 5.0)}
     density = np.exp(-x**2 / 2)
-    figure = ef.synthetic_posterior_figure(x, eta, predictions, density=density)
+    figure = c21_figures.synthetic_posterior_figure(x, eta, predictions, density=density)
     visible = [ax for ax in figure.axes if ax.get_visible()]
     assert len(visible) == 5  # p(x), p(y|x) and three methods
     texts = {ax.get_title().split(") ", 1)[1]: ax.texts[0].get_text() for ax in visible[2:]}
@@ -187,12 +190,12 @@ def test_synthetic_posterior_figure_prints_scores_and_psi_recovers_the_posterior
 
 def test_synthetic_posterior_figure_uses_given_scores_and_checks_shapes():
     x, eta = _synthetic_posterior(50)
-    figure = ef.synthetic_posterior_figure(x, eta, {"CE": eta}, scores={"CE": {"ERR": 0.25, "KLD": 0.5, "ECE": 0.125}})
+    figure = c21_figures.synthetic_posterior_figure(x, eta, {"CE": eta}, scores={"CE": {"ERR": 0.25, "KLD": 0.5, "ECE": 0.125}})
     assert "ERR = 25.00 %" in figure.axes[1].texts[0].get_text()
     with pytest.raises(ValueError, match="shape"):
-        ef.synthetic_posterior_figure(x, eta, {"CE": eta[:10]})
+        c21_figures.synthetic_posterior_figure(x, eta, {"CE": eta[:10]})
     with pytest.raises(ValueError, match="no entry"):
-        ef.synthetic_posterior_figure(x, eta, {"CE": eta}, scores={})
+        c21_figures.synthetic_posterior_figure(x, eta, {"CE": eta}, scores={})
 
 
 # --------------------------------------------------------------------------- C21 Figs 5-6
@@ -215,7 +218,7 @@ def _tidy_ece_table():
 
 def test_ece_box_plots_one_box_per_gamma_and_method_with_the_right_medians():
     table = _tidy_ece_table()
-    figure = ef.ece_box_plots(table)
+    figure = c21_figures.ece_box_plots(table)
     visible = [ax for ax in figure.axes if ax.get_visible()]
     assert len(visible) == 2
     for ax, dataset in zip(visible, ("mnist1d", "digits")):
@@ -233,9 +236,9 @@ def test_ece_box_plots_one_box_per_gamma_and_method_with_the_right_medians():
 def test_ece_box_plots_reject_missing_columns_and_empty_selection():
     table = _tidy_ece_table()
     with pytest.raises(ValueError, match="lacks column"):
-        ef.ece_box_plots(table.drop(columns="model"))
+        c21_figures.ece_box_plots(table.drop(columns="model"))
     with pytest.raises(ValueError, match="no rows"):
-        ef.ece_box_plots(table, metric="adaece")
+        c21_figures.ece_box_plots(table, metric="adaece")
 
 
 # ------------------------------------------------------------------------------ K24 Fig 8
@@ -247,7 +250,7 @@ def test_optimal_temperature_figure_one_averaged_line_per_training_loss():
             for dataset in ("mnist1d", "cifar10") for offset, loss in enumerate(("cross_entropy", "focal γ=3"))
             for g in (-1.0, 0.0, 1.0, 2.0) for seed in range(3)]
     table = pd.DataFrame(rows)
-    figure = ef.optimal_temperature_figure(table)
+    figure = k24_figures.optimal_temperature_figure(table)
     assert len(figure.axes) == 2
     ax = figure.axes[0]
     lines = {line.get_label(): line for line in ax.get_lines() if not line.get_label().startswith("_")}
@@ -255,7 +258,7 @@ def test_optimal_temperature_figure_one_averaged_line_per_training_loss():
     expected = table[(table["dataset"] == "mnist1d") & (table["loss"] == "focal γ=3")].groupby("gamma_ev")["temperature"].mean()
     np.testing.assert_allclose(lines["focal γ=3"].get_ydata(), expected.to_numpy())
     assert to_hex(lines["focal γ=3"].get_color()) == style.gamma_color(3)
-    single = ef.optimal_temperature_figure(table.drop(columns="dataset"))
+    single = k24_figures.optimal_temperature_figure(table.drop(columns="dataset"))
     assert len(single.axes) == 1
 
 
@@ -278,7 +281,7 @@ def _history(seed=0, epochs=12, spread=1.0):
 
 def test_training_curves_figure_plots_the_history_columns_and_marks_lr_drops():
     history = _history()
-    figure = ef.training_curves_figure(history)
+    figure = m20_figures.training_curves_figure(history)
     train_ax, test_ax, error_ax = figure.axes[:3]
     labelled = {line.get_label(): line for line in test_ax.get_lines() if not line.get_label().startswith("_")}
     assert set(labelled) == {"NLL", "NLL, correct", "NLL, incorrect", "entropy, correct", "entropy, incorrect"}
@@ -289,14 +292,14 @@ def test_training_curves_figure_plots_the_history_columns_and_marks_lr_drops():
     (ece_line,) = [line for line in error_ax.get_lines() if line.get_label() == "test ECE"]
     np.testing.assert_allclose(ece_line.get_ydata(), 100 * history["test_ece"])
     with pytest.raises(ValueError, match="lacks column"):
-        ef.training_curves_figure(history.drop(columns="test_ece"))
+        m20_figures.training_curves_figure(history.drop(columns="test_ece"))
 
 
 def test_training_comparison_figure_one_line_per_run_in_each_panel(tmp_path):
     histories = {"cross_entropy": _history(0, spread=1.5), "focal γ=1": _history(1), "focal γ=3": _history(2, spread=0.5)}
     path = tmp_path / "history.csv"
     histories["focal γ=3"].to_csv(path, index=False)
-    figure = ef.training_comparison_figure({**histories, "focal γ=3": path})
+    figure = m20_figures.training_comparison_figure({**histories, "focal γ=3": path})
     panels = figure.axes[:5]
     for ax, column in zip(panels, ("test_nll", "test_nll_correct", "test_nll_incorrect", "test_entropy_incorrect",
                                    "weight_norm")):
@@ -308,7 +311,7 @@ def test_training_comparison_figure_one_line_per_run_in_each_panel(tmp_path):
     legend_texts = [t.get_text() for t in figure.axes[5].get_legend().get_texts()]
     assert legend_texts == list(histories)
     with pytest.raises(ValueError, match="non-empty mapping"):
-        ef.training_comparison_figure({})
+        m20_figures.training_comparison_figure({})
 
 
 # ------------------------------------------------------------------------------ style, save
@@ -329,22 +332,22 @@ def test_figures_use_the_report_style_without_changing_global_rcparams():
     import matplotlib as mpl
 
     before = mpl.rcParams["font.size"]
-    figure = ef.training_curves_figure(_history(epochs=3))
+    figure = m20_figures.training_curves_figure(_history(epochs=3))
     assert mpl.rcParams["font.size"] == before
     assert figure.axes[0].title.get_fontsize() == style.BASE_FONT_SIZE
     assert figure.get_figwidth() == style.REPORT_WIDTH
 
 
 def test_save_writes_png_and_svg_and_rejects_other_suffixes(tmp_path):
-    png = style.save(ef.training_curves_figure(_history(epochs=3)), tmp_path / "a" / "curves.png")
+    png = style.save(m20_figures.training_curves_figure(_history(epochs=3)), tmp_path / "a" / "curves.png")
     data = png.read_bytes()
     assert data.startswith(b"\x89PNG") and len(data) > 10_000
     width = int.from_bytes(data[16:20], "big")
     assert width == int(style.REPORT_WIDTH * style.DPI)
-    svg = style.save(ef.training_curves_figure(_history(epochs=3)), tmp_path / "curves.svg")
+    svg = style.save(m20_figures.training_curves_figure(_history(epochs=3)), tmp_path / "curves.svg")
     assert svg.read_text().lstrip().startswith("<?xml") and svg.stat().st_size > 10_000
     with pytest.raises(ValueError, match=r"\.png or \.svg"):
-        style.save(ef.training_curves_figure(_history(epochs=3)), tmp_path / "curves.pdf")
+        style.save(m20_figures.training_curves_figure(_history(epochs=3)), tmp_path / "curves.pdf")
 
 
 # ------------------------------------------------------- few seeds, run health, nothing clipped
@@ -391,7 +394,7 @@ def _point_sets(ax):
 @pytest.mark.parametrize("n_seeds", [1, 2])
 def test_ece_box_plots_draw_fewer_than_three_seeds_as_points_in_the_methods_colours(n_seeds):
     table = _seeds_table(n_seeds)
-    figure = ef.ece_box_plots(table)
+    figure = c21_figures.ece_box_plots(table)
     visible = [ax for ax in figure.axes if ax.get_visible()]
     assert len(visible) == 2
     raw, psi = style.color_for("raw"), style.color_for("psi")
@@ -417,13 +420,13 @@ def test_ece_box_plots_draw_fewer_than_three_seeds_as_points_in_the_methods_colo
 
 def test_ece_box_plots_draw_boxes_from_three_seeds_and_points_only_where_seeds_are_fewer():
     table = _seeds_table(3)
-    figure = ef.ece_box_plots(table)
+    figure = c21_figures.ece_box_plots(table)
     for ax in [ax for ax in figure.axes if ax.get_visible()]:
         assert len(_boxes(ax)) == 8 and _point_sets(ax) == {}  # 4 γ × raw/Ψ boxes, no coloured points
     assert visible_legend_title(figure) is None
     # γ = 3 with a single seed: its two groups become points, at the places their boxes would have
     single = table[(table["gamma"] != "3") | (table["seed"] == 0)]
-    figure = ef.ece_box_plots(single)
+    figure = c21_figures.ece_box_plots(single)
     ax = figure.axes[0]
     boxes = _boxes(ax)
     assert len(boxes) == 6
@@ -442,12 +445,12 @@ def visible_legend_title(figure):
 def test_ece_box_plots_order_gammas_as_numbers_and_mark_runs_that_did_not_train():
     status = lambda dataset, gamma, seed: "collapsed" if (dataset, gamma, seed) == ("digits", 10, 0) else "trained"
     table = _seeds_table(3, gammas=(0, 0.5, 2, 10), status=status)
-    figure = ef.ece_box_plots(table)
+    figure = c21_figures.ece_box_plots(table)
     first, second = figure.axes[:2]
     assert [t.get_text() for t in first.get_xticklabels()] == ["0", "0.5", "2", "10"]  # not "10" before "2"
     assert [t.get_text() for t in second.get_xticklabels()] == ["0", "0.5", "2", "10\n[collapsed 1/3]"]
     assert style.clipped_texts(figure) == []
-    older = ef.ece_box_plots(table.drop(columns="status"))  # a table written before run health
+    older = c21_figures.ece_box_plots(table.drop(columns="status"))  # a table written before run health
     assert [t.get_text() for t in older.axes[1].get_xticklabels()] == ["0", "0.5", "2", "10"]
 
 
@@ -460,15 +463,13 @@ def test_status_label_marks_only_runs_that_did_not_train():
 
 
 def test_segmentation_scores_draw_one_or_two_folds_as_points_and_three_as_boxes():
-    from focalcal.plots import segmentation
-
     colors = {"CE": style.color_for("cross_entropy"), "FL": style.color_for("focal", 2.0),
               "DFL": style.color_for("dual_focal")}
     for n_folds, boxes, points in ((1, 0, 3), (2, 0, 3), (3, 3, 0)):
         rows = [{"dataset": "shapes", "model": "unet", "loss": loss, "seed": fold, "metric": metric,
                  "value": 0.5 + 0.1 * fold + 0.05 * index, "status": "diverged" if (loss, fold) == ("FL", 0) else "trained"}
                 for index, loss in enumerate(colors) for fold in range(n_folds) for metric in ("iou", "hausdorff")]
-        figure = segmentation.segmentation_scores_figure(pd.DataFrame(rows), loss_order=list(colors), colors=colors)
+        figure = h21_figures.segmentation_scores_figure(pd.DataFrame(rows), loss_order=list(colors), colors=colors)
         for ax in figure.axes:
             assert len(_boxes(ax)) == boxes
             coloured = {c for c in _point_sets(ax) if c != "#000000"}  # black dots: folds over a box
@@ -483,7 +484,7 @@ def test_long_titles_are_wrapped_not_cut_and_the_check_sees_a_cut_one():
 
     rows = [{"dataset": "mnist1d", "loss": loss, "gamma_ev": g, "temperature": 1.0 + 0.1 * g + 0.2 * offset}
             for offset, loss in enumerate(("cross_entropy", "focal γ=3 [collapsed]")) for g in (-1.0, 0.0, 1.0, 2.0)]
-    figure = ef.optimal_temperature_figure(pd.DataFrame(rows))  # one panel: 4.5 in wide, the K24 Fig 8 title is not
+    figure = k24_figures.optimal_temperature_figure(pd.DataFrame(rows))  # one panel: 4.5 in wide, the K24 Fig 8 title is not
     assert figure.get_figwidth() == 4.5
     title = figure.get_suptitle()
     assert title.count("\n") >= 2 and " ".join(title.split()) == (
@@ -501,7 +502,7 @@ def test_long_titles_are_wrapped_not_cut_and_the_check_sees_a_cut_one():
 
 def test_box_plot_panels_with_long_names_keep_their_titles_inside():
     table = _seeds_table(2, datasets=("a_data_set_with_a_rather_long_name", "digits", "another_long_data_set_name"))
-    figure = ef.ece_box_plots(table, panel_by=("dataset", "model"))
+    figure = c21_figures.ece_box_plots(table, panel_by=("dataset", "model"))
     assert style.clipped_texts(figure) == []
     assert "\n" in figure.axes[2].get_title()
 
@@ -580,7 +581,7 @@ def _gradient_tables():
 
 def test_gradient_norm_histograms_count_every_sample_and_mark_medians():
     tables = _gradient_tables()
-    figure = ef.gradient_norm_histograms_figure(tables, colors={"CE": "#000000", "FL γ=3": "#ff0000"})
+    figure = m20_figures.gradient_norm_histograms_figure(tables, colors={"CE": "#000000", "FL γ=3": "#ff0000"})
     assert len(figure.axes) == 2 and [ax.get_title() for ax in figure.axes] == ["(b) epoch 2", "(c) epoch 9"]
     for ax, epoch in zip(figure.axes, (2, 9)):
         assert ax.get_legend_handles_labels()[1] == [
@@ -595,12 +596,12 @@ def test_gradient_norm_histograms_count_every_sample_and_mark_medians():
 def test_gradient_norm_histograms_refuse_missing_epochs_and_bad_values():
     tables = _gradient_tables()
     with pytest.raises(ValueError, match=r"no gradient norms recorded at epoch\(s\) \{'CE': \[5\], 'FL γ=3': \[5\]\}"):
-        ef.gradient_norm_histograms_figure(tables, epochs=[5])
+        m20_figures.gradient_norm_histograms_figure(tables, epochs=[5])
     tables["CE"].loc[tables["CE"].index[0], "gradient_norm"] = np.nan
     with pytest.raises(ValueError, match=r"tables\['CE'\] has non-finite gradient norms"):
-        ef.gradient_norm_histograms_figure(tables)
+        m20_figures.gradient_norm_histograms_figure(tables)
     with pytest.raises(ValueError, match=r"tables\['CE'\] lacks column\(s\) \['gradient_norm'\]"):
-        ef.gradient_norm_histograms_figure({"CE": pd.DataFrame({"epoch": [1]})})
+        m20_figures.gradient_norm_histograms_figure({"CE": pd.DataFrame({"epoch": [1]})})
 
 
 def test_feature_norms_figure_draws_both_norms_per_run():
@@ -608,7 +609,7 @@ def test_feature_norms_figure_draws_both_norms_per_run():
     histories = {label: pd.DataFrame({"epoch": epochs, "train_feature_norm": epochs * scale,
                                       "weight_norm": 10.0 - epochs / scale, "lr": np.where(epochs > 5, 0.01, 0.1)})
                  for label, scale in (("CE", 2.0), ("FL γ=3", 1.0))}
-    figure = ef.feature_norms_figure(histories)
+    figure = m20_figures.feature_norms_figure(histories)
     features, weights = figure.axes
     for ax, column in ((features, "train_feature_norm"), (weights, "weight_norm")):
         lines = [line for line in ax.get_lines() if line.get_gid() != "lr_drop"]
@@ -618,7 +619,7 @@ def test_feature_norms_figure_draws_both_norms_per_run():
         assert [line.get_xdata()[0] for line in ax.get_lines() if line.get_gid() == "lr_drop"] == [6]
     assert style.clipped_texts(figure) == []
     with pytest.raises(ValueError, match=r"histories\['CE'\].*train_feature_norm"):
-        ef.feature_norms_figure({"CE": histories["CE"].drop(columns="train_feature_norm")})
+        m20_figures.feature_norms_figure({"CE": histories["CE"].drop(columns="train_feature_norm")})
 
 
 def test_fig9_builder_shows_each_models_stored_pre_and_post_ts_confidence(tmp_path):

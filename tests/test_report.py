@@ -13,14 +13,15 @@ import pytest
 import yaml
 from scipy.special import softmax
 
-from focalcal import naming
+from focalcal import naming, papers
 from focalcal.calibration import PsiCalibration, TemperatureScaling, psi
 from focalcal.catalog import calibrator_role
+from focalcal.papers.charoenphakdee2021.page import panel_scores
 from focalcal.pipeline import build_plan, validate_config
 from focalcal.report import published, tables
 from focalcal.report.index import build_index
 from focalcal.report.inventory import run_inventory, summary
-from focalcal.report.study_figures import apply_stored, inputs_of_test_points, panel_scores
+from focalcal.report.study_figures import apply_stored, inputs_of_test_points
 from focalcal.report.targets import THEORY_FIGURES, report_plan, study_artifacts
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -76,11 +77,14 @@ def test_every_calibrator_of_the_default_config_has_a_role():
         calibrator_role({"name": "identity"})
 
 
-def test_paper_setting_names_stand_ins():
-    assert naming.paper_setting({"name": "cifar10"}, {"name": "resnet50"}).describe() == "CIFAR-10, ResNet 50"
-    stand_in = naming.paper_setting({"name": "mnist1d"}, {"name": "cnn1d"})
+def test_paper_setting_names_stand_ins_with_the_papers_reference_model():
+    reference = papers.paper("mukhoti2020").reference_model
+    assert naming.paper_setting({"name": "cifar10"}, {"name": "resnet110_bottleneck"}, reference).describe() == "CIFAR-10, ResNet 110"
+    stand_in = naming.paper_setting({"name": "mnist1d"}, {"name": "cnn1d"}, reference)
     assert (stand_in.dataset, stand_in.model, stand_in.stand_in) == ("CIFAR-10", "ResNet 50", True)
-    assert naming.paper_setting({"name": "synthetic1d"}, {"name": "mlp"}).dataset is None
+    alone = naming.paper_setting({"name": "mnist1d"}, {"name": "cnn1d"}, None)  # a paper that names no reference model
+    assert (alone.model, alone.describe()) == (None, "CIFAR-10 (ours is a small stand-in)")
+    assert naming.paper_setting({"name": "synthetic1d"}, {"name": "mlp"}, reference).dataset is None
 
 
 # ----------------------------------------------------------------------------- planning
@@ -200,7 +204,7 @@ def test_mukhoti_table_averages_seeds_and_puts_the_published_cell_beside():
     assert built.loc["pre_t", "published"] == pytest.approx(4.35)
     assert (built.loc["post_t", "published"], built.loc["post_t", "published_temperature"]) == (pytest.approx(1.35), pytest.approx(2.5))
     assert not built["stand_in"].any() and set(built["n_seeds"]) == {2}
-    shown = tables.present(artifact.builder, built.reset_index())
+    shown = tables.present(artifact.paper, artifact.builder, built.reset_index())
     assert shown.loc[0, "ours ece post_t"] == "1.20 ± 0.28 (2.50)"
     assert shown.loc[0, "published ece post_t"] == "1.35 (2.50)"
 

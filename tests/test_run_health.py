@@ -304,12 +304,12 @@ def test_paper_table_cells_from_an_unhealthy_seed_are_marked():
                                         "value"]).assign(recipe="r")
     built = tables.build(artifact, table)
     assert set(built["health"]) == {"⚠ 1/2 collapsed"} and built["ours_mean"].notna().all()
-    shown = tables.present(artifact.builder, built)
+    shown = tables.present(artifact.paper, artifact.builder, built)
     assert shown.loc[0, "ours ece post_t"] == "1.20 ± 0.28 (2.50) ⚠ 1/2 collapsed"
     assert shown.loc[0, "published ece post_t"] == "1.35 (2.50)"  # the paper's number is not ours: unmarked
     healthy = tables.build(artifact, table.assign(status="trained"))
     assert set(healthy["health"]) == {""}
-    assert tables.present(artifact.builder, healthy).loc[0, "ours ece post_t"] == "1.20 ± 0.28 (2.50)"
+    assert tables.present(artifact.paper, artifact.builder, healthy).loc[0, "ours ece post_t"] == "1.20 ± 0.28 (2.50)"
 
 
 def test_segmentation_and_synthetic_tables_mark_their_unhealthy_runs():
@@ -318,14 +318,14 @@ def test_segmentation_and_synthetic_tables_mark_their_unhealthy_runs():
     table = pd.DataFrame(rows, columns=["seed", "metric", "class", "value", "status"]).assign(
         dataset="d", model="a", loss="ce", recipe="r")
     built = hossain2021.hossain_tables(table, {"settings": {}, "losses": {}})
-    shown = tables.present("h21_tables", built)
+    shown = tables.present("hossain2021", "hossain_tables", built)
     assert shown.loc[0, "ours IoU (%)"] == "50.00 ± 0.00 ⚠ 1/3 collapsed"
     panel = pd.DataFrame({"dataset": "d", "model": "a", "loss": "ce", "recipe": "r", "seed": 0, "status": "diverged",
                           "calibrator": "raw", "metric": ["error", "kl_posterior", "ece"], "bins": [None, None, 10],
                           "value": [0.5, 0.1, 0.2]})
     params = {"runs": [{"path": "p", "columns": {"dataset": "d", "model": "a", "loss": "ce", "seed": 0}}],
               "panels": [{"run": "p", "label": "CE", "calibrator": "raw"}], "bins": 10}
-    scores = tables.present("c21_synthetic_scores", charoenphakdee2021.synthetic_scores(panel, params))
+    scores = tables.present("charoenphakdee2021", "synthetic_scores", charoenphakdee2021.synthetic_scores(panel, params))
     assert scores["panel"].tolist() == ["CE ⚠ diverged"]
 
 

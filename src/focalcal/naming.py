@@ -70,9 +70,6 @@ def loss_color_key(info: LossInfo) -> tuple[str, float | None]:
 
 # ---------------------------------------------------------------------------- settings
 
-REFERENCE_MODEL = "ResNet 50"  # the model of mukhoti2020 Figs 1-3 and all of komisarenko2024 Table 1
-
-
 @dataclass(frozen=True)
 class PaperSetting:
     """The published setting a run of ours is compared with."""
@@ -88,15 +85,15 @@ class PaperSetting:
         return f"{where} (ours is a small stand-in)" if self.stand_in else where
 
 
-def paper_setting(dataset_spec: dict, model_spec: dict) -> PaperSetting:
+def paper_setting(dataset_spec: dict, model_spec: dict, reference_model: str | None) -> PaperSetting:
     """Which published (dataset, model) a run on these config specs stands for.
 
-    A stand-in dataset, or a model the papers do not use, is compared with the paper's
-    reference model on the dataset it stands in for.
+    A model the paper does not use is compared with ``reference_model`` (the paper's, its
+    ``Paper.reference_model``; None: with the data set alone) on the dataset it stands in for.
     """
     dataset, stand_in = published_name(catalog.DATASETS, dataset_spec.get("name"), "classification")
     model, _ = published_name(catalog.MODELS, model_spec.get("name"), "classification")
-    return compared_setting(dataset, stand_in, model, REFERENCE_MODEL)
+    return compared_setting(dataset, stand_in, model, reference_model)
 
 
 def published_name(entries: dict, name, task: str) -> tuple[str | None, bool]:
@@ -108,8 +105,10 @@ def published_name(entries: dict, name, task: str) -> tuple[str | None, bool]:
     return entry.paper_name, getattr(entry, "stand_in", False)
 
 
-def compared_setting(dataset: str | None, stand_in: bool, model: str | None, reference_model: str) -> PaperSetting:
-    """No published data set: no counterpart; a model the paper lacks: its reference model, as a stand-in."""
+def compared_setting(dataset: str | None, stand_in: bool, model: str | None,
+                     reference_model: str | None) -> PaperSetting:
+    """No published data set: no counterpart; a model the paper lacks: its reference model (None:
+    none named), as a stand-in."""
     if dataset is None:
         return PaperSetting(None, None, True)
     if model is None:

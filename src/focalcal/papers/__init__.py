@@ -8,9 +8,12 @@
   (:mod:`focalcal.claims` judges them). Optional.
 * ``page.py`` — its report page: ``SUMMARY`` (the top of the page), ``PUBLISHED_SHOWN``
   (published tables shown in full), ``plan(study)`` (the figures and tables a study supports,
-  and notes on what it cannot show), ``TABLE_BUILDERS`` (name ->
-  :class:`~focalcal.report.tables.PaperTable`) and ``FIGURE_BUILDERS`` (name ->
-  draw(params, root, study)).
+  and notes on what it cannot show), ``TABLE_BUILDERS`` (its
+  :class:`~focalcal.report.tables.PaperTable` entries) and ``FIGURE_BUILDERS`` (its
+  draw(params, root, study) functions). A planned artifact names its builder by the function's
+  name (a table's: its ``build`` function's), looked up among its paper's builders.
+* ``figures.py`` — the functions that draw its figures from runs' data (a Figure from tables
+  and arrays; the page's figure builders read the files and call them). Optional.
 * ``theory.py`` — the functions that draw its theory figures (exact, no runs).
 * ``labels.py`` — what the paper calls our losses, data sets and models, where it needs more
   than :mod:`focalcal.catalog`'s facts. Optional.
@@ -58,24 +61,28 @@ def theory_figures() -> dict[str, TheoryFigure]:
     return {name: figure for entry in PAPERS.values() for name, figure in entry.theory.items()}
 
 
-def _builders(kind: str) -> dict:
-    return {name: builder for entry in PAPERS.values() for name, builder in getattr(entry.page(), kind).items()}
+def builder_name(builder) -> str:
+    """The name an artifact records for its builder: a figure builder's function name, a table
+    builder's (a ``PaperTable``) ``build`` function name."""
+    return getattr(builder, "build", builder).__name__
 
 
-def table_builder(name: str):
-    """The :class:`focalcal.report.tables.PaperTable` of a table builder name."""
-    builders = _builders("TABLE_BUILDERS")
-    if name not in builders:
-        raise ValueError(f"unknown table builder {name!r}; known: {sorted(builders)}")
-    return builders[name]
+def _builder(key: str, kind: str, name: str):
+    declared = {builder_name(builder): builder for builder in getattr(paper(key).page(), f"{kind.upper()}_BUILDERS")}
+    if name not in declared:
+        raise ValueError(f"paper {key!r} has no {kind} builder {name!r}; its {kind} builders: {sorted(declared)}")
+    return declared[name]
 
 
-def figure_builder(name: str):
-    """draw(params, root, study) of a figure builder name."""
-    builders = _builders("FIGURE_BUILDERS")
-    if name not in builders:
-        raise ValueError(f"unknown figure builder {name!r}; known: {sorted(builders)}")
-    return builders[name]
+def table_builder(key: str, name: str):
+    """The :class:`focalcal.report.tables.PaperTable` of paper ``key`` named ``name``."""
+    return _builder(key, "table", name)
 
 
-__all__ = ["PAPERS", "Paper", "TheoryFigure", "figure_builder", "paper", "table_builder", "theory_figures"]
+def figure_builder(key: str, name: str):
+    """draw(params, root, study) of paper ``key`` named ``name``."""
+    return _builder(key, "figure", name)
+
+
+__all__ = ["PAPERS", "Paper", "TheoryFigure", "builder_name", "figure_builder", "paper", "table_builder",
+           "theory_figures"]

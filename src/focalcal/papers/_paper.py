@@ -44,12 +44,14 @@ class Paper:
     name -> :class:`TheoryFigure`, each name starting with the key. ``needs_study_table``:
     whether its page shows only what a study's calibration table holds (a study that
     calibrates no run then plans nothing); False for a paper whose runs are scored without
-    calibrating (segmentation).
+    calibrating (segmentation). ``reference_model``: the published model a run on a model the
+    paper does not use is compared with (:func:`focalcal.naming.paper_setting`); None: the
+    data set alone.
 
     Its package's modules hold the rest: ``claims`` (``CLAIMS``, optional), ``page``
     (``SUMMARY``, ``PUBLISHED_SHOWN``, ``plan(study)``, ``TABLE_BUILDERS``,
-    ``FIGURE_BUILDERS``), ``theory`` (the drawing functions) and ``published/`` (its
-    published tables, optional).
+    ``FIGURE_BUILDERS``), ``figures`` (the drawing of its figures from runs), ``theory``
+    (the drawing of its theory figures) and ``published/`` (its published tables, optional).
     """
 
     key: str
@@ -57,6 +59,7 @@ class Paper:
     order: int
     theory: dict[str, TheoryFigure] = field(default_factory=dict)
     needs_study_table: bool = True
+    reference_model: str | None = None
 
     def __post_init__(self):
         for name, figure in self.theory.items():
@@ -65,7 +68,7 @@ class Paper:
                                  f"name it as its paper (it names {figure.paper!r})")
 
     def part(self, name: str) -> ModuleType:
-        """One module of the paper's package (``claims``, ``page``, ``theory``, ``labels``)."""
+        """One module of the paper's package (``claims``, ``page``, ``figures``, ``theory``, ``labels``)."""
         return import_module(f"{PACKAGE}.{self.key}.{name}")
 
     def page(self) -> ModuleType:

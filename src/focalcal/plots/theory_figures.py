@@ -1,8 +1,7 @@
 """What the papers' theory figures share: argument checks and the γ label.
 
 Each paper draws its own theory figures (exact curves from :mod:`focalcal.theory`) in its
-package's ``theory`` module (:mod:`focalcal.papers`); the K = 3 simplex drawings live in
-:mod:`focalcal.plots.simplex`.
+package's ``theory`` module (:mod:`focalcal.papers`).
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from focalcal import paths
+from focalcal import papers, paths
 from focalcal._io import atomic_write_text, read_csv, read_json
 from focalcal.catalog import calibrator_role
 from focalcal.claims import evaluate
@@ -54,11 +54,12 @@ def study_evidence(plan, study_key: str, root=".") -> StudyEvidence:
     runs = {run.path: run for run in study.runs}
     datasets = {run.dataset for run in study.runs}
     models = {run.dataset: run.model for run in study.runs}
+    reference = papers.paper(study.paper).reference_model
     return StudyEvidence(
         study=study_key, paper=study.paper, table=table,
         losses={run.loss: loss_info(config["losses"][run.loss]) for run in study.runs},
         roles=roles,
-        paper_datasets={d: paper_setting(config["datasets"][d], config["models"][models[d]]).dataset for d in datasets},
+        paper_datasets={d: paper_setting(config["datasets"][d], config["models"][models[d]], reference).dataset for d in datasets},
         # imported runs (logits files) have no training history: claims that need one are not testable
         history=None if any(run.imported for run in study.runs)
         else (lambda path: read_csv(root / runs[path].run_dir / paths.HISTORY)),

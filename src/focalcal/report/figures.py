@@ -26,7 +26,7 @@ def draw(artifact: Artifact, root: str | Path = "."):
         return figure.drawing()(**figure.arguments(artifact.params.get("grid", "paper")))
     from focalcal.papers import figure_builder
 
-    return figure_builder(artifact.builder)(artifact.params, Path(root), artifact.study)
+    return figure_builder(artifact.paper, artifact.builder)(artifact.params, Path(root), artifact.study)
 
 
 def make(artifact: Artifact, output, root: str | Path = ".") -> Path:

@@ -74,7 +74,7 @@ def show_table(artifact: dict, root=".") -> None:
     if not path.is_file():
         raise ValueError(f"planned table {artifact['path']} is missing; run its Snakemake target")
     built = read_csv(path)
-    shown = tables.present(artifact["builder"], built)
+    shown = tables.present(artifact["paper"], artifact["builder"], built)
     settings = _settings_note(built)
     if settings:
         _markdown(settings)

@@ -89,25 +89,3 @@ def inputs_of_test_points(root: Path, run: dict, arrays: dict, data_root: str) -
     if not np.array_equal(labels, arrays["test_labels"]):
         raise ValueError(f"reloaded test labels of {run['path']} differ from its logits.npz; re-export the logits")
     return dataset.test.x.numpy().astype(np.float64).reshape(len(labels), -1)
-
-
-def rows_of(table: pd.DataFrame, columns: dict) -> pd.DataFrame:
-    mask = np.ones(len(table), dtype=bool)
-    for column, value in columns.items():
-        mask &= (table[column].astype(str) == str(value)).to_numpy()
-    return table[mask]
-
-
-def panel_scores(table: pd.DataFrame, columns: dict, calibrator: str, bins: int) -> dict[str, float]:
-    """ERR, KLD and ECE of one run and calibrator, read from the study table."""
-    rows = rows_of(table, columns)
-    rows = rows[rows["calibrator"] == calibrator]
-    values = {}
-    for key, metric, binned in (("ERR", "error", False), ("KLD", "kl_posterior", False), ("ECE", "ece", True)):
-        hit = rows[(rows["metric"] == metric) & ((rows["bins"] == bins) if binned else rows["bins"].isna())]
-        if len(hit) != 1:
-            raise ValueError(f"study table has {len(hit)} rows of {metric} for {columns} / {calibrator} (expected 1)")
-        values[key] = float(hit["value"].iloc[0])
-    return values
-
-

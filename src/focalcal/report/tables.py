@@ -77,7 +77,7 @@ def build(artifact, study_table: pd.DataFrame) -> pd.DataFrame:
 
     if artifact.kind != "table":
         raise ValueError(f"{artifact.name!r} is not a planned table (builder {artifact.builder!r})")
-    return table_builder(artifact.builder).build(study_table, artifact.params)
+    return table_builder(artifact.paper, artifact.builder).build(study_table, artifact.params)
 
 
 def read_study_table(path) -> pd.DataFrame:
@@ -111,8 +111,8 @@ def row_marks(table: pd.DataFrame) -> list:
     return table["health"].fillna("").tolist() if "health" in table.columns else [""] * len(table)
 
 
-def present(builder: str, table: pd.DataFrame) -> pd.DataFrame:
+def present(paper: str, builder: str, table: pd.DataFrame) -> pd.DataFrame:
     """A built table shaped for reading: ours and published side by side, cells as text."""
     from focalcal.papers import table_builder
 
-    return table if table.empty else table_builder(builder).present(table)
+    return table if table.empty else table_builder(paper, builder).present(table)

@@ -43,7 +43,7 @@ class Artifact:
     paper: str
     name: str  # file stem, unique within its study (or among the theory figures)
     title: str  # what it shows and which paper figure/table it reproduces
-    builder: str  # key of the function that makes it (focalcal.report.figures / .tables)
+    builder: str  # a theory figure: its name; else the name of its paper's builder (focalcal.papers.builder_name)
     study: str | None = None  # None: a theory figure
     inputs: list[str] = field(default_factory=list)
     params: dict = field(default_factory=dict)
@@ -141,7 +141,8 @@ class StudyView:
 
     def setting(self, view: RunView) -> dict:
         config = self.plan.config
-        setting = paper_setting(config["datasets"][view.run.dataset], config["models"][view.run.model])
+        setting = paper_setting(config["datasets"][view.run.dataset], config["models"][view.run.model],
+                                papers.paper(self.view.paper).reference_model)
         return {"dataset": setting.dataset, "model": setting.model, "stand_in": setting.stand_in,
                 "describe": setting.describe()}
 
@@ -154,7 +155,13 @@ class StudyView:
     def history(self, view: RunView) -> str:
         return f"{view.run.run_dir}/{paths.HISTORY}"
 
-    def artifact(self, kind: str, name: str, title: str, builder: str, inputs, params) -> Artifact:
+    def artifact(self, kind: str, name: str, title: str, builder, inputs, params) -> Artifact:
+        """``builder``: one of the paper's ``FIGURE_BUILDERS`` functions, or a table's ``build`` function."""
+        builder = papers.builder_name(builder)
+        if kind == "table":
+            papers.table_builder(self.view.paper, builder)
+        else:
+            papers.figure_builder(self.view.paper, builder)
         return Artifact(kind, self.view.paper, name, title, builder, self.key, sorted(set(inputs)), params)
 
     def scale(self) -> dict:
@@ -172,20 +179,6 @@ class StudyView:
             "calibrators": list(dict.fromkeys(k for keys in self.view.runs.values() for k in keys)),
             "settings": sorted({self.setting(view)["describe"] for view in self.runs}),
         }
-
-
-def first_seed(views: list[RunView]) -> list[RunView]:
-    """Keep the runs of the first (model, recipe) met and of its smallest seed."""
-    if not views:
-        return []
-    model, recipe = views[0].run.model, views[0].run.recipe
-    same = [v for v in views if v.run.model == model and v.run.recipe == recipe]
-    seed = min(v.run.seed for v in same)
-    return [v for v in same if v.run.seed == seed]
-
-
-def focal_family(view: RunView) -> bool:
-    return view.loss.gamma is not None
 
 
 def study_artifacts(plan, study_key: str) -> StudyReport:

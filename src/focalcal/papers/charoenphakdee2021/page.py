@@ -12,14 +12,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from focalcal import catalog, paths, plots
+from focalcal import catalog, paths
 from focalcal._io import read_json
+from focalcal.papers.charoenphakdee2021 import figures
 from focalcal.papers.charoenphakdee2021.labels import training_paradigm
 from focalcal.plots.style import status_label
 from focalcal.report.study_figures import (
     apply_stored,
     inputs_of_test_points,
-    panel_scores,
     read_calibration,
     read_logits,
     run_status,
@@ -35,7 +35,7 @@ from focalcal.report.tables import (
     row_marks,
     with_mark,
 )
-from focalcal.report.targets import Artifact, StudyView, first_seed, focal_family
+from focalcal.report.targets import Artifact, RunView, StudyView
 
 # The top of its report page (notebooks/paper.ipynb): the paper, its claims, what the page shows.
 SUMMARY = """\
@@ -57,6 +57,20 @@ PUBLISHED_SHOWN = ()  # published tables shown in full on the page (none: they s
 
 
 # ----------------------------------------------------------------- charoenphakdee2021
+
+
+def first_seed(views: list[RunView]) -> list[RunView]:
+    """Keep the runs of the first (model, recipe) met and of its smallest seed."""
+    if not views:
+        return []
+    model, recipe = views[0].run.model, views[0].run.recipe
+    same = [v for v in views if v.run.model == model and v.run.recipe == recipe]
+    seed = min(v.run.seed for v in same)
+    return [v for v in same if v.run.seed == seed]
+
+
+def focal_family(view: RunView) -> bool:
+    return view.loss.gamma is not None
 
 
 def plan(study: StudyView) -> tuple[list[Artifact], list[str]]:
@@ -83,10 +97,10 @@ def plan(study: StudyView) -> tuple[list[Artifact], list[str]]:
                   "data_root": study.plan.config.get("data_root", "data")}
         artifacts.append(study.artifact("figure", f"charoenphakdee2021_fig3_{dataset}",
                                         f"Fig 3: predicted scores against x on {dataset} (known posterior): raw, TS_NLL, Ψ^γ",
-                                        "c21_synthetic_posterior", inputs, params))
+                                        synthetic_posterior, inputs, params))
         artifacts.append(study.artifact("table", f"charoenphakdee2021_fig3_{dataset}",
                                         f"Fig 3 numbers on {dataset}: ERR, KLD and ECE of each panel",
-                                        "c21_synthetic_scores", [study.table], params))
+                                        synthetic_scores, [study.table], params))
     if not posterior_sets:
         notes.append("Fig 3 (scores against x): needs a data set with a known posterior (synthetic1d); this study has none")
 
@@ -125,19 +139,19 @@ def plan(study: StudyView) -> tuple[list[Artifact], list[str]]:
     if paradigm_runs["Standard"]:
         artifacts.append(study.artifact("figure", "charoenphakdee2021_fig5_ece_boxplots",
                                         "Fig 5: ECE over seeds against γ, raw vs Ψ^γ (Standard training), per data set and model",
-                                        "c21_ece_boxplots", [study.table], {**params, "paradigms": ["Standard"]}))
+                                        ece_boxplots, [study.table], {**params, "paradigms": ["Standard"]}))
     else:
         notes.append("Fig 5 (Standard paradigm box plots): needs cross-entropy/focal runs with uncalibrated and Ψ^γ")
     later = [p for p in ("TS_FL", "LS") if paradigm_runs[p]]
     if later:
         artifacts.append(study.artifact("figure", "charoenphakdee2021_fig6_ece_boxplots",
                                         f"Fig 6: ECE over seeds against γ, raw vs Ψ^γ, for the {' and '.join(later)} paradigm(s)",
-                                        "c21_ece_boxplots", [study.table], {**params, "paradigms": later}))
+                                        ece_boxplots, [study.table], {**params, "paradigms": later}))
     else:
         notes.append("Fig 6 (TS_FL and LS paradigms): needs TS_FL and TS_FL+Ψ^γ calibrators, or label-smoothed focal runs")
     artifacts.append(study.artifact("table", "charoenphakdee2021_ece_summary",
                                     "ECE-raw and ECE-Ψ over seeds per paradigm, data set, model and γ (the numbers behind Figs 5-6)",
-                                    "c21_ece_summary", [study.table], params))
+                                    ece_summary, [study.table], params))
     return artifacts, notes
 
 
@@ -162,7 +176,7 @@ def _c21_reliability(study: StudyView, dataset: str, paradigm_runs: dict) -> Art
         return None
     return study.artifact("figure", f"charoenphakdee2021_fig4_{dataset}",
                           f"Fig 4: reliability of raw vs Ψ^γ scores on {dataset} ({model}), per paradigm and γ",
-                          "c21_reliability", inputs, {"dataset": dataset, "model": model, "panels": panels,
+                          raw_vs_psi_reliability, inputs, {"dataset": dataset, "model": model, "panels": panels,
                                                       "bins": study.ece_bins[0]})
 
 
@@ -218,14 +232,14 @@ def ece_summary(table: pd.DataFrame, params: dict) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def present_c21_synthetic_scores(table: pd.DataFrame) -> pd.DataFrame:
+def present_synthetic_scores(table: pd.DataFrame) -> pd.DataFrame:
     """The built table shaped for reading: ours and published side by side, cells as text."""
     panels = [with_mark(panel, mark) for panel, mark in zip(table["panel"], row_marks(table))]
     return table.assign(panel=panels).pivot_table(index="panel", columns="metric", values="value",
                                                   sort=False).reset_index()
 
 
-def present_c21_ece_summary(table: pd.DataFrame) -> pd.DataFrame:
+def present_ece_summary(table: pd.DataFrame) -> pd.DataFrame:
     """The built table shaped for reading: ours and published side by side, cells as text."""
     shown = table.assign(cell=[format_cell(m, s, mark=h) for m, s, h in zip(table["mean"], table["std"], row_marks(table))])
     return shown.pivot_table(index=["paradigm", "dataset", "model", "gamma"], columns="score", values="cell",
@@ -233,6 +247,26 @@ def present_c21_ece_summary(table: pd.DataFrame) -> pd.DataFrame:
 
 
 # ------------------------------------------------------------------------ figures
+
+def rows_of(table: pd.DataFrame, columns: dict) -> pd.DataFrame:
+    mask = np.ones(len(table), dtype=bool)
+    for column, value in columns.items():
+        mask &= (table[column].astype(str) == str(value)).to_numpy()
+    return table[mask]
+
+
+def panel_scores(table: pd.DataFrame, columns: dict, calibrator: str, bins: int) -> dict[str, float]:
+    """ERR, KLD and ECE of one run and calibrator, read from the study table."""
+    rows = rows_of(table, columns)
+    rows = rows[rows["calibrator"] == calibrator]
+    values = {}
+    for key, metric, binned in (("ERR", "error", False), ("KLD", "kl_posterior", False), ("ECE", "ece", True)):
+        hit = rows[(rows["metric"] == metric) & ((rows["bins"] == bins) if binned else rows["bins"].isna())]
+        if len(hit) != 1:
+            raise ValueError(f"study table has {len(hit)} rows of {metric} for {columns} / {calibrator} (expected 1)")
+        values[key] = float(hit["value"].iloc[0])
+    return values
+
 
 def synthetic_posterior(params: dict, root: Path, study: str):
     """C21 Fig 3: scores against x of each panel (run x stored calibrator), truth dashed."""
@@ -263,7 +297,7 @@ def synthetic_posterior(params: dict, root: Path, study: str):
         from focalcal.data.synthetic import THREE_CLASS
 
         density = THREE_CLASS.density(x[order, 0])
-    return plots.synthetic_posterior_figure(x[order, 0], eta, predictions, density=density, scores=scores,
+    return figures.synthetic_posterior_figure(x[order, 0], eta, predictions, density=density, scores=scores,
                                             n_bins=params["bins"])
 
 
@@ -286,7 +320,7 @@ def raw_vs_psi_reliability(params: dict, root: Path, study: str):
             calibrator, _ = stored_calibrator(calibration, panel["temperature_from"], f"calibration.json of {run}")
             logits = logits / calibrator.temperature_
         panels[(panel["paradigm"], float(panel["gamma"]))] = (logits, data["test_labels"])
-    return plots.raw_vs_psi_reliability_figure(panels, n_bins=params["bins"], health=health,
+    return figures.raw_vs_psi_reliability_figure(panels, n_bins=params["bins"], health=health,
                                                dataset=f"{params['dataset']} ({params['model']})")
 
 
@@ -298,10 +332,8 @@ def ece_boxplots(params: dict, root: Path, study: str):
     frame["gamma"] = frame["gamma"].map(lambda gamma: f"{gamma:g}")  # box positions labelled 0, 1, 2, 3
     panel_by = ("dataset", "model") if paradigms == ["Standard"] else ("paradigm", "dataset", "model")
     figure_name = "Fig. 5" if paradigms == ["Standard"] else "Fig. 6"
-    return plots.ece_box_plots(frame, metric="ece", panel_by=panel_by, reproduces=f"charoenphakdee2021 {figure_name}")
+    return figures.ece_box_plots(frame, metric="ece", panel_by=panel_by, reproduces=f"charoenphakdee2021 {figure_name}")
 
 
-TABLE_BUILDERS = {"c21_synthetic_scores": PaperTable(synthetic_scores, present_c21_synthetic_scores),
-          "c21_ece_summary": PaperTable(ece_summary, present_c21_ece_summary)}
-FIGURE_BUILDERS = {"c21_synthetic_posterior": synthetic_posterior, "c21_reliability": raw_vs_psi_reliability,
-           "c21_ece_boxplots": ece_boxplots}
+TABLE_BUILDERS = (PaperTable(synthetic_scores, present_synthetic_scores), PaperTable(ece_summary, present_ece_summary))
+FIGURE_BUILDERS = (synthetic_posterior, raw_vs_psi_reliability, ece_boxplots)

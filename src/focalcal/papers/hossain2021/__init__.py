@@ -13,4 +13,5 @@ PAPER = Paper(
             KEY, "Fig 1: derivatives of CE, DCE, FL and DFL for y = 1 and y = 0", "loss_derivatives_figure"),
     },
     needs_study_table=False,  # its segmentation runs are scored on their test folds, never calibrated
+    reference_model="DeepLabV3+",  # Table 2's architecture
 )

@@ -11,9 +11,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from focalcal import paths, plots
+from focalcal import paths
 from focalcal._io import load_npz
 from focalcal.naming import loss_color_key
+from focalcal.papers.hossain2021 import figures
 from focalcal.papers.hossain2021.labels import LOSS_NAMES, TABLES, hossain_setting
 from focalcal.plots.style import color_for
 from focalcal.report import published
@@ -68,10 +69,10 @@ def plan(study: StudyView) -> tuple[list[Artifact], list[str]]:
         study.artifact("table", "hossain2021_tables2_3",
                        "Tables 2-3: IoU (%) and Hausdorff distance (pixels; the paper's in mm) per data set, "
                        "architecture and loss, mean ± std over folds, beside the published values",
-                       "h21_tables", [study.table], params),
+                       hossain_tables, [study.table], params),
         study.artifact("figure", "hossain2021_scores_over_folds",
                        "Tables 2-3 as box plots: mean IoU and Hausdorff distance of every fold, per loss",
-                       "h21_scores", [study.table], params),
+                       segmentation_scores, [study.table], params),
     ]
     # Figs 3-6: one test fold's images with every loss's prediction, per data set and architecture.
     for dataset, model in dict.fromkeys((v.run.dataset, v.run.model) for v in views):
@@ -82,7 +83,7 @@ def plan(study: StudyView) -> tuple[list[Artifact], list[str]]:
         where = f"fold {first}" if chosen[0].run.n_folds else f"seed {first}"
         artifacts.append(study.artifact("figure", f"hossain2021_overlays_{dataset}_{model}",
                                         f"Figs 3-6: test images of {dataset} ({model}, {where}) with each loss's "
-                                        "predicted mask", "h21_overlays", [r["samples"] for r in runs],
+                                        "predicted mask", segmentation_overlays, [r["samples"] for r in runs],
                                         {"runs": runs, "losses": losses}))
     return artifacts, []
 
@@ -129,7 +130,7 @@ def _hossain_published(reference: pd.DataFrame | None, setting: dict, paper_loss
             "published_provenance": hit["provenance"].iloc[0]}
 
 
-def present_h21_tables(table: pd.DataFrame) -> pd.DataFrame:
+def present_hossain_tables(table: pd.DataFrame) -> pd.DataFrame:
     """The built table shaped for reading: ours and published side by side, cells as text."""
     out = table[["dataset", "model", "loss", "n_folds", "paper_setting"]].copy()
     marks = row_marks(table)
@@ -154,7 +155,7 @@ def segmentation_scores(params: dict, root: Path, study: str):
     labels = {key: info["label"] for key, info in params["losses"].items()}
     rows = rows.assign(loss=rows["loss"].map(labels).fillna(rows["loss"]))
     colors = {info["label"]: color_for(*info["color"]) for info in params["losses"].values()}
-    return plots.segmentation_scores_figure(rows, loss_order=list(colors), colors=colors)
+    return figures.segmentation_scores_figure(rows, loss_order=list(colors), colors=colors)
 
 
 def segmentation_overlays(params: dict, root: Path, study: str):
@@ -167,8 +168,8 @@ def segmentation_overlays(params: dict, root: Path, study: str):
         data = load_npz(path)
         samples[params["losses"][run["loss"]]["label"]] = data
         class_names = [str(name) for name in data["class_names"]]
-    return plots.segmentation_overlays_figure(samples, class_names=class_names)
+    return figures.segmentation_overlays_figure(samples, class_names=class_names)
 
 
-TABLE_BUILDERS = {"h21_tables": PaperTable(hossain_tables, present_h21_tables)}
-FIGURE_BUILDERS = {"h21_scores": segmentation_scores, "h21_overlays": segmentation_overlays}
+TABLE_BUILDERS = (PaperTable(hossain_tables, present_hossain_tables),)
+FIGURE_BUILDERS = (segmentation_scores, segmentation_overlays)

@@ -38,4 +38,5 @@ PAPER = Paper(
             KEY, "Fig 7: heat map of temperature scaling minus focal calibration",
             "calibration_difference_figure", coarse=_COARSE_SIMPLEX),
     },
+    reference_model="ResNet 50",  # the model of every row of Table 1
 )

@@ -11,9 +11,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from focalcal import paths, plots
+from focalcal import paths
 from focalcal.calibration import KOMISARENKO_GAMMAS
 from focalcal.naming import loss_color_key
+from focalcal.papers.komisarenko2024 import figures
 from focalcal.papers.komisarenko2024.labels import approach, dataset_name
 from focalcal.plots.style import color_for, status_label
 from focalcal.report import published
@@ -69,7 +70,7 @@ def plan(study: StudyView) -> tuple[list[Artifact], list[str]]:
     params = {"ts": ts, "fts": fts, "losses": losses, "settings": settings, "bins": 15 if 15 in study.ece_bins else study.ece_bins[0]}
     artifacts.append(study.artifact("table", "komisarenko2024_table1",
                                     "Table 1: TS vs focal TS — accuracy, log-loss and ECE (15 equal-mass bins) with the chosen T and γ_ev, mean ± std over seeds",
-                                    "k24_table1", [study.table], params))
+                                    komisarenko_table, [study.table], params))
     criterion = "ece" if fts["ece"] else "nll"
     views = [v for v in study.runs if approach(v.loss) and approach(v.loss)[0] in ("cross_entropy", "focal")
              and f"fts_{criterion}" in v.roles]
@@ -79,7 +80,7 @@ def plan(study: StudyView) -> tuple[list[Artifact], list[str]]:
                  "calibration": study.calibration(v), "calibrator": v.roles[f"fts_{criterion}"]} for v in views]
         artifacts.append(study.artifact("figure", "komisarenko2024_fig8_optimal_temperature",
                                         f"Fig 8: optimal T of focal TS against γ_ev (chosen by val {criterion.upper()}), one line per γ_tr",
-                                        "k24_optimal_temperature", [r["calibration"] for r in runs],
+                                        optimal_temperature, [r["calibration"] for r in runs],
                                         {"runs": runs, "criterion": criterion}))
     else:
         notes.append("Fig 8: needs focal temperature scaling on cross-entropy or focal-loss runs")
@@ -146,7 +147,7 @@ def _komisarenko_published(reference: pd.DataFrame, row: dict) -> dict:
     return {f"published_{column}": float(hit[column].iloc[0]) for column in _K24_PUBLISHED}
 
 
-def present_k24_table1(table: pd.DataFrame) -> pd.DataFrame:
+def present_komisarenko_table(table: pd.DataFrame) -> pd.DataFrame:
     """The built table shaped for reading: ours and published side by side, cells as text."""
     out = table[["dataset", "model", "loss", "calibration", "paper_dataset"]].copy()
     marks = row_marks(table)
@@ -181,8 +182,8 @@ def optimal_temperature(params: dict, root: Path, study: str):
         rows += [{"dataset": run["dataset"], "loss": label, "gamma_ev": float(g), "temperature": float(t)}
                  for g, t in zip(gammas, temperatures)]
         colors[label] = color_for(*run["color"])
-    return plots.optimal_temperature_figure(pd.DataFrame(rows), panel_by="dataset", colors=colors)
+    return figures.optimal_temperature_figure(pd.DataFrame(rows), panel_by="dataset", colors=colors)
 
 
-TABLE_BUILDERS = {"k24_table1": PaperTable(komisarenko_table, present_k24_table1)}
-FIGURE_BUILDERS = {"k24_optimal_temperature": optimal_temperature}
+TABLE_BUILDERS = (PaperTable(komisarenko_table, present_komisarenko_table),)
+FIGURE_BUILDERS = (optimal_temperature,)

@@ -1,6 +1,6 @@
 """komisarenko2024's theory figures, exact curves from :mod:`focalcal.theory`: Fig 1 (the focal
 calibration map), Figs 2 and 6 and §3.3 (the closest temperature against γ), Fig 3 (Prop 3's
-bounds); Figs 4, 5 and 7 are drawn on the K = 3 simplex by :mod:`focalcal.plots.simplex`. Every
+bounds); Figs 4, 5 and 7 are drawn on the K = 3 simplex by :mod:`.simplex`. Every
 function returns a Figure and writes nothing."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import numpy as np
 from scipy import special
 
 from focalcal import theory
-from focalcal.plots.simplex import (  # noqa: F401 (Figs 5, 7, 4)
+from focalcal.papers.komisarenko2024.simplex import (  # noqa: F401 (Figs 5, 7, 4)
     calibration_arrows_figure,
     calibration_difference_figure,
     conditional_risk_isolines_figure,

@@ -23,4 +23,5 @@ PAPER = Paper(
             KEY, "Fig 8 (App. B): confidence of the linear model's mistakes and its decision boundaries, "
             "cross-entropy vs focal loss", "linear_model_mistakes_figure", coarse=_COARSE_LINEAR_MODEL),
     },
+    reference_model="ResNet 50",  # the model of Figs 1-3 and of every data set in Tables 1-2
 )

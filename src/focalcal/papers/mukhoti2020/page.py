@@ -11,10 +11,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from focalcal import paths, plots
+from focalcal import paths
 from focalcal._io import read_csv
 from focalcal.catalog import ROLE_LABELS
 from focalcal.naming import LossInfo, loss_color_key
+from focalcal.papers.mukhoti2020 import confidences, figures
 from focalcal.papers.mukhoti2020.labels import mukhoti_name
 from focalcal.plots.style import color_for, status_label
 from focalcal.report import published
@@ -105,7 +106,7 @@ def plan(study: StudyView) -> tuple[list[Artifact], list[str]]:
                       "settings": settings, "bins": 15 if 15 in study.ece_bins else study.ece_bins[0]}
             if post is None and "post_t" in stages:
                 title += " (no temperature scaling in this study: before only)"
-            artifacts.append(study.artifact("table", f"mukhoti2020_table{number}", title, "m20_table", [study.table], params))
+            artifacts.append(study.artifact("table", f"mukhoti2020_table{number}", title, mukhoti_table, [study.table], params))
     # Figs 1-3: per-epoch diagnostics of one cross-entropy run and its focal companions.
     ce = [v for v in study.runs if v.loss.gamma == 0 and not v.loss.smoothing]
     if not ce:
@@ -119,13 +120,13 @@ def plan(study: StudyView) -> tuple[list[Artifact], list[str]]:
     if recipe.get("reliability_epochs"):
         artifacts.append(study.artifact("figure", "mukhoti2020_fig1_training_reliability",
                                         f"Fig 1: training-set reliability at several epochs (cross-entropy, {where})",
-                                        "m20_training_reliability", [study.history(ce[0])],
+                                        training_reliability, [study.history(ce[0])],
                                         {"run_dir": anchor.run_dir, "epochs": list(recipe["reliability_epochs"])}))
     else:
         notes.append(f"Fig 1: recipe {anchor.recipe!r} records no training reliability (set reliability_epochs)")
     artifacts.append(study.artifact("figure", "mukhoti2020_fig2_training_curves",
                                     f"Fig 2: NLL, entropy, error and ECE per epoch (cross-entropy, {where})",
-                                    "m20_training_curves", [study.history(ce[0])], {"history": study.history(ce[0])}))
+                                    training_curves, [study.history(ce[0])], {"history": study.history(ce[0])}))
     focal = [v for v in study.runs if same_setting(v) and v.loss.name == "focal" and not v.loss.smoothing and v.loss.gamma]
     if focal:
         companions = [ce[0]] + sorted(focal, key=lambda v: v.loss.gamma)
@@ -133,7 +134,7 @@ def plan(study: StudyView) -> tuple[list[Artifact], list[str]]:
         colors = {v.loss.label: list(loss_color_key(v.loss)) for v in companions}
         artifacts.append(study.artifact("figure", "mukhoti2020_fig3_training_comparison",
                                         f"Fig 3: per-epoch diagnostics of cross-entropy vs focal loss ({where})",
-                                        "m20_training_comparison", list(histories.values()),
+                                        training_comparison, list(histories.values()),
                                         {"histories": histories, "colors": colors}))
     else:
         notes.append(f"Fig 3: needs focal-loss runs beside the cross-entropy run ({where})")
@@ -145,7 +146,7 @@ def plan(study: StudyView) -> tuple[list[Artifact], list[str]]:
             "figure", "mukhoti2020_fig4bcd_gradient_norms",
             f"Fig 4b-d: per-sample gradient norms of the last linear layer over the training set at epochs "
             f"{', '.join(map(str, epochs))} (cross-entropy vs focal loss, {where})",
-            "m20_gradient_norms", [study.history(v) for v in companions],
+            gradient_norms, [study.history(v) for v in companions],
             {"run_dirs": {v.loss.label: v.run.run_dir for v in companions}, "epochs": epochs, "colors": colors}))
     elif focal:
         notes.append(f"Fig 4b-d: recipe {anchor.recipe!r} records no per-sample gradient norms (set gradient_norm_epochs)")
@@ -153,7 +154,7 @@ def plan(study: StudyView) -> tuple[list[Artifact], list[str]]:
         artifacts.append(study.artifact(
             "figure", "mukhoti2020_fig10_feature_norms",
             f"Fig 10: L2 norm of the last block's features, mean over the training set, per epoch ({where})",
-            "m20_feature_norms", [study.history(v) for v in companions],
+            feature_norms, [study.history(v) for v in companions],
             {"histories": {v.loss.label: study.history(v) for v in companions}, "colors": colors}))
     artifacts += _m20_fig9(study, [v for v in study.runs if same_setting(v)], where, notes)
     return artifacts, notes
@@ -189,7 +190,7 @@ def _m20_fig9(study: StudyView, views: list[RunView], where: str, notes: list[st
     return [study.artifact("figure", "mukhoti2020_fig9_test_confidences",
                            f"Fig 9: test inputs all four models classify correctly (top) or wrongly (bottom), with each "
                            f"model's prediction and confidence before and after temperature scaling ({where})",
-                           "m20_test_confidences", inputs, params)]
+                           sample_confidences, inputs, params)]
 
 
 # ------------------------------------------------------------------------ tables
@@ -263,7 +264,7 @@ def _mukhoti_published(reference: pd.DataFrame, number: int, setting: dict, pape
     return value, temperature, note
 
 
-def present_m20_table(table: pd.DataFrame) -> pd.DataFrame:
+def present_mukhoti_table(table: pd.DataFrame) -> pd.DataFrame:
     """The built table shaped for reading: ours and published side by side, cells as text."""
     shown = table.assign(
         setting=table["dataset"] + " / " + table["model"],
@@ -289,12 +290,12 @@ def training_reliability(params: dict, root: Path, study: str):
         raise ValueError(f"no {str(path)!r}: the run's recipe must set reliability_epochs (retrain to record it)")
     table = read_csv(path)
     epochs = [e for e in params["epochs"] if e in set(table["epoch"])] or None
-    return plots.training_reliability_figure(table, epochs=epochs, status=run_status(root / params["run_dir"]))
+    return figures.training_reliability_figure(table, epochs=epochs, status=run_status(root / params["run_dir"]))
 
 
 def training_curves(params: dict, root: Path, study: str):
     history = root / params["history"]
-    return plots.training_curves_figure(read_csv(history), status=run_status(history.parent))
+    return figures.training_curves_figure(read_csv(history), status=run_status(history.parent))
 
 
 def training_comparison(params: dict, root: Path, study: str):
@@ -302,7 +303,7 @@ def training_comparison(params: dict, root: Path, study: str):
     labels = {label: status_label(label, [run_status((root / path).parent)]) for label, path in params["histories"].items()}
     histories = {labels[label]: read_csv(root / path) for label, path in params["histories"].items()}
     colors = {labels[label]: color_for(name, gamma) for label, (name, gamma) in params["colors"].items()}
-    return plots.training_comparison_figure(histories, colors=colors)
+    return figures.training_comparison_figure(histories, colors=colors)
 
 
 def gradient_norms(params: dict, root: Path, study: str):
@@ -315,7 +316,7 @@ def gradient_norms(params: dict, root: Path, study: str):
         tables[status_label(label, [run_status(root / run_dir)])] = read_csv(path)
     colors = {status_label(label, [run_status(root / params["run_dirs"][label])]): color_for(name, gamma)
               for label, (name, gamma) in params["colors"].items()}
-    return plots.gradient_norm_histograms_figure(tables, epochs=params["epochs"], colors=colors)
+    return figures.gradient_norm_histograms_figure(tables, epochs=params["epochs"], colors=colors)
 
 
 def feature_norms(params: dict, root: Path, study: str):
@@ -329,7 +330,7 @@ def feature_norms(params: dict, root: Path, study: str):
                              "were logged; retrain it")
         histories[labels[label]] = history
     colors = {labels[label]: color_for(name, gamma) for label, (name, gamma) in params["colors"].items()}
-    return plots.feature_norms_figure(histories, colors=colors)
+    return figures.feature_norms_figure(histories, colors=colors)
 
 
 def sample_confidences(params: dict, root: Path, study: str):
@@ -350,15 +351,13 @@ def sample_confidences(params: dict, root: Path, study: str):
         label = status_label(m["label"], [run_status(root / m["run_dir"])])
         panels[label] = {"predicted": pre.argmax(1), "confidence_pre": pre.max(1), "confidence_post": post.max(1)}  # TS keeps the argmax
         predictions[label] = pre.argmax(1)
-    correct, wrong = plots.choose_samples(labels, predictions, n_per_row=4)
+    correct, wrong = confidences.choose_samples(labels, predictions, n_per_row=4)
     chosen = np.concatenate([correct, wrong])
     signals = inputs_of_test_points(root, params["run"], arrays[models[0]["label"]], params["data_root"])[chosen]
     panels = {label: {key: values[chosen] for key, values in panel.items()} for label, panel in panels.items()}
     colors = {status_label(m["label"], [run_status(root / m["run_dir"])]): color_for(*m["color"]) for m in models}
-    return plots.sample_confidences_figure(signals, labels[chosen], panels, colors=colors)
+    return confidences.sample_confidences_figure(signals, labels[chosen], panels, colors=colors)
 
 
-TABLE_BUILDERS = {"m20_table": PaperTable(mukhoti_table, present_m20_table)}
-FIGURE_BUILDERS = {"m20_training_reliability": training_reliability, "m20_training_curves": training_curves,
-           "m20_training_comparison": training_comparison, "m20_gradient_norms": gradient_norms,
-           "m20_feature_norms": feature_norms, "m20_test_confidences": sample_confidences}
+TABLE_BUILDERS = (PaperTable(mukhoti_table, present_mukhoti_table),)
+FIGURE_BUILDERS = (training_reliability, training_curves, training_comparison, gradient_norms, feature_norms, sample_confidences)

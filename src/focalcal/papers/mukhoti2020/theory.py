@@ -9,6 +9,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from focalcal import theory
+from focalcal.papers.mukhoti2020 import linear_model
 from focalcal.plots.style import CLASS_COLORS, color_for, corner_text, gamma_color, new_figure, paper_title, styled
 from focalcal.plots.theory_figures import check_gammas, check_points, gamma_label
 
@@ -78,7 +79,7 @@ def _linear_experiment(experiment, focal_gamma: float, seed: int, iterations: in
     if focal_gamma == 0:
         raise ValueError("focal_gamma must be > 0 (γ = 0 is the cross-entropy curve already drawn)")
     if experiment is None:
-        experiment = theory.linear_model_experiment((0.0, focal_gamma), seed, lr=lr, iterations=iterations)
+        experiment = linear_model.linear_model_experiment((0.0, focal_gamma), seed, lr=lr, iterations=iterations)
     missing = {0.0, focal_gamma} - set(experiment.fits)
     if missing:
         raise ValueError(f"experiment has no fit for γ = {sorted(missing)}")
@@ -94,7 +95,7 @@ def _linear_runs(focal_gamma: float):
 def linear_model_norms_figure(*, focal_gamma: float = 1.0, seed: int = 0, iterations: int = 1000, lr: float = 0.1,
                               experiment=None):
     """M20 Fig 7: (a) norm of the logits, (b) norm of the weights over gradient-descent iterations
-    of the 2-parameter logistic model of App. B (:func:`focalcal.theory.linear_model_experiment`),
+    of the 2-parameter logistic model of App. B (:func:`.linear_model.linear_model_experiment`),
     cross-entropy against focal loss. "Norm of logits" is the RMS training logit ‖Xw‖/√N.
     Pass ``experiment`` to reuse fits; fewer ``iterations`` make it cheaper.
     """

@@ -1,4 +1,4 @@
-"""The K = 3 probability simplex as a triangle: komisarenko2024 (K24) Figs 4, 5 and 7.
+"""komisarenko2024's figures on the K = 3 probability simplex, drawn as a triangle: Figs 4, 5 and 7.
 
 A probability vector (q1, q2, q3) is drawn at q1·A + q2·B + q3·C for the corners
 A = (0, 0) (class 1), B = (1, 0) (class 2), C = (1/2, √3/2) (class 3). Grids are barycentric
@@ -15,8 +15,7 @@ from matplotlib.tri import Triangulation
 from scipy import special
 
 from focalcal import theory
-
-from .style import color_for, gamma_color, new_figure, paper_title, styled
+from focalcal.plots.style import color_for, gamma_color, new_figure, paper_title, styled
 
 CORNERS = np.array([[0.0, 0.0], [1.0, 0.0], [0.5, np.sqrt(3.0) / 2.0]])
 

@@ -8,9 +8,9 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 from matplotlib.colors import ListedColormap
 
-from ._boxes import boxes_or_points, mark_status_ticks
-from ._tables import as_frame, require_columns
-from .style import CLASS_COLORS, new_figure, paper_title, styled
+from focalcal.plots.boxes import boxes_or_points, mark_status_ticks
+from focalcal.plots.frames import as_frame, require_columns
+from focalcal.plots.style import CLASS_COLORS, new_figure, paper_title, styled
 
 BACKGROUND = 0  # class 0 is the background in every segmentation set of focalcal.data
 

@@ -18,19 +18,6 @@ POINT_SIZE = 42  # points², the area of one scatter marker
 POINT_EDGE = "0.15"
 
 
-def category_order(values) -> list:
-    """Distinct ``values`` in numeric order where they read as numbers (γ "0.5" < "2" < "10"),
-    then the others in text order."""
-
-    def key(value):
-        try:
-            return (0, float(value), "")
-        except (TypeError, ValueError):
-            return (1, 0.0, str(value))
-
-    return sorted(pd.unique(pd.Series(list(values))), key=key)
-
-
 def boxes_or_points(ax, data: pd.DataFrame, *, x: str, y: str, hue: str, order: Sequence, hue_order: Sequence,
                     palette: Mapping[str, str], width: float = 0.7, dodge: bool = True, fliersize: float = 3.0,
                     overlay: str | None = None) -> dict[str, int]:

@@ -1,4 +1,4 @@
-"""Input checks for the tables the experiment figures read (history.csv, tidy metric tables)."""
+"""Input checks for the tables the figures read (history.csv, tidy metric tables)."""
 
 from __future__ import annotations
 

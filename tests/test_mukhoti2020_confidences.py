@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 from matplotlib.colors import to_hex
 
-from focalcal.plots import confidences, style
+from focalcal.papers.mukhoti2020 import confidences
+from focalcal.plots import style
 
 MODELS = ("Cross-entropy", "Brier", "MMCE", "FLSD-53")
 LENGTH = 40

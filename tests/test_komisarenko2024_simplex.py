@@ -7,7 +7,7 @@ from matplotlib.quiver import Quiver
 from scipy import optimize, special
 
 from focalcal import theory
-from focalcal.plots import simplex
+from focalcal.papers.komisarenko2024 import simplex
 
 ETA = np.array([0.55, 0.3, 0.15])
 

@@ -1,4 +1,4 @@
-"""mukhoti2020 Appendix B: CE and focal loss on a 2-parameter logistic model (theory.linear_model_*,
+"""mukhoti2020 Appendix B: CE and focal loss on a 2-parameter logistic model (papers.mukhoti2020.linear_model,
 plots Figs 7-8). The data is sklearn's make_classification with App. B's parameters; gradients
 are checked against torch autograd and M20 Prop. 1, optima against scipy.optimize, and the
 paper's qualitative claims are asserted on seeds 0-2 where they hold (see the comments)."""
@@ -13,18 +13,19 @@ from sklearn.datasets import make_classification
 from sklearn.metrics import log_loss
 
 from focalcal import theory
+from focalcal.papers.mukhoti2020 import linear_model
 from focalcal.papers.mukhoti2020 import theory as m20
 from focalcal.plots import style
 
 
 @pytest.fixture(scope="module")
 def data():
-    return theory.linear_model_data()
+    return linear_model.linear_model_data()
 
 
 @pytest.fixture(scope="module")
 def experiment():
-    return theory.linear_model_experiment((0.0, 1.0), seed=0)
+    return linear_model.linear_model_experiment((0.0, 1.0), seed=0)
 
 
 def _torch_focal(w, x, y, gamma):
@@ -45,7 +46,7 @@ def test_closed_form_gradient_matches_torch_autograd(data, gamma):
     rng = np.random.default_rng(1)
     x, y = data.x_train[:500], data.y_train[:500]
     for w in rng.normal(scale=1.5, size=(5, 2)):
-        loss, grad = theory.linear_model_loss(w, x, y, gamma)
+        loss, grad = linear_model.linear_model_loss(w, x, y, gamma)
         expected_loss, expected_grad = _torch_focal(w, x, y, gamma)
         assert loss == pytest.approx(expected_loss, rel=1e-12)
         np.testing.assert_allclose(grad, expected_grad, rtol=1e-10, atol=1e-14)
@@ -54,7 +55,7 @@ def test_closed_form_gradient_matches_torch_autograd(data, gamma):
 def test_gamma_zero_is_binary_cross_entropy(data):
     w = np.array([0.7, -0.3])
     x, y = data.x_test, data.y_test
-    loss, _ = theory.linear_model_loss(w, x, y, 0.0)
+    loss, _ = linear_model.linear_model_loss(w, x, y, 0.0)
     logits = torch.from_numpy(x @ w)
     bce = torch.nn.functional.binary_cross_entropy_with_logits(logits, torch.from_numpy(y)).item()
     assert loss == pytest.approx(bce, rel=1e-13)
@@ -67,7 +68,7 @@ def test_per_point_gradient_ratio_is_m20_prop1(gamma):
     x, y = np.array([[1.0, 0.0]]), np.array([1.0])
     for z in (-4.0, -0.5, 0.3, 2.0, 6.0):
         w = np.array([z, 0.0])
-        ratio = theory.linear_model_loss(w, x, y, gamma)[1][0] / theory.linear_model_loss(w, x, y, 0.0)[1][0]
+        ratio = linear_model.linear_model_loss(w, x, y, gamma)[1][0] / linear_model.linear_model_loss(w, x, y, 0.0)[1][0]
         assert ratio == pytest.approx(float(theory.gradient_ratio(special.expit(z), gamma)), rel=1e-12)
 
 
@@ -78,23 +79,23 @@ def test_extreme_logits_give_finite_exact_loss_and_gradient(gamma):
     x = np.array([[1000.0, 0.0], [-1000.0, 0.0], [0.0, 1000.0], [0.0, -1000.0]])
     y = np.array([1.0, 1.0, 0.0, 0.0])
     w = np.array([1.0, 1.0])
-    loss, grad = theory.linear_model_loss(w, x, y, gamma)
+    loss, grad = linear_model.linear_model_loss(w, x, y, gamma)
     assert np.isfinite(loss) and np.all(np.isfinite(grad))
     assert loss == pytest.approx((1000.0 + 1000.0) / 4, rel=1e-12)  # points 2 and 3 are wrong
     np.testing.assert_allclose(grad, [1000.0 / 4, 1000.0 / 4], rtol=1e-12)  # -x·sign of the wrong points, / N
-    big, _ = theory.linear_model_loss(np.array([1e6, 0.0]), x[:2], y[:2], gamma)
+    big, _ = linear_model.linear_model_loss(np.array([1e6, 0.0]), x[:2], y[:2], gamma)
     assert big == pytest.approx(0.5 * 1e9, rel=1e-12)
 
 
 def test_loss_rejects_bad_input(data):
     with pytest.raises(ValueError, match="gamma"):
-        theory.linear_model_loss([0.0, 0.0], data.x_test, data.y_test, -1.0)
+        linear_model.linear_model_loss([0.0, 0.0], data.x_test, data.y_test, -1.0)
     with pytest.raises(ValueError, match="y must hold labels"):
-        theory.linear_model_loss([0.0, 0.0], data.x_test, data.y_test * 2, 0.0)
+        linear_model.linear_model_loss([0.0, 0.0], data.x_test, data.y_test * 2, 0.0)
     with pytest.raises(ValueError, match="w must have shape"):
-        theory.linear_model_loss([0.0, 0.0, 0.0], data.x_test, data.y_test, 0.0)
+        linear_model.linear_model_loss([0.0, 0.0, 0.0], data.x_test, data.y_test, 0.0)
     with pytest.raises(ValueError, match="x must be"):
-        theory.linear_model_loss([0.0, 0.0], data.x_test[:, 0], data.y_test, 0.0)
+        linear_model.linear_model_loss([0.0, 0.0], data.x_test[:, 0], data.y_test, 0.0)
 
 
 # ------------------------------------------------------------------------------ data
@@ -136,7 +137,7 @@ def test_about_half_of_flip_y_changes_a_label(seed):
     # flip_y = 0.1 gives 10 % of the points a uniformly random class, so ≈ 5 % change. Measured
     # as the share of points whose label differs from their cluster's class (train + test):
     # 0.0526, 0.0484, 0.0476 for seeds 0, 1, 2 (binomial std on 5000 points ≈ 0.003).
-    data = theory.linear_model_data(seed=seed)
+    data = linear_model.linear_model_data(seed=seed)
     for y, cluster, changed in ((data.y_train, data.cluster_train, data.changed_train),
                                 (data.y_test, data.cluster_test, data.changed_test)):
         np.testing.assert_array_equal(changed, y != data.cluster_labels[cluster])
@@ -144,8 +145,8 @@ def test_about_half_of_flip_y_changes_a_label(seed):
     assert changed.mean() == pytest.approx(0.05, abs=0.01)
     assert data.changed_train.mean() == pytest.approx(0.05, abs=0.012)
     assert data.changed_test.mean() == pytest.approx(0.05, abs=0.02)
-    assert not theory.linear_model_data(n_train=400, n_test=100, flip=0.0, seed=seed).changed_train.any()
-    everything = theory.linear_model_data(n_train=2000, n_test=1000, flip=1.0, seed=seed)
+    assert not linear_model.linear_model_data(n_train=400, n_test=100, flip=0.0, seed=seed).changed_train.any()
+    everything = linear_model.linear_model_data(n_train=2000, n_test=1000, flip=1.0, seed=seed)
     assert everything.changed_train.mean() == pytest.approx(0.5, abs=0.05)
 
 
@@ -153,7 +154,7 @@ def test_about_half_of_flip_y_changes_a_label(seed):
 def test_class_means_are_separated_by_a_line_through_the_origin(seed):
     # The bias-free model σ(w·x) needs it; make_classification puts the 4 clusters on the
     # vertices in a fixed order (class 0 below x2 = 0, class 1 above), never the XOR layout.
-    data = theory.linear_model_data(n_train=800, n_test=200, seed=seed)
+    data = linear_model.linear_model_data(n_train=800, n_test=200, seed=seed)
     x = np.concatenate([data.x_train, data.x_test])
     cluster = np.concatenate([data.cluster_train, data.cluster_test])
     for k in range(4):
@@ -166,17 +167,17 @@ def test_class_means_are_separated_by_a_line_through_the_origin(seed):
 
 
 def test_data_is_deterministic_per_seed(data):
-    again = theory.linear_model_data(seed=0)
+    again = linear_model.linear_model_data(seed=0)
     np.testing.assert_array_equal(again.x_train, data.x_train)
     np.testing.assert_array_equal(again.y_test, data.y_test)
     np.testing.assert_array_equal(again.changed_test, data.changed_test)
-    other = theory.linear_model_data(seed=1)
+    other = linear_model.linear_model_data(seed=1)
     assert other.random_state == 1 and not np.allclose(other.x_train, data.x_train)
-    small = theory.linear_model_data(n_train=40, n_test=10, flip=0.0, side=2.0, seed=3)
+    small = linear_model.linear_model_data(n_train=40, n_test=10, flip=0.0, side=2.0, seed=3)
     assert small.x_train.shape == (40, 2) and small.x_test.shape == (10, 2) and not small.changed_train.any()
     np.testing.assert_array_equal(np.abs(small.means), 1.0)
     np.testing.assert_array_equal(small.y_train, small.cluster_labels[small.cluster_train])
-    tiny = theory.linear_model_data(n_train=2, n_test=1, seed=0)  # fewer points than clusters
+    tiny = linear_model.linear_model_data(n_train=2, n_test=1, seed=0)  # fewer points than clusters
     assert sorted(np.concatenate([tiny.cluster_train, tiny.cluster_test])) == [0, 1, 2]
 
 
@@ -188,7 +189,7 @@ def test_data_is_deterministic_per_seed(data):
 ])
 def test_data_rejects_bad_arguments(kwargs, name):
     with pytest.raises(ValueError, match=name):
-        theory.linear_model_data(**kwargs)
+        linear_model.linear_model_data(**kwargs)
 
 
 # ------------------------------------------------------------------------------ training
@@ -196,13 +197,13 @@ def test_data_rejects_bad_arguments(kwargs, name):
 
 @pytest.mark.parametrize("gamma", [0.0, 1.0])
 def test_gradient_descent_reaches_the_scipy_optimum(data, gamma):
-    default = theory.train_linear_model(data.x_train, data.y_train, gamma)
+    default = linear_model.train_linear_model(data.x_train, data.y_train, gamma)
     assert default.weights.shape == (1001, 2) and default.steps[-1] == 1000
     np.testing.assert_array_equal(default.weights[0], [0.0, 0.0])
-    fit = theory.train_linear_model(data.x_train, data.y_train, gamma, iterations=2000)
+    fit = linear_model.train_linear_model(data.x_train, data.y_train, gamma, iterations=2000)
     np.testing.assert_array_equal(fit.weights[:1001], default.weights)
     np.testing.assert_allclose(default.w, fit.w, atol=1e-6)  # the default 1000 steps are converged for plots
-    _, grad = theory.linear_model_loss(fit.w, data.x_train, data.y_train, gamma)
+    _, grad = linear_model.linear_model_loss(fit.w, data.x_train, data.y_train, gamma)
     assert np.linalg.norm(grad) < 1e-12
     assert fit.grad_norm[-1] == pytest.approx(np.linalg.norm(grad), abs=1e-15)
     assert np.all(np.diff(fit.loss) <= 1e-15)  # convex loss, small step: monotone descent
@@ -222,14 +223,14 @@ def test_gradient_descent_reaches_the_scipy_optimum(data, gamma):
 
 
 def test_training_records_every_k_steps_and_validates(data):
-    fit = theory.train_linear_model(data.x_test, data.y_test, 1.0, lr=0.2, iterations=25, record_every=10)
+    fit = linear_model.train_linear_model(data.x_test, data.y_test, 1.0, lr=0.2, iterations=25, record_every=10)
     np.testing.assert_array_equal(fit.steps, [0, 10, 20, 25])
     for kwargs, name in (({"lr": 0.0}, "lr"), ({"iterations": -1}, "iterations"), ({"record_every": 0}, "record_every"),
                          ({"w0": [1.0]}, "w0")):
         with pytest.raises(ValueError, match=name):
-            theory.train_linear_model(data.x_test, data.y_test, 1.0, **kwargs)
+            linear_model.train_linear_model(data.x_test, data.y_test, 1.0, **kwargs)
     with pytest.raises(ValueError, match="gamma"):
-        theory.train_linear_model(data.x_test, data.y_test, -0.5)
+        linear_model.train_linear_model(data.x_test, data.y_test, -0.5)
 
 
 # ----------------------------------------------------------------- M20's qualitative claims
@@ -237,7 +238,7 @@ def test_training_records_every_k_steps_and_validates(data):
 
 @pytest.fixture(scope="module")
 def experiments(experiment):
-    return {0: experiment, **{seed: theory.linear_model_experiment((0.0, 1.0), seed=seed) for seed in (1, 2)}}
+    return {0: experiment, **{seed: linear_model.linear_model_experiment((0.0, 1.0), seed=seed) for seed in (1, 2)}}
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
@@ -274,7 +275,7 @@ def test_ce_misclassifies_above_90_percent_confidence_far_more_often_than_focal(
 
 def test_experiment_rejects_bad_gammas():
     with pytest.raises(ValueError, match="gamma"):
-        theory.linear_model_experiment((0.0, -1.0), n_train=20, n_test=10, iterations=2)
+        linear_model.linear_model_experiment((0.0, -1.0), n_train=20, n_test=10, iterations=2)
 
 
 # ------------------------------------------------------------------------------ figures

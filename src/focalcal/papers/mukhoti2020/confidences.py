@@ -1,4 +1,4 @@
-"""mukhoti2020 (M20) Fig 9: the confidence of each model on a few test inputs that every model
+"""mukhoti2020 Fig 9: the confidence of each model on a few test inputs that every model
 classifies correctly and a few that every model misclassifies, before and after temperature
 scaling.
 
@@ -19,7 +19,7 @@ from matplotlib.figure import Figure
 from matplotlib.legend_handler import HandlerTuple
 from matplotlib.patches import Patch
 
-from .style import REPORT_WIDTH, color_for, paper_title, status_label, styled
+from focalcal.plots.style import REPORT_WIDTH, color_for, paper_title, status_label, styled
 
 PANEL_KEYS = ("predicted", "confidence_pre", "confidence_post")
 LIGHT_SHARE = 0.35  # the bar of the confidence before TS: the model's colour, 35 % of it over white
