@@ -662,3 +662,32 @@ def test_fig9_builder_shows_each_models_stored_pre_and_post_ts_confidence(tmp_pa
     widths = sorted(round(bar.get_width(), 6) for ax in bar_axes for bar in ax.patches if bar.get_width() > 0)
     candidates = {round(float(v), 6) for pre, post in stored.values() for v in np.concatenate([pre, post])}
     assert len(widths) == 64 and set(widths) <= candidates  # 8 inputs x 4 models x (pre, post), each a stored confidence
+
+
+def test_box_plot_points_land_in_the_same_place_every_time_and_leave_numpys_generator_alone():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+
+    from focalcal.plots.boxes import boxes_or_points
+
+    rng = np.random.default_rng(3)
+    data = pd.DataFrame({"loss": np.repeat(["ce", "fl"], 10), "fold": np.tile(np.arange(10), 2),
+                         "iou": rng.uniform(0.5, 0.9, 20)})
+
+    def point_offsets():
+        ax = Figure().subplots()
+        boxes_or_points(ax, data, x="loss", y="iou", hue="loss", order=["ce", "fl"], hue_order=["ce", "fl"],
+                        palette={"ce": "#000000", "fl": "#ff0000"}, overlay="#777777", dodge=False)
+        return np.concatenate([collection.get_offsets() for collection in ax.collections])
+
+    np.random.seed(11)
+    expected_next = np.random.random()
+    np.random.seed(11)
+    first = point_offsets()
+    assert np.random.random() == expected_next  # the caller's global generator is where it was
+    second = point_offsets()
+    assert len(first) == 20
+    assert np.array_equal(first, second)
+    assert np.ptp(first[:10, 0]) > 0  # the points are spread (jittered), not stacked

@@ -39,7 +39,7 @@ def boxes_or_points(ax, data: pd.DataFrame, *, x: str, y: str, hue: str, order: 
                         saturation=1.0, ax=ax, width=width, linewidth=1.0, fliersize=0 if overlay else fliersize,
                         dodge=dodge, legend=False)
         if overlay:
-            sns.stripplot(data=boxed, x=x, y=y, hue=hue, order=list(order), hue_order=list(hue_order),
+            _seeded_stripplot(data=boxed, x=x, y=y, hue=hue, order=list(order), hue_order=list(hue_order),
                           palette={level: overlay for level in hue_order}, dodge=dodge, size=3, jitter=0.12 * width,
                           ax=ax, legend=False)
     levels = len(hue_order) if dodge else 1
@@ -71,3 +71,15 @@ def mark_status_ticks(ax, data: pd.DataFrame, *, x: str, order: Sequence, per_ru
             rows = rows[rows[per_run] == rows[per_run].iloc[0]]
         labels.append(status_label(str(value), rows["status"], sep="\n"))
     ax.set_xticks(range(len(order)), labels)
+
+
+def _seeded_stripplot(**kwargs) -> None:
+    """seaborn's strip plot, its jitter drawn from a fixed seed: seaborn draws it from numpy's
+    global generator, which would make the same figure's bytes differ from run to run. The
+    caller's global generator state is left as it was."""
+    state = np.random.get_state()
+    try:
+        np.random.seed(0)
+        sns.stripplot(**kwargs)
+    finally:
+        np.random.set_state(state)
