@@ -74,6 +74,7 @@ CLASS_NAMES = ["negative", "positive"]
 COLUMNS = ("word", "left", "right", "height")
 PTB_TO_NODE_CLASS = {0: NEGATIVE, 1: NEGATIVE, 2: NEUTRAL, 3: POSITIVE, 4: POSITIVE}
 TREE_FILES = {"train": "train.txt", "val": "dev.txt", "test": "test.txt"}
+TOKEN_SOURCES = ("ptb", "released")  # load_sst_binary's token_source
 # sst_train.py: ``emb[...] = torch.Tensor(...).normal_(-0.05, 0.05)`` for a word GloVe lacks
 MISSING_WORD_MEAN, MISSING_WORD_STD = -0.05, 0.05
 MISSING_WORD_SEED = 0  # one draw per vocabulary, shared by every run (sst_embed.pth in the released code)
@@ -213,13 +214,25 @@ def missing_word_vectors(n: int, dim: int) -> np.ndarray:
     return rng.normal(MISSING_WORD_MEAN, MISSING_WORD_STD, size=(n, dim)).astype(np.float32)
 
 
-def load_sst_binary(root, download: bool, *, max_words: int | None = None, glove: str | None = None) -> RawData:
-    """SST binary from the PTB trees; official train / dev (as val) / test. See the module docstring."""
+def load_sst_binary(root, download: bool, *, max_words: int | None = None, glove: str | None = None,
+                    token_source: str = "ptb") -> RawData:
+    """SST binary; official train / dev (as val) / test. ``token_source`` "ptb" reads the PTB
+    trees, "released" the files of ``stanfordSentimentTreebank.zip`` that mukhoti2020's released
+    code reads (:mod:`focalcal.data.sst_dictionary`). See the module docstring."""
     check_max_words(max_words)
     glove_path = check_glove_path(glove)
-    folder = ensure_archive_folder(sources.SST_PTB, Path(root), download=download, dataset="sst_binary")
-    missing = [name for name in TREE_FILES.values() if not (folder / name).is_file()]
-    if missing:
-        raise ValueError(f"{folder} lacks {missing}: delete it and load again to unpack the archive afresh")
-    trees = {pool: read_trees(folder / name) for pool, name in TREE_FILES.items()}
-    return binary_treebank(trees, max_words=max_words, glove=glove_path, info={"folder": str(folder)})
+    if token_source not in TOKEN_SOURCES:
+        raise ValueError(f"token_source must be one of {list(TOKEN_SOURCES)}, got {token_source!r}")
+    if token_source == "released":
+        from . import sst_dictionary
+
+        folder = ensure_archive_folder(sources.SST_RELEASE, Path(root), download=download, dataset="sst_binary")
+        trees = sst_dictionary.read_release(folder)
+    else:
+        folder = ensure_archive_folder(sources.SST_PTB, Path(root), download=download, dataset="sst_binary")
+        missing = [name for name in TREE_FILES.values() if not (folder / name).is_file()]
+        if missing:
+            raise ValueError(f"{folder} lacks {missing}: delete it and load again to unpack the archive afresh")
+        trees = {pool: read_trees(folder / name) for pool, name in TREE_FILES.items()}
+    return binary_treebank(trees, max_words=max_words, glove=glove_path,
+                           info={"folder": str(folder), "token_source": token_source})
