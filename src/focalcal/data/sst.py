@@ -27,9 +27,10 @@ Encoding (one contract for this set and :mod:`focalcal.data.synthetic_treebank`)
 * val/test ``y``: int64 (N,) root labels, 0 = negative, 1 = positive.
 
 Words are the leaves verbatim: cased (the released code's ``vocab-cased.txt`` and cased
-glove.840B.300d, ``sst_train.py``), brackets as the release escapes them (``-LRB-``,
-``-RRB-``): the released code takes tokens as they are (``line.split()`` in
-``treeLSTM/dataset.py``), unescaping nothing. A literal parenthesis is always structure.
+glove.840B.300d, ``sst_train.py``), brackets as the source writes them (see "Token source"
+below): the released code takes tokens as they are (``line.split()`` in
+``treeLSTM/dataset.py``), unescaping nothing. In a PTB line a literal parenthesis is always
+structure.
 
 Vocabulary and word vectors, as the released code: the vocabulary holds the words of all
 three splits (``vocab-cased.txt``, written from the train, dev and test token files by the
@@ -45,9 +46,16 @@ every run reused. The word on GloVe's first line gets its GloVe vector too: ``ss
 ``if glove_vocab.getIndex(word):`` takes that word's index, 0, for "missing" and gives it a
 random vector, a defect not copied here.
 
-Token source: the released code reads its tokens from ``SOStr.txt`` and its labels from the
-phrase dictionary of ``stanfordSentimentTreebank.zip`` (Stanford's ``preprocess-sst.py``); these
-are the leaves of the PTB trees. That the two give the same tokens is not shown here.
+Token source (``token_source``). "ptb", the default, reads the PTB trees above. "released"
+reads what mukhoti2020's released code reads: ``stanfordSentimentTreebank.zip``'s ``SOStr.txt``
+(tokens), ``STree.txt`` (parses), ``dictionary.txt`` and ``sentiment_labels.txt`` (every node's
+label, its phrase's sentiment value cut at 0.2 / 0.4 / 0.6 / 0.8) and ``datasetSplit.txt``
+(splits), as its preprocessing does (:mod:`focalcal.data.sst_dictionary`). The two spell
+brackets differently: the PTB trees write ``-LRB-`` and ``-RRB-`` where ``SOStr.txt`` and
+``dictionary.txt`` write ``(`` and ``)`` (stored copies of the real files), so the two
+vocabularies look up different GloVe rows for them. On a sample written in both formats
+(``tests/test_data_sst_release.py``) the two give the same trees, labels and splits and
+differ in those tokens only; the full files are not compared here.
 """
 
 from __future__ import annotations
