@@ -140,7 +140,7 @@ _DATASETS = {
     # adds up to (15,098/900/3,999, one fixed shuffle as ng_loader.py of its released code); the
     # "bydate" release splits 18,846 documents by date, so it is another setting. Token ids
     # (N, 1000) over a 20,000-id vocabulary (focalcal.data.newsgroups); SST: node tables (N, M, 4)
-    # of PTB trees without neutral sentences, official splits, dev as val (focalcal.data.sst).
+    # of the treebank's trees without neutral sentences, official splits, dev as val (focalcal.data.sst).
     "20newsgroups": Dataset(paper_name="20 Newsgroups", needs_download=True,
                             loader="focalcal.data.newsgroups:load_newsgroups",
                             num_classes=Ref("focalcal.data.newsgroups:NUM_GROUPS"),

@@ -153,3 +153,17 @@ SST_PTB = RemoteArchive(
     ),
     folder="trees",
 )
+
+# The treebank's own release (Socher et al. 2013): SOStr.txt, STree.txt, dictionary.txt,
+# sentiment_labels.txt and datasetSplit.txt, the files mukhoti2020's released preprocessing
+# reads (focalcal.data.sst_dictionary). The zip holds the folder stanfordSentimentTreebank (and
+# a __MACOSX folder, left out on unpacking). No checksum is published; the sha256 is the one recorded
+# for this URL in JuliaText/CorpusLoaders.jl (test/StanfordSentimentTreebank_DataDeps.jl).
+SST_RELEASE = RemoteArchive(
+    archive=RemoteFile(
+        url="http://nlp.stanford.edu/~socherr/stanfordSentimentTreebank.zip",
+        filename="stanfordSentimentTreebank.zip",
+        sha256="3f5209483b46bbf129cacbbbe6ae02fe780407034f61cf6342b7833257c3f1db",
+    ),
+    folder="stanfordSentimentTreebank",
+)

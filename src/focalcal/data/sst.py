@@ -27,9 +27,10 @@ Encoding (one contract for this set and :mod:`focalcal.data.synthetic_treebank`)
 * val/test ``y``: int64 (N,) root labels, 0 = negative, 1 = positive.
 
 Words are the leaves verbatim: cased (the released code's ``vocab-cased.txt`` and cased
-glove.840B.300d, ``sst_train.py``), brackets as the release escapes them (``-LRB-``,
-``-RRB-``): the released code takes tokens as they are (``line.split()`` in
-``treeLSTM/dataset.py``), unescaping nothing. A literal parenthesis is always structure.
+glove.840B.300d, ``sst_train.py``), brackets as the source writes them (see "Token source"
+below): the released code takes tokens as they are (``line.split()`` in
+``treeLSTM/dataset.py``), unescaping nothing. In a PTB line a literal parenthesis is always
+structure.
 
 Vocabulary and word vectors, as the released code: the vocabulary holds the words of all
 three splits (``vocab-cased.txt``, written from the train, dev and test token files by the
@@ -45,9 +46,16 @@ every run reused. The word on GloVe's first line gets its GloVe vector too: ``ss
 ``if glove_vocab.getIndex(word):`` takes that word's index, 0, for "missing" and gives it a
 random vector, a defect not copied here.
 
-Token source: the released code reads its tokens from ``SOStr.txt`` and its labels from the
-phrase dictionary of ``stanfordSentimentTreebank.zip`` (Stanford's ``preprocess-sst.py``); these
-are the leaves of the PTB trees. That the two give the same tokens is not shown here.
+Token source (``token_source``). "ptb", the default, reads the PTB trees above. "released"
+reads what mukhoti2020's released code reads: ``stanfordSentimentTreebank.zip``'s ``SOStr.txt``
+(tokens), ``STree.txt`` (parses), ``dictionary.txt`` and ``sentiment_labels.txt`` (every node's
+label, its phrase's sentiment value cut at 0.2 / 0.4 / 0.6 / 0.8) and ``datasetSplit.txt``
+(splits), as its preprocessing does (:mod:`focalcal.data.sst_dictionary`). The two spell
+brackets differently: the PTB trees write ``-LRB-`` and ``-RRB-`` where ``SOStr.txt`` and
+``dictionary.txt`` write ``(`` and ``)`` (stored copies of the real files), so the two
+vocabularies look up different GloVe rows for them. On a sample written in both formats
+(``tests/test_data_sst_release.py``) the two give the same trees, labels and splits and
+differ in those tokens only; the full files are not compared here.
 """
 
 from __future__ import annotations
@@ -74,6 +82,7 @@ CLASS_NAMES = ["negative", "positive"]
 COLUMNS = ("word", "left", "right", "height")
 PTB_TO_NODE_CLASS = {0: NEGATIVE, 1: NEGATIVE, 2: NEUTRAL, 3: POSITIVE, 4: POSITIVE}
 TREE_FILES = {"train": "train.txt", "val": "dev.txt", "test": "test.txt"}
+TOKEN_SOURCES = ("ptb", "released")  # load_sst_binary's token_source
 # sst_train.py: ``emb[...] = torch.Tensor(...).normal_(-0.05, 0.05)`` for a word GloVe lacks
 MISSING_WORD_MEAN, MISSING_WORD_STD = -0.05, 0.05
 MISSING_WORD_SEED = 0  # one draw per vocabulary, shared by every run (sst_embed.pth in the released code)
@@ -213,13 +222,25 @@ def missing_word_vectors(n: int, dim: int) -> np.ndarray:
     return rng.normal(MISSING_WORD_MEAN, MISSING_WORD_STD, size=(n, dim)).astype(np.float32)
 
 
-def load_sst_binary(root, download: bool, *, max_words: int | None = None, glove: str | None = None) -> RawData:
-    """SST binary from the PTB trees; official train / dev (as val) / test. See the module docstring."""
+def load_sst_binary(root, download: bool, *, max_words: int | None = None, glove: str | None = None,
+                    token_source: str = "ptb") -> RawData:
+    """SST binary; official train / dev (as val) / test. ``token_source`` "ptb" reads the PTB
+    trees, "released" the files of ``stanfordSentimentTreebank.zip`` that mukhoti2020's released
+    code reads (:mod:`focalcal.data.sst_dictionary`). See the module docstring."""
     check_max_words(max_words)
     glove_path = check_glove_path(glove)
-    folder = ensure_archive_folder(sources.SST_PTB, Path(root), download=download, dataset="sst_binary")
-    missing = [name for name in TREE_FILES.values() if not (folder / name).is_file()]
-    if missing:
-        raise ValueError(f"{folder} lacks {missing}: delete it and load again to unpack the archive afresh")
-    trees = {pool: read_trees(folder / name) for pool, name in TREE_FILES.items()}
-    return binary_treebank(trees, max_words=max_words, glove=glove_path, info={"folder": str(folder)})
+    if token_source not in TOKEN_SOURCES:
+        raise ValueError(f"token_source must be one of {list(TOKEN_SOURCES)}, got {token_source!r}")
+    if token_source == "released":
+        from . import sst_dictionary
+
+        folder = ensure_archive_folder(sources.SST_RELEASE, Path(root), download=download, dataset="sst_binary")
+        trees = sst_dictionary.read_release(folder)
+    else:
+        folder = ensure_archive_folder(sources.SST_PTB, Path(root), download=download, dataset="sst_binary")
+        missing = [name for name in TREE_FILES.values() if not (folder / name).is_file()]
+        if missing:
+            raise ValueError(f"{folder} lacks {missing}: delete it and load again to unpack the archive afresh")
+        trees = {pool: read_trees(folder / name) for pool, name in TREE_FILES.items()}
+    return binary_treebank(trees, max_words=max_words, glove=glove_path,
+                           info={"folder": str(folder), "token_source": token_source})
