@@ -167,10 +167,11 @@ def parameter_count(key: str, num_classes: int) -> int:
 
 def _compare(logits: LogitsSet, out_dir: Path, specs: dict, n_bins: int, n_resamples: int, seed: int, smooth: bool,
              progress: Callable[[str], None]) -> list[dict]:
-    from focalcal.metrics.bootstrap import bootstrap_indices, metrics_with_intervals
+    from focalcal.metrics.bootstrap import bootstrap_indices, metrics_with_intervals, resample_weights
     from focalcal.pipeline.calibrate import fit_calibrator, rows_to_csv
 
     indices = bootstrap_indices(len(logits.test_labels), n_resamples, seed)
+    weights = resample_weights(indices, len(logits.test_labels))  # counted once, for every calibrator
     background = {key: spec for key, spec in specs.items() if spec["build"]["name"] in BACKGROUND_FITS}
     if len(background) == len(specs):
         background = {}  # nothing to overlap with: fit here
@@ -187,7 +188,7 @@ def _compare(logits: LogitsSet, out_dir: Path, specs: dict, n_bins: int, n_resam
             measure_started = time.perf_counter()
             probs = calibrator.transform(logits.test_logits)
             fitted_params[key] = {"spec": specs[key], "fitted": calibrator.to_dict()}
-            intervals = metrics_with_intervals(probs, logits.test_labels, indices, n_bins)
+            intervals = metrics_with_intervals(probs, logits.test_labels, indices, n_bins, weights=weights)
             rows_of[key] = [{"calibrator": key, "metric": metric,
                              "bins": n_bins if metric in ("ece", "adaece", "mce", "classwise_ece") else "",
                              "value": interval.estimate, "ci_low": interval.low, "ci_high": interval.high}
@@ -214,7 +215,13 @@ class _BackgroundFits:
     """Fits the ``specs`` in one second process (started at once, in order, so focal TS by NLL
     reuses the grid scored for focal TS by ECE) while the caller fits, measures and draws the
     others: the command's one long fit then overlaps the rest of its work on the second core.
-    ``result(key)`` waits for that calibrator."""
+    ``result(key)`` waits for that calibrator.
+
+    The second process runs its grid on one core fewer than this process may use
+    (:func:`background_threads`): with as many grid threads as cores, this process's work
+    shares a core with one of them, the grid's evenly split blocks wait for that slowed thread,
+    and the grid took 2-3x its time alone.
+    """
 
     def __init__(self, specs: dict, val_logits, val_labels):
         self._specs, self._arrays, self._pool, self._future = specs, (val_logits, val_labels), None, None
@@ -225,7 +232,7 @@ class _BackgroundFits:
 
             # spawn: a fresh interpreter, whatever threads this one has started
             self._pool = multiprocessing.get_context("spawn").Pool(1)
-            self._future = self._pool.apply_async(_fit_all, (self._specs, *self._arrays))
+            self._future = self._pool.apply_async(_fit_all, (self._specs, *self._arrays, background_threads()))
         return self
 
     def result(self, key: str):
@@ -258,10 +265,23 @@ def _eager_unless_built(specs: dict, announce: Callable[[str], None]) -> None:
                  "eager PyTorch path (slower); `focalcal build-kernels` builds them once")
 
 
-def _fit_all(specs: dict, val_logits, val_labels) -> dict:
-    """key -> (fitted calibrator, fit seconds), in the order of ``specs`` (runs in the second process)."""
+def background_threads() -> int:
+    """Threads for the second process's grid: the cores this process may run on, less the one
+    it keeps busy itself (at least one)."""
+    import os
+
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1, cores - 1)
+
+
+def _fit_all(specs: dict, val_logits, val_labels, threads: int) -> dict:
+    """key -> (fitted calibrator, fit seconds), in the order of ``specs`` (runs in the second
+    process, whose grid uses ``threads`` threads)."""
+    import torch
+
     from focalcal.pipeline.calibrate import fit_calibrator
 
+    torch.set_num_threads(threads)
     _eager_unless_built(specs, lambda line: print(line, flush=True))
     fitted = {}
     for key, spec in specs.items():

@@ -21,34 +21,37 @@ From segmentation runs — :mod:`.segmentation`:
 C21 = charoenphakdee2021, K24 = komisarenko2024, M20 = mukhoti2020, H21 = hossain2021.
 """
 
-from .confidences import choose_samples, sample_confidences_figure
-from .experiment_figures import (
-    ece_box_plots,
-    feature_norms_figure,
-    gradient_norm_histograms_figure,
-    optimal_temperature_figure,
-    posterior_scores,
-    synthetic_posterior_figure,
-    training_comparison_figure,
-    training_curves_figure,
-)
-from .reliability import (
-    draw_reliability,
-    raw_vs_psi_reliability_figure,
-    reliability_diagram,
-    training_reliability_figure,
-)
-from .segmentation import segmentation_overlays_figure, segmentation_scores_figure
-from .simplex import (
-    barycentric_grid,
-    calibration_arrows_figure,
-    calibration_difference_figure,
-    conditional_risk,
-    conditional_risk_isolines_figure,
-    map_difference,
-    to_cartesian,
-)
-from .style import color_for, gamma_color, plot_style, save
+import importlib
+
+# name -> the submodule defining it. Each submodule is imported when one of its names is first
+# asked for: a command that draws one reliability diagram does not load seaborn's plot families
+# and every other figure module (~0.5 s).
+_DEFINED_IN = {
+    **dict.fromkeys(("choose_samples", "sample_confidences_figure"), "confidences"),
+    **dict.fromkeys(("ece_box_plots", "feature_norms_figure", "gradient_norm_histograms_figure",
+                     "optimal_temperature_figure", "posterior_scores", "synthetic_posterior_figure",
+                     "training_comparison_figure", "training_curves_figure"), "experiment_figures"),
+    **dict.fromkeys(("draw_reliability", "raw_vs_psi_reliability_figure", "reliability_diagram",
+                     "training_reliability_figure"), "reliability"),
+    **dict.fromkeys(("segmentation_overlays_figure", "segmentation_scores_figure"), "segmentation"),
+    **dict.fromkeys(("barycentric_grid", "calibration_arrows_figure", "calibration_difference_figure",
+                     "conditional_risk", "conditional_risk_isolines_figure", "map_difference", "to_cartesian"),
+                    "simplex"),
+    **dict.fromkeys(("color_for", "gamma_color", "plot_style", "save"), "style"),
+}
+
+
+def __getattr__(name: str):
+    if name not in _DEFINED_IN:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{_DEFINED_IN[name]}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted({*globals(), *_DEFINED_IN})
+
 
 __all__ = [
     "barycentric_grid",
