@@ -5,7 +5,8 @@ worktree`` and each command runs in its own interpreter with its own ``src`` fir
 of 100 classes (the default calibrators). Printed: each run's wall time and CPU time (user +
 system of the command and its second process: on a machine shared with other jobs the wall
 time follows their load, the CPU time much less), the best of each, the ratios base / checkout,
-and each calibrator's fit and measure times from the checkout's last run. Goal: <= 3 s wall.
+each calibrator's fit and measure times from the checkout's last run, and which output files
+differ between the two commands' first runs (none, where the results are equal). Goal: <= 3 s wall.
 
 ``python -m bench calibrate_command [--quick]``. ``BENCH_BASE=<commit>`` picks another baseline,
 ``BENCH_CALIBRATORS=raw,fts_ece`` a ``--calibrators`` subset, ``BENCH_REPEATS=n`` the runs
@@ -69,12 +70,15 @@ def main(quick: bool = False) -> None:
                        REPOSITORY / "src"}
             walls = {name: [] for name in sources}
             cpus = {name: [] for name in sources}
-            stdout = ""
+            stdout, same = "", {}
             for repeat in range(repeats):  # interleaved: both see the same machine load
                 for name, src in sources.items():
                     wall, cpu, stdout = run(src, logits, tmp / f"out{repeat}_{name.split()[0]}", calibrators)
                     walls[name].append(wall)
                     cpus[name].append(cpu)
+            first = [tmp / f"out0_{name.split()[0]}" for name in sources]
+            same = {str(path.relative_to(first[0])): path.read_bytes() == (first[1] / path.relative_to(first[0])).read_bytes()
+                    for path in sorted(first[0].rglob("*")) if path.is_file() and path.suffix != ".sha256"}
         finally:
             git("worktree", "remove", "--force", str(tmp / "base"))
     print(f"focalcal calibrate, {n_test:,} test + {n_val:,} val samples x 100 classes, "
@@ -87,6 +91,9 @@ def main(quick: bool = False) -> None:
     print(f"ratio base / checkout (best of each): wall {min(walls[old]) / min(walls[new]):.2f}x, "
           f"cpu {min(cpus[old]) / min(cpus[new]):.2f}x; goal <= {GOAL_S:.0f} s wall: checkout best "
           f"{min(walls[new]) / GOAL_S:.2f}x of it")
+    differ = [name for name, equal in same.items() if not equal]
+    print(f"outputs of base and checkout: {len(same) - len(differ)} of {len(same)} files byte for byte equal"
+          + (f"; differ: {', '.join(differ)}" if differ else ""))
     print(f"{'calibrator':20s} {'fit s':>7s} {'measure+draw s':>15s}   (checkout's last run)")
     for name, fit, measure in PROGRESS.findall(stdout):
         print(f"{name:20s} {float(fit):7.2f} {float(measure):15.2f}")

@@ -1,6 +1,5 @@
-"""The faster paths of ``focalcal calibrate`` give the numbers of the straightforward code they
-replace, bit for bit: each test holds that code as a reference implementation (what the
-library computed before the path was made faster) and compares."""
+"""The fast paths of ``focalcal calibrate`` give the numbers of the straightforward computation,
+bit for bit: each test holds that computation as a reference implementation and compares."""
 
 from __future__ import annotations
 
@@ -134,8 +133,8 @@ def test_the_figure_package_names_every_figure_and_refuses_unknown_names():
 
 
 def test_a_saved_figure_saves_again_to_the_same_bytes(tmp_path):
-    """``save`` leaves the figure whole (clearing it re-made every axis's ticks, a quarter of the
-    save): a second save, e.g. as another format, draws the same figure."""
+    """``save`` leaves the figure whole (clearing it would re-make every axis's ticks, a quarter of
+    the save): a second save, e.g. as another format, draws the same figure."""
     from focalcal.plots import reliability_diagram, save
 
     rng = np.random.default_rng(1)

@@ -118,10 +118,6 @@ def compare_calibrators(logits: LogitsSet, out_dir, names=None, gamma: float | N
                         n_resamples: int = 200, seed: int = 0, smooth: bool = True,
                         progress: Callable[[str], None] = print) -> list[dict]:
     """Fit, measure and draw every calibrator; write the files of the module docstring. Returns the metric rows."""
-    from threadpoolctl import threadpool_limits
-
-    from focalcal.calibration import calibrator_class
-
     specs = resolve_calibrators(names, gamma)
     if names is None:  # named calibrators run whatever K; the default list stays within bounds
         for key in [key for key in QUADRATIC_IN_K if key in specs and logits.num_classes > MAX_CLASSES_QUADRATIC]:
@@ -129,6 +125,25 @@ def compare_calibrators(logits: LogitsSet, out_dir, names=None, gamma: float | N
             progress(f"skipping {key}: its cost grows as K² ({COSTS[key]}) and {logits.source} has "
                      f"{logits.num_classes:,} classes, more than {MAX_CLASSES_QUADRATIC}; name it in --calibrators "
                      "to fit it anyway")
+    background = {key: spec for key, spec in specs.items() if spec["build"]["name"] in BACKGROUND_FITS}
+    if len(background) == len(specs):
+        background = {}  # nothing to overlap with: fit here
+    # The second process starts before anything else here, so that its start-up (torch's import
+    # above all) overlaps this process's; it is stopped if a check below fails.
+    with contextlib.ExitStack() as stack:
+        fits = stack.enter_context(_BackgroundFits(background, logits.val_logits, logits.val_labels))
+        rows, folder = _checked_compare(logits, out_dir, specs, fits, stack, n_bins, n_resamples, seed, smooth,
+                                        progress)
+    progress(f"wrote {folder.path / 'index.html'}, metrics.csv, calibration.json and {len(specs)} diagrams")
+    return rows
+
+
+def _checked_compare(logits: LogitsSet, out_dir, specs: dict, fits: _BackgroundFits, stack: contextlib.ExitStack,
+                     n_bins: int, n_resamples: int, seed: int, smooth: bool, progress: Callable[[str], None]):
+    from threadpoolctl import threadpool_limits
+
+    from focalcal.calibration import calibrator_class
+
     binary_only = [key for key, spec in specs.items() if calibrator_class(spec["build"]["name"]).binary_only]
     if binary_only and logits.num_classes != 2:
         raise ValueError(f"calibrator {binary_only[0]} is for binary classifiers; {logits.source} has "
@@ -141,13 +156,11 @@ def compare_calibrators(logits: LogitsSet, out_dir, names=None, gamma: float | N
                      "by the data")
     # One BLAS thread: this process's matrices are small, and OpenBLAS threads that spin-wait
     # beside the second process's grid cost more CPU than they save (bench compare: 22 -> 16 s).
-    with contextlib.ExitStack() as stack:
-        folder = out_dir if isinstance(out_dir, OutputFolder) else stack.enter_context(output_folder(out_dir))
-        stack.enter_context(threadpool_limits(limits=1, user_api="blas"))
-        rows = _compare(logits, folder.staging, specs, n_bins, n_resamples, seed, smooth, progress)
-        folder.commit()
-    progress(f"wrote {folder.path / 'index.html'}, metrics.csv, calibration.json and {len(specs)} diagrams")
-    return rows
+    folder = out_dir if isinstance(out_dir, OutputFolder) else stack.enter_context(output_folder(out_dir))
+    stack.enter_context(threadpool_limits(limits=1, user_api="blas"))
+    rows = _compare(logits, folder.staging, specs, fits, n_bins, n_resamples, seed, smooth, progress)
+    folder.commit()
+    return rows, folder
 
 
 def output_folder(out_dir) -> OutputFolder:
@@ -165,44 +178,41 @@ def parameter_count(key: str, num_classes: int) -> int:
             "dirichlet": k * k + k, "ets": 4, "beta": 3}[key]
 
 
-def _compare(logits: LogitsSet, out_dir: Path, specs: dict, n_bins: int, n_resamples: int, seed: int, smooth: bool,
-             progress: Callable[[str], None]) -> list[dict]:
+def _compare(logits: LogitsSet, out_dir: Path, specs: dict, fits: _BackgroundFits, n_bins: int, n_resamples: int,
+             seed: int, smooth: bool, progress: Callable[[str], None]) -> list[dict]:
     from focalcal.metrics.bootstrap import bootstrap_indices, metrics_with_intervals, resample_weights
     from focalcal.pipeline.calibrate import fit_calibrator, rows_to_csv
 
     indices = bootstrap_indices(len(logits.test_labels), n_resamples, seed)
     weights = resample_weights(indices, len(logits.test_labels))  # counted once, for every calibrator
-    background = {key: spec for key, spec in specs.items() if spec["build"]["name"] in BACKGROUND_FITS}
-    if len(background) == len(specs):
-        background = {}  # nothing to overlap with: fit here
+    background = fits.specs
     _eager_unless_built({key: spec for key, spec in specs.items() if key not in background}, progress)
     fitted_params, rows_of, diagrams = {}, {}, {}
-    with _BackgroundFits(background, logits.val_logits, logits.val_labels) as fits:
-        for done, key in enumerate([key for key in specs if key not in background] + list(background), start=1):
-            started = time.perf_counter()
-            if key in background:
-                calibrator, fit_s = fits.result(key)
-            else:
-                calibrator, _ = fit_calibrator(specs[key], logits.val_logits, logits.val_labels, {})
-                fit_s = time.perf_counter() - started
-            measure_started = time.perf_counter()
-            probs = calibrator.transform(logits.test_logits)
-            fitted_params[key] = {"spec": specs[key], "fitted": calibrator.to_dict()}
-            intervals = metrics_with_intervals(probs, logits.test_labels, indices, n_bins, weights=weights)
-            rows_of[key] = [{"calibrator": key, "metric": metric,
-                             "bins": n_bins if metric in ("ece", "adaece", "mce", "classwise_ece") else "",
-                             "value": interval.estimate, "ci_low": interval.low, "ci_high": interval.high}
-                            for metric, interval in intervals.items()]
-            curve = False
-            if smooth:
-                from focalcal import metrics
+    for done, key in enumerate([key for key in specs if key not in background] + list(background), start=1):
+        started = time.perf_counter()
+        if key in background:
+            calibrator, fit_s = fits.result(key)
+        else:
+            calibrator, _ = fit_calibrator(specs[key], logits.val_logits, logits.val_labels, {})
+            fit_s = time.perf_counter() - started
+        measure_started = time.perf_counter()
+        probs = calibrator.transform(logits.test_logits)
+        fitted_params[key] = {"spec": specs[key], "fitted": calibrator.to_dict()}
+        intervals = metrics_with_intervals(probs, logits.test_labels, indices, n_bins, weights=weights)
+        rows_of[key] = [{"calibrator": key, "metric": metric,
+                         "bins": n_bins if metric in ("ece", "adaece", "mce", "classwise_ece") else "",
+                         "value": interval.estimate, "ci_low": interval.low, "ci_high": interval.high}
+                        for metric, interval in intervals.items()]
+        curve = False
+        if smooth:
+            from focalcal import metrics
 
-                curve = metrics.smooth_reliability_curve(probs, logits.test_labels)
-                rows_of[key].append({"calibrator": key, "metric": "smooth_ece", "bins": "",
-                                     "value": curve.smooth_ece, "ci_low": "", "ci_high": ""})
-            diagrams[key] = _draw(probs, logits.test_labels, key, n_bins, curve, out_dir / "reliability" / f"{key}.png")
-            progress(f"[{done}/{len(specs)}] {key}: fitted in {fit_s:.2f} s, measured and drawn in "
-                     f"{time.perf_counter() - measure_started:.2f} s; test ECE {100 * intervals['ece'].estimate:.2f} %")
+            curve = metrics.smooth_reliability_curve(probs, logits.test_labels)
+            rows_of[key].append({"calibrator": key, "metric": "smooth_ece", "bins": "",
+                                 "value": curve.smooth_ece, "ci_low": "", "ci_high": ""})
+        diagrams[key] = _draw(probs, logits.test_labels, key, n_bins, curve, out_dir / "reliability" / f"{key}.png")
+        progress(f"[{done}/{len(specs)}] {key}: fitted in {fit_s:.2f} s, measured and drawn in "
+                 f"{time.perf_counter() - measure_started:.2f} s; test ECE {100 * intervals['ece'].estimate:.2f} %")
     rows = [row for key in specs for row in rows_of[key]]  # the order asked for, whatever finished first
     diagrams = {key: diagrams[key] for key in specs}
     atomic_write_json(fitted_params, out_dir / "calibration.json")
@@ -219,20 +229,20 @@ class _BackgroundFits:
 
     The second process runs its grid on one core fewer than this process may use
     (:func:`background_threads`): with as many grid threads as cores, this process's work
-    shares a core with one of them, the grid's evenly split blocks wait for that slowed thread,
-    and the grid took 2-3x its time alone.
+    shares a core with one of them, and the grid's evenly split blocks wait for that slowed
+    thread while the others spin (on 2 cores the two-thread grid spends ~15 % more CPU).
     """
 
     def __init__(self, specs: dict, val_logits, val_labels):
-        self._specs, self._arrays, self._pool, self._future = specs, (val_logits, val_labels), None, None
+        self.specs, self._arrays, self._pool, self._future = specs, (val_logits, val_labels), None, None
 
     def __enter__(self):
-        if self._specs:
+        if self.specs:
             import multiprocessing
 
             # spawn: a fresh interpreter, whatever threads this one has started
             self._pool = multiprocessing.get_context("spawn").Pool(1)
-            self._future = self._pool.apply_async(_fit_all, (self._specs, *self._arrays, background_threads()))
+            self._future = self._pool.apply_async(_fit_all, (self.specs, *self._arrays, background_threads()))
         return self
 
     def result(self, key: str):
