@@ -167,9 +167,57 @@ def test_the_second_process_fits_with_the_threads_it_is_given():
     original = torch.set_num_threads
     try:
         torch.set_num_threads = lambda n: seen.append(n) or original(n)
-        fitted = compare._fit_all({"fts": spec}, logits, labels, 1)
+        fitted, _ = compare._fit_one(spec, logits, labels, 1)
         assert seen == [1] and torch.get_num_threads() == 1
+        compare._fit_one({"build": {"name": "isotonic"}}, logits, labels, 1)
+        assert seen == [1]  # a fit without the grid leaves torch alone
     finally:
         torch.set_num_threads = original
         original(threads)
-    assert fitted["fts"][0].temperature_ in (0.5, 1.0, 2.0)
+    assert fitted.temperature_ in (0.5, 1.0, 2.0)
+
+
+def _small_logits(n=400, k=5, seed=0):
+    rng = np.random.default_rng(seed)
+    logits = rng.normal(size=(n, k)) * 3
+    return logits, (rng.uniform(size=(n, 1)) > softmax(logits / 2, axis=1).cumsum(axis=1)).sum(axis=1)
+
+
+def test_calibrators_fitted_in_the_second_process_are_the_ones_fitted_here(tmp_path):
+    """The second process takes isotonic and TS by ECE ahead of the grid; their stored fits are
+    those of a fit in this process, to the last bit."""
+    import json
+
+    from focalcal.compare import BACKGROUND_KEYS, compare_calibrators, resolve_calibrators
+    from focalcal.logits_file import check_logits
+    from focalcal.pipeline.calibrate import fit_calibrator
+
+    (val_logits, val_labels), (test_logits, test_labels) = _small_logits(), _small_logits(seed=1)
+    logits = check_logits({"val_logits": val_logits, "val_labels": val_labels, "test_logits": test_logits,
+                           "test_labels": test_labels}, source="model.npz")
+    names = ["raw", "ts_ece", "isotonic", "fts_ece"]
+    lines = []
+    compare_calibrators(logits, tmp_path / "out", names, n_resamples=10, smooth=False, progress=lines.append)
+    assert {"ts_ece", "isotonic", "fts_ece"} <= set(BACKGROUND_KEYS)
+    assert [line.split(":")[0].split()[1] for line in lines[:-1]] == ["raw", "isotonic", "ts_ece", "fts_ece"]
+    stored = json.loads((tmp_path / "out" / "calibration.json").read_text())
+    assert sorted(stored) == sorted(names)
+    specs = resolve_calibrators(names)
+    for key in ("ts_ece", "isotonic", "fts_ece"):
+        here, _ = fit_calibrator(specs[key], logits.val_logits, logits.val_labels, {})
+        assert stored[key]["fitted"] == json.loads(json.dumps(here.to_dict())), key
+
+
+def test_a_second_process_that_dies_fails_the_comparison_in_one_line_naming_the_calibrator():
+    import multiprocessing
+    import signal
+
+    from focalcal.compare import _BackgroundFits, resolve_calibrators
+
+    logits, labels = _small_logits(n=3000, k=50)
+    specs = resolve_calibrators(["fts_ece", "fts_nll"])
+    with (pytest.raises(RuntimeError, match=r"^the second process fitting fts_ece ended before it was done"),
+          _BackgroundFits(specs, logits, labels) as fits):
+        os.kill(fits._process.pid, signal.SIGKILL)
+        fits.result("fts_ece")
+    assert multiprocessing.active_children() == []

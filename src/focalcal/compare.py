@@ -16,8 +16,9 @@ Written into ``out_dir``:
 * ``index.html`` — the table and the diagrams in one file (images inlined).
 
 Focal temperature scaling's (γ, T) grid, most of the fitting time, is fitted in a second
-process while this one fits, measures and draws the rest, so a progress line comes as each
-calibrator finishes; the files keep the order the calibrators were asked for.
+process while this one fits, measures and draws the rest (:data:`BACKGROUND_KEYS`), so a
+progress line comes as each calibrator finishes; the files keep the order the calibrators were
+asked for.
 """
 
 from __future__ import annotations
@@ -72,9 +73,12 @@ COSTS = {
 OUTPUT_FILES = ("calibration.json", "metrics.csv", "index.html", "reliability")
 QUADRATIC_IN_K = ("vector_scaling", "dirichlet")
 MAX_CLASSES_QUADRATIC = 200
-# Fitted in a second process beside the others (:class:`_BackgroundFits`): the (γ, T) grid is
-# most of the command's fitting time.
-BACKGROUND_FITS = {"focal_temperature_scaling"}
+# Fitted in a second process beside the others (:class:`_BackgroundFits`), in this order: the
+# (γ, T) grid, most of the command's fitting time, and ahead of it the two fits that cost this
+# process most (isotonic with scikit-learn's import, TS by ECE's 100 softmaxes), so that both
+# processes take about as long (100 × 5,000 validation logits: the grid and torch's import are
+# about as much CPU as everything else). Their fits are the same wherever they run.
+BACKGROUND_KEYS = ("isotonic", "ts_ece", "fts_ece", "fts_nll")
 # The calibrators whose fit uses the fused kernels (``calibration._focal_grid.USES_FUSED_KERNELS``,
 # named here so that checking for them does not import torch).
 FUSED_KERNEL_FITS = ("focal_temperature_scaling",)
@@ -125,7 +129,7 @@ def compare_calibrators(logits: LogitsSet, out_dir, names=None, gamma: float | N
             progress(f"skipping {key}: its cost grows as K² ({COSTS[key]}) and {logits.source} has "
                      f"{logits.num_classes:,} classes, more than {MAX_CLASSES_QUADRATIC}; name it in --calibrators "
                      "to fit it anyway")
-    background = {key: spec for key, spec in specs.items() if spec["build"]["name"] in BACKGROUND_FITS}
+    background = {key: specs[key] for key in BACKGROUND_KEYS if key in specs}
     if len(background) == len(specs):
         background = {}  # nothing to overlap with: fit here
     # The second process starts before anything else here, so that its start-up (torch's import
@@ -222,10 +226,10 @@ def _compare(logits: LogitsSet, out_dir: Path, specs: dict, fits: _BackgroundFit
 
 
 class _BackgroundFits:
-    """Fits the ``specs`` in one second process (started at once, in order, so focal TS by NLL
-    reuses the grid scored for focal TS by ECE) while the caller fits, measures and draws the
-    others: the command's one long fit then overlaps the rest of its work on the second core.
-    ``result(key)`` waits for that calibrator.
+    """Fits the ``specs`` in one second process (started at once, one after the other in their
+    order, so focal TS by NLL reuses the grid scored for focal TS by ECE) while the caller fits,
+    measures and draws the others: the command's one long fit then overlaps the rest of its work
+    on the second core. ``result(key)`` waits for that calibrator only.
 
     The second process runs its grid on one core fewer than this process may use
     (:func:`background_threads`): with as many grid threads as cores, this process's work
@@ -234,27 +238,48 @@ class _BackgroundFits:
     """
 
     def __init__(self, specs: dict, val_logits, val_labels):
-        self.specs, self._arrays, self._pool, self._future = specs, (val_logits, val_labels), None, None
+        self.specs, self._arrays = specs, (val_logits, val_labels)
+        self._process, self._connection, self._done = None, None, {}
 
     def __enter__(self):
         if self.specs:
             import multiprocessing
 
-            # spawn: a fresh interpreter, whatever threads this one has started
-            self._pool = multiprocessing.get_context("spawn").Pool(1)
-            self._future = self._pool.apply_async(_fit_all, (self.specs, *self._arrays, background_threads()))
+            # spawn: a fresh interpreter, whatever threads this one has started. A bare process and
+            # a pipe, not a Pool: a Pool whose worker is killed waits for ever, and can hang in terminate.
+            context = multiprocessing.get_context("spawn")
+            self._connection, child_end = context.Pipe(duplex=False)
+            self._process = context.Process(target=_fit_in_turn, args=(self.specs, *self._arrays,
+                                                                       background_threads(), child_end), daemon=True)
+            self._process.start()
+            child_end.close()
         return self
 
     def result(self, key: str):
-        return self._future.get()[key]
+        """(fitted calibrator, fit seconds) of ``key``; its fit's own exception if it failed; a
+        RuntimeError naming it if the second process ends first (killed, out of memory)."""
+        while key not in self._done:
+            try:
+                if not self._connection.poll(0.25):
+                    if not self._process.is_alive():
+                        raise EOFError
+                    continue
+                done, outcome = self._connection.recv()
+            except EOFError:
+                raise RuntimeError(f"the second process fitting {key} ended before it was done (killed, or out "
+                                   "of memory?)") from None
+            self._done[done] = outcome
+        outcome = self._done[key]
+        if isinstance(outcome, BaseException):
+            raise outcome
+        return outcome
 
     def __exit__(self, exc_type, *exc_info):
-        if self._pool is not None:
-            if exc_type is None:
-                self._pool.close()
-            else:  # interrupted or failed: do not wait for the grid
-                self._pool.terminate()
-            self._pool.join()
+        if self._process is not None:
+            if exc_type is not None:  # interrupted or failed: do not wait for the grid
+                self._process.terminate()
+            self._process.join()
+            self._connection.close()
         return False
 
 
@@ -284,20 +309,34 @@ def background_threads() -> int:
     return max(1, cores - 1)
 
 
-def _fit_all(specs: dict, val_logits, val_labels, threads: int) -> dict:
-    """key -> (fitted calibrator, fit seconds), in the order of ``specs`` (runs in the second
-    process, whose grid uses ``threads`` threads)."""
-    import torch
+def _fit_in_turn(specs: dict, val_logits, val_labels, threads: int, connection) -> None:
+    """The second process: fit each of ``specs`` in turn and send (key, (calibrator, fit
+    seconds)), or (key, exception), as each is done."""
+    with connection:
+        for key, spec in specs.items():
+            try:
+                outcome = _fit_one(spec, val_logits, val_labels, threads)
+            except Exception as error:  # noqa: BLE001 — raised again in the process that asked
+                outcome = error
+            connection.send((key, outcome))
+
+
+def _fit_one(spec: dict, val_logits, val_labels, threads: int):
+    """(fitted calibrator, fit seconds), in the second process: with one BLAS thread, as this
+    process fits, and a grid of ``threads`` threads (torch is imported for the grid only)."""
+    from threadpoolctl import threadpool_limits
 
     from focalcal.pipeline.calibrate import fit_calibrator
 
-    torch.set_num_threads(threads)
-    _eager_unless_built(specs, lambda line: print(line, flush=True))
-    fitted = {}
-    for key, spec in specs.items():
-        started = time.perf_counter()
-        fitted[key] = (fit_calibrator(spec, val_logits, val_labels, {})[0], time.perf_counter() - started)
-    return fitted
+    if spec["build"]["name"] in FUSED_KERNEL_FITS:
+        import torch
+
+        torch.set_num_threads(threads)
+        _eager_unless_built({"grid": spec}, lambda line: print(line, flush=True))  # says so once: it switches off
+    started = time.perf_counter()
+    with threadpool_limits(limits=1, user_api="blas"):
+        calibrator = fit_calibrator(spec, val_logits, val_labels, {})[0]
+    return calibrator, time.perf_counter() - started
 
 
 def _draw(probs, labels, key: str, n_bins: int, smooth, path: Path) -> Path:
