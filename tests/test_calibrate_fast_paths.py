@@ -221,3 +221,15 @@ def test_a_second_process_that_dies_fails_the_comparison_in_one_line_naming_the_
         os.kill(fits._process.pid, signal.SIGKILL)
         fits.result("fts_ece")
     assert multiprocessing.active_children() == []
+
+
+def test_a_fit_that_fails_in_the_second_process_raises_its_own_error_here():
+    from focalcal.compare import _BackgroundFits
+
+    logits, labels = _small_logits()
+    specs = {"bad": {"build": {"name": "focal_temperature_scaling", "gammas": [-2.0]}},
+             "good": {"build": {"name": "focal_temperature_scaling", "gammas": [0.0, 1.0], "temperatures": [1.0, 2.0]}}}
+    with _BackgroundFits(specs, logits, labels) as fits:
+        assert fits.result("good")[0].temperature_ in (1.0, 2.0)  # sent after the failed one
+        with pytest.raises(ValueError, match=r"gammas must be finite and > -1"):
+            fits.result("bad")

@@ -261,9 +261,9 @@ class _BackgroundFits:
         while key not in self._done:
             try:
                 if not self._connection.poll(0.25):
-                    if not self._process.is_alive():
-                        raise EOFError
-                    continue
+                    if self._process.is_alive() or self._connection.poll():  # it may send its last and end
+                        continue
+                    raise EOFError
                 done, outcome = self._connection.recv()
             except EOFError:
                 raise RuntimeError(f"the second process fitting {key} ended before it was done (killed, or out "
