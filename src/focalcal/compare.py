@@ -74,11 +74,11 @@ OUTPUT_FILES = ("calibration.json", "metrics.csv", "index.html", "reliability")
 QUADRATIC_IN_K = ("vector_scaling", "dirichlet")
 MAX_CLASSES_QUADRATIC = 200
 # Fitted in a second process beside the others (:class:`_BackgroundFits`), in this order: the
-# (γ, T) grid, most of the command's fitting time, and ahead of it the two fits that cost this
-# process most (isotonic with scikit-learn's import, TS by ECE's 100 softmaxes), so that both
-# processes take about as long (100 × 5,000 validation logits: the grid and torch's import are
-# about as much CPU as everything else). Their fits are the same wherever they run.
-BACKGROUND_KEYS = ("isotonic", "ts_ece", "fts_ece", "fts_nll")
+# (γ, T) grid, most of the command's fitting time, and ahead of it TS by ECE's 100 softmaxes, the
+# costliest fit that imports nothing more there (isotonic's scikit-learn would be imported twice),
+# so that both processes take about as long (100 × 5,000 validation logits: the grid and torch's
+# import are about as much CPU as everything else). Their fits are the same wherever they run.
+BACKGROUND_KEYS = ("ts_ece", "fts_ece", "fts_nll")
 # The calibrators whose fit uses the fused kernels (``calibration._focal_grid.USES_FUSED_KERNELS``,
 # named here so that checking for them does not import torch).
 FUSED_KERNEL_FITS = ("focal_temperature_scaling",)
