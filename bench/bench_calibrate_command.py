@@ -1,17 +1,23 @@
-"""`focalcal calibrate` now against the same command at the branch's merge-base with main, side
-by side in one run: the old code is checked out into a temporary ``git worktree`` and each
-command runs in its own interpreter with its own ``src`` first on ``PYTHONPATH``, old and new
-interleaved, on the same 10,000 test + 5,000 validation logits of 100 classes (the default
-calibrators). Printed: each run's wall time, the best of each, the ratio old / new, and each
-calibrator's fit and measure times from the last new run. Goal: <= 3 s.
+"""`focalcal calibrate` of this checkout against the same command at the branch's merge-base
+with main, side by side in one run: the base's code is checked out into a temporary ``git
+worktree`` and each command runs in its own interpreter with its own ``src`` first on
+``PYTHONPATH``, base and checkout interleaved, on the same 10,000 test + 5,000 validation logits
+of 100 classes (the default calibrators). Printed: each run's wall time and CPU time (user +
+system of the command and its second process: on a machine shared with other jobs the wall
+time follows their load, the CPU time much less), the best of each, the ratios base / checkout,
+each calibrator's fit and measure times from the checkout's last run, and which output files
+differ between the two commands' first runs (none, where the results are equal). Goal: <= 3 s wall.
 
-``python -m bench calibrate_command [--quick]``; ``BENCH_BASE=<commit>`` picks another baseline.
+``python -m bench calibrate_command [--quick]``. ``BENCH_BASE=<commit>`` picks another baseline,
+``BENCH_CALIBRATORS=raw,fts_ece`` a ``--calibrators`` subset, ``BENCH_REPEATS=n`` the runs
+of each (default 3; 1 with ``--quick``).
 """
 
 from __future__ import annotations
 
 import os
 import re
+import resource
 import subprocess
 import sys
 import tempfile
@@ -32,40 +38,62 @@ def git(*args: str) -> str:
                           check=True).stdout.strip()
 
 
-def run(src: Path, logits: Path, out: Path) -> tuple[float, str]:
+def children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def run(src: Path, logits: Path, out: Path, calibrators: str | None) -> tuple[float, float, str]:
+    """Wall and CPU seconds of one command (its second process included), and its output."""
     env = {**os.environ, "PYTHONPATH": str(src)}
-    start = time.perf_counter()
-    result = subprocess.run([sys.executable, "-m", "focalcal", "calibrate", str(logits), "--out", str(out)],
-                            capture_output=True, text=True, check=True, env=env)
-    return time.perf_counter() - start, result.stdout
+    command = [sys.executable, "-m", "focalcal", "calibrate", str(logits), "--out", str(out)]
+    if calibrators:
+        command += ["--calibrators", calibrators]
+    cpu, start = children_cpu(), time.perf_counter()
+    result = subprocess.run(command, capture_output=True, text=True, check=True, env=env)
+    return time.perf_counter() - start, children_cpu() - cpu, result.stdout
 
 
 def main(quick: bool = False) -> None:
     base = os.environ.get("BENCH_BASE") or git("merge-base", "HEAD", "main")
+    calibrators = os.environ.get("BENCH_CALIBRATORS")
     n_test, n_val = (2000, 1000) if quick else (10_000, 5000)
-    repeats = 1 if quick else 3
+    repeats = int(os.environ.get("BENCH_REPEATS") or (1 if quick else 3))
+    load = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="bench_calibrate_") as tmp:
         tmp = Path(tmp)
         git("worktree", "add", "--detach", str(tmp / "base"), base)
         try:
             logits = tmp / "model.npz"
             np.savez(logits, **stand_in_logits(n_val, n_test, 100, temperature=2.5, scale=4.0))
-            sources = {f"base {base[:7]}": tmp / "base" / "src", f"new {git('rev-parse', '--short', 'HEAD')}":
+            sources = {f"base {base[:7]}": tmp / "base" / "src", f"checkout {git('rev-parse', '--short', 'HEAD')}":
                        REPOSITORY / "src"}
-            times = {name: [] for name in sources}
-            stdout = ""
+            walls = {name: [] for name in sources}
+            cpus = {name: [] for name in sources}
+            stdout, same = "", {}
             for repeat in range(repeats):  # interleaved: both see the same machine load
                 for name, src in sources.items():
-                    seconds, stdout = run(src, logits, tmp / f"out{repeat}_{name.split()[0]}")
-                    times[name].append(seconds)
+                    wall, cpu, stdout = run(src, logits, tmp / f"out{repeat}_{name.split()[0]}", calibrators)
+                    walls[name].append(wall)
+                    cpus[name].append(cpu)
+            first = [tmp / f"out0_{name.split()[0]}" for name in sources]
+            same = {str(path.relative_to(first[0])): path.read_bytes() == (first[1] / path.relative_to(first[0])).read_bytes()
+                    for path in sorted(first[0].rglob("*")) if path.is_file() and path.suffix != ".sha256"}
         finally:
             git("worktree", "remove", "--force", str(tmp / "base"))
-    print(f"focalcal calibrate, {n_test:,} test + {n_val:,} val samples x 100 classes, default calibrators")
-    for name, values in times.items():
-        print(f"{name:20s} {' '.join(f'{v:7.2f}' for v in values)} s   best {min(values):7.2f} s")
-    (old_name, old), (new_name, new) = times.items()
-    print(f"ratio {old_name} / {new_name}: {min(old) / min(new):.2f}x (best of each); goal <= {GOAL_S:.0f} s: "
-          f"new best {min(new) / GOAL_S:.2f}x of it")
-    print(f"{'calibrator':20s} {'fit s':>7s} {'measure+draw s':>15s}   (last new run)")
+    print(f"focalcal calibrate, {n_test:,} test + {n_val:,} val samples x 100 classes, "
+          f"{'--calibrators ' + calibrators if calibrators else 'default calibrators'}; load average at the start: "
+          f"{load:.1f}")
+    for name in sources:
+        print(f"{name:18s} wall {' '.join(f'{v:6.2f}' for v in walls[name])} s (best {min(walls[name]):6.2f})   "
+              f"cpu {' '.join(f'{v:6.2f}' for v in cpus[name])} s (best {min(cpus[name]):6.2f})")
+    old, new = list(sources)
+    print(f"ratio base / checkout (best of each): wall {min(walls[old]) / min(walls[new]):.2f}x, "
+          f"cpu {min(cpus[old]) / min(cpus[new]):.2f}x; goal <= {GOAL_S:.0f} s wall: checkout best "
+          f"{min(walls[new]) / GOAL_S:.2f}x of it")
+    differ = [name for name, equal in same.items() if not equal]
+    print(f"outputs of base and checkout: {len(same) - len(differ)} of {len(same)} files byte for byte equal"
+          + (f"; differ: {', '.join(differ)}" if differ else ""))
+    print(f"{'calibrator':20s} {'fit s':>7s} {'measure+draw s':>15s}   (checkout's last run)")
     for name, fit, measure in PROGRESS.findall(stdout):
         print(f"{name:20s} {float(fit):7.2f} {float(measure):15.2f}")

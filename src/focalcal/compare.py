@@ -16,8 +16,9 @@ Written into ``out_dir``:
 * ``index.html`` — the table and the diagrams in one file (images inlined).
 
 Focal temperature scaling's (γ, T) grid, most of the fitting time, is fitted in a second
-process while this one fits, measures and draws the rest, so a progress line comes as each
-calibrator finishes; the files keep the order the calibrators were asked for.
+process while this one fits, measures and draws the rest (:data:`BACKGROUND_KEYS`), so a
+progress line comes as each calibrator finishes; the files keep the order the calibrators were
+asked for.
 """
 
 from __future__ import annotations
@@ -72,9 +73,12 @@ COSTS = {
 OUTPUT_FILES = ("calibration.json", "metrics.csv", "index.html", "reliability")
 QUADRATIC_IN_K = ("vector_scaling", "dirichlet")
 MAX_CLASSES_QUADRATIC = 200
-# Fitted in a second process beside the others (:class:`_BackgroundFits`): the (γ, T) grid is
-# most of the command's fitting time.
-BACKGROUND_FITS = {"focal_temperature_scaling"}
+# Fitted in a second process beside the others (:class:`_BackgroundFits`), in this order: the
+# (γ, T) grid, most of the command's fitting time, and ahead of it TS by ECE's 100 softmaxes, the
+# costliest fit that imports nothing more there (isotonic's scikit-learn would be imported twice),
+# so that both processes take about as long (100 × 5,000 validation logits: the grid and torch's
+# import are about as much CPU as everything else). Their fits are the same wherever they run.
+BACKGROUND_KEYS = ("ts_ece", "fts_ece", "fts_nll")
 # The calibrators whose fit uses the fused kernels (``calibration._focal_grid.USES_FUSED_KERNELS``,
 # named here so that checking for them does not import torch).
 FUSED_KERNEL_FITS = ("focal_temperature_scaling",)
@@ -118,10 +122,6 @@ def compare_calibrators(logits: LogitsSet, out_dir, names=None, gamma: float | N
                         n_resamples: int = 200, seed: int = 0, smooth: bool = True,
                         progress: Callable[[str], None] = print) -> list[dict]:
     """Fit, measure and draw every calibrator; write the files of the module docstring. Returns the metric rows."""
-    from threadpoolctl import threadpool_limits
-
-    from focalcal.calibration import calibrator_class
-
     specs = resolve_calibrators(names, gamma)
     if names is None:  # named calibrators run whatever K; the default list stays within bounds
         for key in [key for key in QUADRATIC_IN_K if key in specs and logits.num_classes > MAX_CLASSES_QUADRATIC]:
@@ -129,6 +129,25 @@ def compare_calibrators(logits: LogitsSet, out_dir, names=None, gamma: float | N
             progress(f"skipping {key}: its cost grows as K² ({COSTS[key]}) and {logits.source} has "
                      f"{logits.num_classes:,} classes, more than {MAX_CLASSES_QUADRATIC}; name it in --calibrators "
                      "to fit it anyway")
+    background = {key: specs[key] for key in BACKGROUND_KEYS if key in specs}
+    if len(background) == len(specs):
+        background = {}  # nothing to overlap with: fit here
+    # The second process starts before anything else here, so that its start-up (torch's import
+    # above all) overlaps this process's; it is stopped if a check below fails.
+    with contextlib.ExitStack() as stack:
+        fits = stack.enter_context(_BackgroundFits(background, logits.val_logits, logits.val_labels))
+        rows, folder = _checked_compare(logits, out_dir, specs, fits, stack, n_bins, n_resamples, seed, smooth,
+                                        progress)
+    progress(f"wrote {folder.path / 'index.html'}, metrics.csv, calibration.json and {len(specs)} diagrams")
+    return rows
+
+
+def _checked_compare(logits: LogitsSet, out_dir, specs: dict, fits: _BackgroundFits, stack: contextlib.ExitStack,
+                     n_bins: int, n_resamples: int, seed: int, smooth: bool, progress: Callable[[str], None]):
+    from threadpoolctl import threadpool_limits
+
+    from focalcal.calibration import calibrator_class
+
     binary_only = [key for key, spec in specs.items() if calibrator_class(spec["build"]["name"]).binary_only]
     if binary_only and logits.num_classes != 2:
         raise ValueError(f"calibrator {binary_only[0]} is for binary classifiers; {logits.source} has "
@@ -141,13 +160,11 @@ def compare_calibrators(logits: LogitsSet, out_dir, names=None, gamma: float | N
                      "by the data")
     # One BLAS thread: this process's matrices are small, and OpenBLAS threads that spin-wait
     # beside the second process's grid cost more CPU than they save (bench compare: 22 -> 16 s).
-    with contextlib.ExitStack() as stack:
-        folder = out_dir if isinstance(out_dir, OutputFolder) else stack.enter_context(output_folder(out_dir))
-        stack.enter_context(threadpool_limits(limits=1, user_api="blas"))
-        rows = _compare(logits, folder.staging, specs, n_bins, n_resamples, seed, smooth, progress)
-        folder.commit()
-    progress(f"wrote {folder.path / 'index.html'}, metrics.csv, calibration.json and {len(specs)} diagrams")
-    return rows
+    folder = out_dir if isinstance(out_dir, OutputFolder) else stack.enter_context(output_folder(out_dir))
+    stack.enter_context(threadpool_limits(limits=1, user_api="blas"))
+    rows = _compare(logits, folder.staging, specs, fits, n_bins, n_resamples, seed, smooth, progress)
+    folder.commit()
+    return rows, folder
 
 
 def output_folder(out_dir) -> OutputFolder:
@@ -165,43 +182,41 @@ def parameter_count(key: str, num_classes: int) -> int:
             "dirichlet": k * k + k, "ets": 4, "beta": 3}[key]
 
 
-def _compare(logits: LogitsSet, out_dir: Path, specs: dict, n_bins: int, n_resamples: int, seed: int, smooth: bool,
-             progress: Callable[[str], None]) -> list[dict]:
-    from focalcal.metrics.bootstrap import bootstrap_indices, metrics_with_intervals
+def _compare(logits: LogitsSet, out_dir: Path, specs: dict, fits: _BackgroundFits, n_bins: int, n_resamples: int,
+             seed: int, smooth: bool, progress: Callable[[str], None]) -> list[dict]:
+    from focalcal.metrics.bootstrap import bootstrap_indices, metrics_with_intervals, resample_weights
     from focalcal.pipeline.calibrate import fit_calibrator, rows_to_csv
 
     indices = bootstrap_indices(len(logits.test_labels), n_resamples, seed)
-    background = {key: spec for key, spec in specs.items() if spec["build"]["name"] in BACKGROUND_FITS}
-    if len(background) == len(specs):
-        background = {}  # nothing to overlap with: fit here
+    weights = resample_weights(indices, len(logits.test_labels))  # counted once, for every calibrator
+    background = fits.specs
     _eager_unless_built({key: spec for key, spec in specs.items() if key not in background}, progress)
     fitted_params, rows_of, diagrams = {}, {}, {}
-    with _BackgroundFits(background, logits.val_logits, logits.val_labels) as fits:
-        for done, key in enumerate([key for key in specs if key not in background] + list(background), start=1):
-            started = time.perf_counter()
-            if key in background:
-                calibrator, fit_s = fits.result(key)
-            else:
-                calibrator, _ = fit_calibrator(specs[key], logits.val_logits, logits.val_labels, {})
-                fit_s = time.perf_counter() - started
-            measure_started = time.perf_counter()
-            probs = calibrator.transform(logits.test_logits)
-            fitted_params[key] = {"spec": specs[key], "fitted": calibrator.to_dict()}
-            intervals = metrics_with_intervals(probs, logits.test_labels, indices, n_bins)
-            rows_of[key] = [{"calibrator": key, "metric": metric,
-                             "bins": n_bins if metric in ("ece", "adaece", "mce", "classwise_ece") else "",
-                             "value": interval.estimate, "ci_low": interval.low, "ci_high": interval.high}
-                            for metric, interval in intervals.items()]
-            curve = False
-            if smooth:
-                from focalcal import metrics
+    for done, key in enumerate([key for key in specs if key not in background] + list(background), start=1):
+        started = time.perf_counter()
+        if key in background:
+            calibrator, fit_s = fits.result(key)
+        else:
+            calibrator, _ = fit_calibrator(specs[key], logits.val_logits, logits.val_labels, {})
+            fit_s = time.perf_counter() - started
+        measure_started = time.perf_counter()
+        probs = calibrator.transform(logits.test_logits)
+        fitted_params[key] = {"spec": specs[key], "fitted": calibrator.to_dict()}
+        intervals = metrics_with_intervals(probs, logits.test_labels, indices, n_bins, weights=weights)
+        rows_of[key] = [{"calibrator": key, "metric": metric,
+                         "bins": n_bins if metric in ("ece", "adaece", "mce", "classwise_ece") else "",
+                         "value": interval.estimate, "ci_low": interval.low, "ci_high": interval.high}
+                        for metric, interval in intervals.items()]
+        curve = False
+        if smooth:
+            from focalcal import metrics
 
-                curve = metrics.smooth_reliability_curve(probs, logits.test_labels)
-                rows_of[key].append({"calibrator": key, "metric": "smooth_ece", "bins": "",
-                                     "value": curve.smooth_ece, "ci_low": "", "ci_high": ""})
-            diagrams[key] = _draw(probs, logits.test_labels, key, n_bins, curve, out_dir / "reliability" / f"{key}.png")
-            progress(f"[{done}/{len(specs)}] {key}: fitted in {fit_s:.2f} s, measured and drawn in "
-                     f"{time.perf_counter() - measure_started:.2f} s; test ECE {100 * intervals['ece'].estimate:.2f} %")
+            curve = metrics.smooth_reliability_curve(probs, logits.test_labels)
+            rows_of[key].append({"calibrator": key, "metric": "smooth_ece", "bins": "",
+                                 "value": curve.smooth_ece, "ci_low": "", "ci_high": ""})
+        diagrams[key] = _draw(probs, logits.test_labels, key, n_bins, curve, out_dir / "reliability" / f"{key}.png")
+        progress(f"[{done}/{len(specs)}] {key}: fitted in {fit_s:.2f} s, measured and drawn in "
+                 f"{time.perf_counter() - measure_started:.2f} s; test ECE {100 * intervals['ece'].estimate:.2f} %")
     rows = [row for key in specs for row in rows_of[key]]  # the order asked for, whatever finished first
     diagrams = {key: diagrams[key] for key in specs}
     atomic_write_json(fitted_params, out_dir / "calibration.json")
@@ -211,33 +226,60 @@ def _compare(logits: LogitsSet, out_dir: Path, specs: dict, n_bins: int, n_resam
 
 
 class _BackgroundFits:
-    """Fits the ``specs`` in one second process (started at once, in order, so focal TS by NLL
-    reuses the grid scored for focal TS by ECE) while the caller fits, measures and draws the
-    others: the command's one long fit then overlaps the rest of its work on the second core.
-    ``result(key)`` waits for that calibrator."""
+    """Fits the ``specs`` in one second process (started at once, one after the other in their
+    order, so focal TS by NLL reuses the grid scored for focal TS by ECE) while the caller fits,
+    measures and draws the others: the command's one long fit then overlaps the rest of its work
+    on the second core. ``result(key)`` waits for that calibrator only.
+
+    The second process runs its grid on one core fewer than this process may use
+    (:func:`background_threads`): with as many grid threads as cores, this process's work
+    shares a core with one of them, and the grid's evenly split blocks wait for that slowed
+    thread while the others spin (on 2 cores the two-thread grid spends ~15 % more CPU).
+    """
 
     def __init__(self, specs: dict, val_logits, val_labels):
-        self._specs, self._arrays, self._pool, self._future = specs, (val_logits, val_labels), None, None
+        self.specs, self._arrays = specs, (val_logits, val_labels)
+        self._process, self._connection, self._done = None, None, {}
 
     def __enter__(self):
-        if self._specs:
+        if self.specs:
             import multiprocessing
 
-            # spawn: a fresh interpreter, whatever threads this one has started
-            self._pool = multiprocessing.get_context("spawn").Pool(1)
-            self._future = self._pool.apply_async(_fit_all, (self._specs, *self._arrays))
+            # spawn: a fresh interpreter, whatever threads this one has started. A bare process and
+            # a pipe, not a Pool: a Pool whose worker is killed waits for ever, and can hang in terminate.
+            context = multiprocessing.get_context("spawn")
+            self._connection, child_end = context.Pipe(duplex=False)
+            self._process = context.Process(target=_fit_in_turn, args=(self.specs, *self._arrays,
+                                                                       background_threads(), child_end), daemon=True)
+            self._process.start()
+            child_end.close()
         return self
 
     def result(self, key: str):
-        return self._future.get()[key]
+        """(fitted calibrator, fit seconds) of ``key``; its fit's own exception if it failed; a
+        RuntimeError naming it if the second process ends first (killed, out of memory)."""
+        while key not in self._done:
+            try:
+                if not self._connection.poll(0.25):
+                    if self._process.is_alive() or self._connection.poll():  # it may send its last and end
+                        continue
+                    raise EOFError
+                done, outcome = self._connection.recv()
+            except EOFError:
+                raise RuntimeError(f"the second process fitting {key} ended before it was done (killed, or out "
+                                   "of memory?)") from None
+            self._done[done] = outcome
+        outcome = self._done[key]
+        if isinstance(outcome, BaseException):
+            raise outcome
+        return outcome
 
     def __exit__(self, exc_type, *exc_info):
-        if self._pool is not None:
-            if exc_type is None:
-                self._pool.close()
-            else:  # interrupted or failed: do not wait for the grid
-                self._pool.terminate()
-            self._pool.join()
+        if self._process is not None:
+            if exc_type is not None:  # interrupted or failed: do not wait for the grid
+                self._process.terminate()
+            self._process.join()
+            self._connection.close()
         return False
 
 
@@ -258,16 +300,43 @@ def _eager_unless_built(specs: dict, announce: Callable[[str], None]) -> None:
                  "eager PyTorch path (slower); `focalcal build-kernels` builds them once")
 
 
-def _fit_all(specs: dict, val_logits, val_labels) -> dict:
-    """key -> (fitted calibrator, fit seconds), in the order of ``specs`` (runs in the second process)."""
+def background_threads() -> int:
+    """Threads for the second process's grid: the cores this process may run on, less the one
+    it keeps busy itself (at least one)."""
+    import os
+
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1, cores - 1)
+
+
+def _fit_in_turn(specs: dict, val_logits, val_labels, threads: int, connection) -> None:
+    """The second process: fit each of ``specs`` in turn and send (key, (calibrator, fit
+    seconds)), or (key, exception), as each is done."""
+    with connection:
+        for key, spec in specs.items():
+            try:
+                outcome = _fit_one(spec, val_logits, val_labels, threads)
+            except Exception as error:  # noqa: BLE001 — raised again in the process that asked
+                outcome = error
+            connection.send((key, outcome))
+
+
+def _fit_one(spec: dict, val_logits, val_labels, threads: int):
+    """(fitted calibrator, fit seconds), in the second process: with one BLAS thread, as this
+    process fits, and a grid of ``threads`` threads (torch is imported for the grid only)."""
+    from threadpoolctl import threadpool_limits
+
     from focalcal.pipeline.calibrate import fit_calibrator
 
-    _eager_unless_built(specs, lambda line: print(line, flush=True))
-    fitted = {}
-    for key, spec in specs.items():
-        started = time.perf_counter()
-        fitted[key] = (fit_calibrator(spec, val_logits, val_labels, {})[0], time.perf_counter() - started)
-    return fitted
+    if spec["build"]["name"] in FUSED_KERNEL_FITS:
+        import torch
+
+        torch.set_num_threads(threads)
+        _eager_unless_built({"grid": spec}, lambda line: print(line, flush=True))  # says so once: it switches off
+    started = time.perf_counter()
+    with threadpool_limits(limits=1, user_api="blas"):
+        calibrator = fit_calibrator(spec, val_logits, val_labels, {})[0]
+    return calibrator, time.perf_counter() - started
 
 
 def _draw(probs, labels, key: str, n_bins: int, smooth, path: Path) -> Path:

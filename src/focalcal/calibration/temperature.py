@@ -210,8 +210,13 @@ def temperature_grid_scores(logits, labels, temperatures, objective, *, gamma=0.
 
         centred = logits - logits.max(axis=1, keepdims=True)
         correct = logits.argmax(axis=1) == labels
-        # Top-label confidence of softmax(z/T) = 1 / Σ_j exp((z_j − max z) / T), one row per T.
-        confidences = np.stack([1.0 / np.exp(centred / t).sum(axis=1) for t in temperatures])
+        # Top-label confidence of softmax(z/T) = 1 / Σ_j exp((z_j − max z) / T), one row per T,
+        # through one reused buffer (a fresh (N, K) array per T costs its page faults).
+        confidences = np.empty((len(temperatures), len(centred)))
+        buffer = np.empty_like(centred)
+        for row, t in enumerate(temperatures):
+            np.exp(np.divide(centred, t, out=buffer), out=buffer)
+            np.divide(1.0, buffer.sum(axis=1), out=confidences[row])
         return ece_grid(confidences, correct, n_bins=n_bins, binning=binning)
     return np.array([_mean_focal_loss(logits, labels, 1.0 / t, gamma if objective == "focal" else 0.0) for t in temperatures])
 

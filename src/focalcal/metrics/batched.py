@@ -70,22 +70,35 @@ def binned_grid(confidences, correct, n_bins: int = 15, binning: str = "width", 
 def _mass_binned_sorted(confidences: np.ndarray, correct: np.ndarray, n_bins: int, counts: bool):
     """Equal-mass ``binned_grid`` with one ``correct`` for every row, from sorted rows: no
     per-sample bin index. Each row is sorted once (its edges are order statistics, as in
-    :func:`~focalcal.metrics.binning.bin_edges`), the right rows once more; a bin's sums are
-    differences of cumulative sums at ``count(score <= edge)``, which keeps tied scores in the
-    lower bin as the right-closed rule does."""
+    :func:`~focalcal.metrics.binning.bin_edges`); a bin's score sum is a difference of cumulative
+    sums at ``count(score <= edge)``, which keeps tied scores in the lower bin as the
+    right-closed rule does; the right rows are sorted once more to count their hits so. Rows go in blocks
+    whose sorted copy and float64 cumulative sums stay in cache (one (G, N) float64 array would
+    be written and read back once per row)."""
     n_candidates, n_samples = confidences.shape
-    ordered = np.sort(confidences, axis=1)
-    edges = ordered[:, mass_cut_ranks(n_samples, n_bins) - 1]
-    hits_ordered = np.sort(confidences[:, correct], axis=1)
+    ranks = mass_cut_ranks(n_samples, n_bins) - 1
+    hits = confidences[:, correct]
     below = np.empty((n_candidates, n_bins + 1), dtype=np.int64)  # scores <= each edge, 0 and N at the ends
-    hits_below = np.empty_like(below)
-    below[:, 0], hits_below[:, 0] = 0, 0
-    below[:, -1], hits_below[:, -1] = n_samples, hits_ordered.shape[1]
-    for row in range(n_candidates):
-        below[row, 1:-1] = np.searchsorted(ordered[row], edges[row], side="right")
-        hits_below[row, 1:-1] = np.searchsorted(hits_ordered[row], edges[row], side="right")
-    cumulative = np.zeros((n_candidates, n_samples + 1))
-    np.cumsum(ordered, axis=1, dtype=np.float64, out=cumulative[:, 1:])
-    score_below = np.take_along_axis(cumulative, below, axis=1)
+    hits_below = np.zeros_like(below)
+    below[:, 0], below[:, -1] = 0, n_samples
+    hits_below[:, -1] = int(correct.sum())
+    score_below = np.empty((n_candidates, n_bins + 1))
+    step = max(1, _BLOCK_ELEMENTS // n_samples)
+    cumulative = np.zeros((min(step, n_candidates), n_samples + 1))
+    for start in range(0, n_candidates, step):
+        rows = slice(start, min(start + step, n_candidates))
+        ordered = np.sort(confidences[rows], axis=1)
+        edges = ordered[:, ranks]
+        hits_ordered = np.sort(hits[rows], axis=1)
+        for row, scores, hit_scores, row_edges in zip(range(start, rows.stop), ordered, hits_ordered, edges):
+            below[row, 1:-1] = np.searchsorted(scores, row_edges, side="right")
+            hits_below[row, 1:-1] = np.searchsorted(hit_scores, row_edges, side="right")
+        block = cumulative[: ordered.shape[0]]
+        np.cumsum(ordered, axis=1, dtype=np.float64, out=block[:, 1:])
+        score_below[rows] = np.take_along_axis(block, below[rows], axis=1)
     return np.diff(score_below, axis=1), np.diff(hits_below, axis=1).astype(np.float64), \
         (np.diff(below, axis=1) if counts else None)
+
+
+# Rows of a block in _mass_binned_sorted: this many scores (their float64 sums take 8 bytes each).
+_BLOCK_ELEMENTS = 1 << 16

@@ -12,7 +12,8 @@ ties — but computed for all resamples at once:
   multiplicity per sample, so its per-(class, bin) sums are one sparse product;
 * NLL, Brier, error, top-5 error: means of per-sample losses, weighted by multiplicity.
 
-Pass the same ``indices`` to every calibrator of one model, so their intervals are paired.
+Pass the same ``indices`` to every calibrator of one model, so their intervals are paired, and
+the same :func:`resample_weights` of them, so their multiplicities are counted once.
 """
 
 from __future__ import annotations
@@ -43,19 +44,29 @@ def bootstrap_indices(n_samples: int, n_resamples: int = 200, seed: int = 0) -> 
     return np.random.default_rng(seed).integers(0, n_samples, size=(n_resamples, n_samples))
 
 
-def resampled_metrics(probs, labels, indices: np.ndarray, n_bins: int = 15) -> dict[str, np.ndarray]:
+def resample_weights(indices: np.ndarray, n_samples: int) -> np.ndarray:
+    """(n_resamples, n_samples) float64: how many times each resample of ``indices`` draws each sample."""
+    indices = np.asarray(indices)
+    if indices.ndim != 2 or indices.shape[1] != n_samples or indices.min() < 0 or indices.max() >= n_samples:
+        raise ValueError(f"indices must be (n_resamples, {n_samples}) sample indices, got shape {indices.shape}")
+    return _multiplicities(indices, n_samples)
+
+
+def resampled_metrics(probs, labels, indices: np.ndarray, n_bins: int = 15, *,
+                      weights: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """Each metric of :data:`METRICS` on every resample ``probs[indices[b]], labels[indices[b]]``
-    (``top5_error`` only with 5 or more classes)."""
+    (``top5_error`` only with 5 or more classes). ``weights``: ``resample_weights(indices, N)``,
+    when the caller has it already."""
     probs = check_probs(probs).astype(np.float64, copy=False)
     labels = check_labels(labels, probs.shape[0], probs.shape[1])
     n_bins = check_n_bins(n_bins)
-    indices = np.asarray(indices)
     n_samples = probs.shape[0]
-    if indices.ndim != 2 or indices.shape[1] != n_samples or indices.min() < 0 or indices.max() >= n_samples:
-        raise ValueError(f"indices must be (n_resamples, {n_samples}) sample indices, got shape {indices.shape}")
+    if weights is None:
+        weights = resample_weights(indices, n_samples)  # (n_resamples, n_samples)
+    elif weights.shape != np.shape(indices):
+        raise ValueError(f"weights must have the shape of indices {np.shape(indices)}, got {weights.shape}")
     confidence, predicted = top_label(probs)
     correct = predicted == labels
-    weights = _multiplicities(indices, n_samples)  # (n_resamples, n_samples)
     values = {}
     bins = _top_label_bins(confidence, correct, weights, n_bins)
     for name, binning in (("ece", "width"), ("adaece", "mass")):
@@ -71,14 +82,15 @@ def resampled_metrics(probs, labels, indices: np.ndarray, n_bins: int = 15) -> d
     return values
 
 
-def metrics_with_intervals(probs, labels, indices: np.ndarray, n_bins: int = 15,
-                           level: float = 0.95) -> dict[str, Interval]:
-    """Each metric on the whole test set with its ``level`` percentile interval over ``indices``."""
+def metrics_with_intervals(probs, labels, indices: np.ndarray, n_bins: int = 15, level: float = 0.95, *,
+                           weights: np.ndarray | None = None) -> dict[str, Interval]:
+    """Each metric on the whole test set with its ``level`` percentile interval over ``indices``
+    (``weights``: as for :func:`resampled_metrics`)."""
     from focalcal import metrics
 
     if not 0 < level < 1:
         raise ValueError(f"level must lie in (0, 1), got {level!r}")
-    replicates = resampled_metrics(probs, labels, indices, n_bins)
+    replicates = resampled_metrics(probs, labels, indices, n_bins, weights=weights)
     estimates = {
         "ece": metrics.ece(probs, labels, n_bins, "width"),
         "adaece": metrics.ece(probs, labels, n_bins, "mass"),

@@ -166,10 +166,8 @@ def smooth_ece(probs, labels) -> float:
     gap smoothed by a kernel whose bandwidth σ is chosen so that smECE = σ (their §4), which
     needs no bins. Computed by their ``relplot`` package on (confidence, correct).
     """
-    import relplot
-
     confidence, correct = _confidence_and_correct(probs, labels)
-    return float(relplot.smECE(confidence, correct))
+    return float(_relplot("metrics").smECE(confidence, correct))
 
 
 class SmoothReliability(NamedTuple):
@@ -183,14 +181,50 @@ class SmoothReliability(NamedTuple):
 
 def smooth_reliability_curve(probs, labels) -> SmoothReliability:
     """The smooth reliability curve and density at smECE's own bandwidth, with the smECE itself
-    (``relplot`` computes it on the way; asking for both separately would compute it twice)."""
-    import relplot
+    (computed once on the way; asking for both separately would compute it twice).
 
+    These are the ``mesh``, ``mu``, ``density`` and ``ce`` of ``relplot.prepare_rel_diagram(f, y,
+    plot_confidence_band=False, report_CE=True, report_CE_std=False)``, made by the same relplot
+    calls (its default reflected Gaussian kernel, its kernel smoother's ``smooth``), without the
+    plotting half of relplot that its package imports (scikit-learn, seaborn, pyplot: ~1 s).
+    """
     confidence, correct = _confidence_and_correct(probs, labels)
-    diagram = relplot.prepare_rel_diagram(confidence, correct, plot_confidence_band=False, report_CE=True,
-                                          report_CE_std=False)
-    return SmoothReliability(np.asarray(diagram["mesh"], dtype=np.float64), np.asarray(diagram["mu"], dtype=np.float64),
-                             np.asarray(diagram["density"], dtype=np.float64), float(diagram["ce"]))
+    relplot_metrics, kernels, config = _relplot("metrics"), _relplot("kernels"), _relplot("config")
+    mesh = np.linspace(0, 1, config.plot_mesh_pts)
+    ce, sigma = relplot_metrics.smECE(confidence, correct, eps=0.001, return_width=True)
+    kernel = kernels.ReflectedGaussianKernel(sigma)
+    density = kernel.kde(confidence, mesh)
+    accuracy, _ = kernel.smooth(confidence, correct, mesh)
+    return SmoothReliability(np.asarray(mesh, dtype=np.float64), np.asarray(accuracy, dtype=np.float64),
+                             np.asarray(density, dtype=np.float64), float(ce))
+
+
+# The name relplot's computing modules are loaded under when relplot itself is not imported.
+_RELPLOT_CORE = "focalcal._relplot_core"
+
+
+def _relplot(name: str):
+    """relplot's submodule ``name`` (``metrics``, ``kernels`` or ``config``: numpy and scipy only).
+
+    relplot's ``__init__`` also imports its plotting modules, and with them scikit-learn, seaborn,
+    pandas and pyplot; where relplot is not imported yet, its package is set up under a private
+    name without running that ``__init__``, so only the computing modules load (same files,
+    same numbers)."""
+    import importlib
+    import sys
+
+    if "relplot" in sys.modules:
+        return importlib.import_module(f"relplot.{name}")
+    if _RELPLOT_CORE not in sys.modules:
+        import importlib.util
+
+        found = importlib.util.find_spec("relplot")
+        if found is None or not found.submodule_search_locations:
+            raise ModuleNotFoundError("smECE needs the relplot package (pip install relplot)", name="relplot")
+        spec = importlib.util.spec_from_file_location(_RELPLOT_CORE, found.origin,
+                                                      submodule_search_locations=list(found.submodule_search_locations))
+        sys.modules[_RELPLOT_CORE] = importlib.util.module_from_spec(spec)  # not executed: no __init__ imports
+    return importlib.import_module(f"{_RELPLOT_CORE}.{name}")
 
 
 def _confidence_and_correct(probs, labels) -> tuple[np.ndarray, np.ndarray]:

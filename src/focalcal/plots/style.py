@@ -198,9 +198,11 @@ def corner_text(ax, text: str, *, loc: str = "upper right") -> None:
 
 
 def save(figure: Figure, path) -> Path:
-    """Write ``figure`` to ``path`` (PNG at ``DPI``; SVG if the suffix is .svg) and release it.
+    """Write ``figure`` to ``path`` (PNG at ``DPI``; SVG if the suffix is .svg). Parent
+    directories are created. Returns the path.
 
-    Parent directories are created. Returns the path. The figure must not be used afterwards.
+    The figure is left as it is, to be freed with its last reference: clearing it re-creates
+    every axis's ticks, a quarter of the cost of saving a two-panel figure.
     """
     path = Path(path)
     if path.suffix.lower() not in (".png", ".svg"):
@@ -208,7 +210,6 @@ def save(figure: Figure, path) -> Path:
     if not isinstance(figure, Figure):
         raise TypeError(f"figure must be a matplotlib Figure, got {type(figure).__name__}")
     atomic_write(path, lambda handle: figure.savefig(handle, dpi=DPI, format=path.suffix[1:].lower()))
-    figure.clear()
     return path
 
 

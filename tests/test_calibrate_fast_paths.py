@@ -1,0 +1,235 @@
+"""The fast paths of ``focalcal calibrate`` give the numbers of the straightforward computation,
+bit for bit: each test holds that computation as a reference implementation and compares."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from scipy.special import softmax
+
+from focalcal import metrics
+from focalcal.metrics import batched
+from focalcal.metrics.binning import mass_cut_ranks
+
+
+def _confidences(rows=40, n=700, seed=0, dtype=np.float32):
+    rng = np.random.default_rng(seed)
+    confidences = rng.uniform(0.05, 1.0, size=(rows, n)).astype(dtype)
+    confidences[:5, :100] = dtype(0.5)  # ties across the equal-mass cuts
+    confidences[5, :30] = dtype(1.0)
+    return confidences, rng.random(n) < 0.6
+
+
+def _mass_binned_one_pass(confidences, correct, n_bins):
+    """Reference: the equal-mass bins of every row from one sort of the whole array and one
+    (G, N + 1) float64 cumulative sum, row by row searchsorted."""
+    n_candidates, n_samples = confidences.shape
+    ordered = np.sort(confidences, axis=1)
+    edges = ordered[:, mass_cut_ranks(n_samples, n_bins) - 1]
+    hits_ordered = np.sort(confidences[:, correct], axis=1)
+    below = np.empty((n_candidates, n_bins + 1), dtype=np.int64)
+    hits_below = np.empty_like(below)
+    below[:, 0], hits_below[:, 0] = 0, 0
+    below[:, -1], hits_below[:, -1] = n_samples, hits_ordered.shape[1]
+    for row in range(n_candidates):
+        below[row, 1:-1] = np.searchsorted(ordered[row], edges[row], side="right")
+        hits_below[row, 1:-1] = np.searchsorted(hits_ordered[row], edges[row], side="right")
+    cumulative = np.zeros((n_candidates, n_samples + 1))
+    np.cumsum(ordered, axis=1, dtype=np.float64, out=cumulative[:, 1:])
+    return (np.diff(np.take_along_axis(cumulative, below, axis=1), axis=1),
+            np.diff(hits_below, axis=1).astype(np.float64), np.diff(below, axis=1))
+
+
+@pytest.mark.parametrize("block_elements", [1, 2000, 1 << 16])  # one row a block, a few rows, all rows
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_equal_mass_grid_bins_in_blocks_equal_one_pass_over_all_rows(monkeypatch, block_elements, dtype):
+    confidences, correct = _confidences(dtype=dtype)
+    monkeypatch.setattr(batched, "_BLOCK_ELEMENTS", block_elements)
+    blocked = batched.binned_grid(confidences, correct, 15, "mass", counts=True)
+    for got, expected in zip(blocked, _mass_binned_one_pass(confidences, correct, 15)):
+        np.testing.assert_array_equal(got, expected)
+
+
+def test_temperature_grid_by_ece_equals_one_softmax_per_temperature():
+    from focalcal.calibration.temperature import MUKHOTI_TEMPERATURES, temperature_grid_scores
+    from focalcal.metrics.batched import ece_grid
+
+    rng = np.random.default_rng(3)
+    logits, labels = rng.normal(size=(500, 7)) * 4, rng.integers(0, 7, 500)
+    centred = logits - logits.max(axis=1, keepdims=True)
+    reference = np.stack([1.0 / np.exp(centred / t).sum(axis=1) for t in MUKHOTI_TEMPERATURES])
+    for binning in ("width", "mass"):
+        expected = ece_grid(reference, logits.argmax(axis=1) == labels, 15, binning)
+        np.testing.assert_array_equal(temperature_grid_scores(logits, labels, MUKHOTI_TEMPERATURES, "ece",
+                                                              binning=binning), expected)
+
+
+def test_bootstrap_weights_counted_once_give_the_intervals_counted_per_call():
+    from focalcal.metrics.bootstrap import bootstrap_indices, metrics_with_intervals, resample_weights
+
+    rng = np.random.default_rng(5)
+    probs, labels = softmax(rng.normal(size=(400, 6)) * 3, axis=1), rng.integers(0, 6, 400)
+    indices = bootstrap_indices(400, 50, seed=2)
+    weights = resample_weights(indices, 400)
+    assert weights.sum(axis=1).tolist() == [400.0] * 50
+    assert weights[0, 17] == np.count_nonzero(indices[0] == 17)
+    assert metrics_with_intervals(probs, labels, indices, weights=weights) == metrics_with_intervals(probs, labels,
+                                                                                                   indices)
+    with pytest.raises(ValueError, match="weights must have the shape of indices"):
+        metrics_with_intervals(probs, labels, indices, weights=weights[:10])
+    with pytest.raises(ValueError, match="indices must be"):
+        resample_weights(indices, 399)
+
+
+def test_smooth_reliability_curve_is_relplots_prepared_diagram():
+    import relplot
+
+    rng = np.random.default_rng(11)
+    probs, labels = softmax(rng.normal(size=(2000, 10)) * 3, axis=1), rng.integers(0, 10, 2000)
+    confidence, correct = probs.max(axis=1), (probs.argmax(axis=1) == labels).astype(np.float64)
+    prepared = relplot.prepare_rel_diagram(confidence, correct, plot_confidence_band=False, report_CE=True,
+                                           report_CE_std=False)
+    curve = metrics.smooth_reliability_curve(probs, labels)
+    np.testing.assert_array_equal(curve.mesh, prepared["mesh"])
+    np.testing.assert_array_equal(curve.accuracy, prepared["mu"])
+    np.testing.assert_array_equal(curve.density, prepared["density"])
+    assert curve.smooth_ece == prepared["ce"] == metrics.smooth_ece(probs, labels)
+
+
+def _imported_after(code: str) -> set[str]:
+    script = f"import sys\n{code}\nprint(' '.join(sorted(sys.modules)))"
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
+                            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    return set(result.stdout.split())
+
+
+def test_smece_and_one_reliability_diagram_leave_relplots_plotting_half_and_other_figures_unimported():
+    """relplot's package imports scikit-learn, seaborn and pyplot; the figure package every figure
+    module. The smooth curve and a reliability diagram need neither."""
+    loaded = _imported_after(
+        "import numpy as np\nfrom focalcal import metrics\n"
+        "p = np.full((50, 2), 0.5); p[:, 0] += np.linspace(0, 0.4, 50); p[:, 1] = 1 - p[:, 0]\n"
+        "metrics.smooth_reliability_curve(p, np.arange(50) % 2)")
+    assert not {"sklearn", "seaborn", "matplotlib", "pandas", "relplot"} & loaded
+    drawn = _imported_after("from focalcal.plots import reliability_diagram, save")
+    assert "focalcal.plots.reliability" in drawn
+    assert not {"focalcal.plots.confidences", "focalcal.plots.experiment_figures", "focalcal.plots.simplex",
+                "focalcal.plots.segmentation"} & drawn
+
+
+def test_the_figure_package_names_every_figure_and_refuses_unknown_names():
+    from focalcal import plots
+    from focalcal.plots import reliability
+
+    assert plots.reliability_diagram is reliability.reliability_diagram
+    assert all(callable(getattr(plots, name)) for name in plots.__all__)
+    assert set(plots.__all__) <= set(dir(plots))
+    with pytest.raises(AttributeError, match="no attribute 'not_a_figure'"):
+        plots.not_a_figure  # noqa: B018
+
+
+def test_a_saved_figure_saves_again_to_the_same_bytes(tmp_path):
+    """``save`` leaves the figure whole (clearing it would re-make every axis's ticks, a quarter of
+    the save): a second save, e.g. as another format, draws the same figure."""
+    from focalcal.plots import reliability_diagram, save
+
+    rng = np.random.default_rng(1)
+    probs, labels = softmax(rng.normal(size=(300, 4)) * 2, axis=1), rng.integers(0, 4, 300)
+    figure = reliability_diagram(probs, labels, n_bins=10, title="twice")
+    first, second = save(figure, tmp_path / "a.png").read_bytes(), save(figure, tmp_path / "b.png").read_bytes()
+    assert first == second and len(first) > 10_000
+    assert b"<svg" in save(figure, tmp_path / "c.svg").read_bytes()
+
+
+def test_the_second_process_grid_leaves_a_core_to_this_process(monkeypatch):
+    from focalcal import compare
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
+    assert compare.background_threads() == 3
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0}, raising=False)
+    assert compare.background_threads() == 1
+
+
+def test_the_second_process_fits_with_the_threads_it_is_given():
+    import torch
+
+    from focalcal import compare
+
+    rng = np.random.default_rng(2)
+    logits, labels = rng.normal(size=(200, 5)) * 3, rng.integers(0, 5, 200)
+    spec = {"build": {"name": "focal_temperature_scaling", "gammas": [0.0, 1.0], "temperatures": [0.5, 1.0, 2.0]}}
+    threads = torch.get_num_threads()
+    seen = []
+    original = torch.set_num_threads
+    try:
+        torch.set_num_threads = lambda n: seen.append(n) or original(n)
+        fitted, _ = compare._fit_one(spec, logits, labels, 1)
+        assert seen == [1] and torch.get_num_threads() == 1
+        compare._fit_one({"build": {"name": "isotonic"}}, logits, labels, 1)
+        assert seen == [1]  # a fit without the grid leaves torch alone
+    finally:
+        torch.set_num_threads = original
+        original(threads)
+    assert fitted.temperature_ in (0.5, 1.0, 2.0)
+
+
+def _small_logits(n=400, k=5, seed=0):
+    rng = np.random.default_rng(seed)
+    logits = rng.normal(size=(n, k)) * 3
+    return logits, (rng.uniform(size=(n, 1)) > softmax(logits / 2, axis=1).cumsum(axis=1)).sum(axis=1)
+
+
+def test_calibrators_fitted_in_the_second_process_are_the_ones_fitted_here(tmp_path):
+    """The second process takes TS by ECE ahead of the grid; the stored fits are those of a fit
+    in this process, to the last bit."""
+    import json
+
+    from focalcal.compare import BACKGROUND_KEYS, compare_calibrators, resolve_calibrators
+    from focalcal.logits_file import check_logits
+    from focalcal.pipeline.calibrate import fit_calibrator
+
+    (val_logits, val_labels), (test_logits, test_labels) = _small_logits(), _small_logits(seed=1)
+    logits = check_logits({"val_logits": val_logits, "val_labels": val_labels, "test_logits": test_logits,
+                           "test_labels": test_labels}, source="model.npz")
+    names = ["raw", "ts_ece", "isotonic", "fts_ece"]
+    lines = []
+    compare_calibrators(logits, tmp_path / "out", names, n_resamples=10, smooth=False, progress=lines.append)
+    assert {"ts_ece", "fts_ece"} <= set(BACKGROUND_KEYS) and "isotonic" not in BACKGROUND_KEYS
+    assert [line.split(":")[0].split()[1] for line in lines[:-1]] == ["raw", "isotonic", "ts_ece", "fts_ece"]
+    stored = json.loads((tmp_path / "out" / "calibration.json").read_text())
+    assert sorted(stored) == sorted(names)
+    specs = resolve_calibrators(names)
+    for key in ("ts_ece", "isotonic", "fts_ece"):
+        here, _ = fit_calibrator(specs[key], logits.val_logits, logits.val_labels, {})
+        assert stored[key]["fitted"] == json.loads(json.dumps(here.to_dict())), key
+
+
+def test_a_second_process_that_dies_fails_the_comparison_in_one_line_naming_the_calibrator():
+    import multiprocessing
+    import signal
+
+    from focalcal.compare import _BackgroundFits, resolve_calibrators
+
+    logits, labels = _small_logits(n=3000, k=50)
+    specs = resolve_calibrators(["fts_ece", "fts_nll"])
+    with (pytest.raises(RuntimeError, match=r"^the second process fitting fts_ece ended before it was done"),
+          _BackgroundFits(specs, logits, labels) as fits):
+        os.kill(fits._process.pid, signal.SIGKILL)
+        fits.result("fts_ece")
+    assert multiprocessing.active_children() == []
+
+
+def test_a_fit_that_fails_in_the_second_process_raises_its_own_error_here():
+    from focalcal.compare import _BackgroundFits
+
+    logits, labels = _small_logits()
+    specs = {"bad": {"build": {"name": "focal_temperature_scaling", "gammas": [-2.0]}},
+             "good": {"build": {"name": "focal_temperature_scaling", "gammas": [0.0, 1.0], "temperatures": [1.0, 2.0]}}}
+    with _BackgroundFits(specs, logits, labels) as fits:
+        assert fits.result("good")[0].temperature_ in (1.0, 2.0)  # sent after the failed one
+        with pytest.raises(ValueError, match=r"gammas must be finite and > -1"):
+            fits.result("bad")
