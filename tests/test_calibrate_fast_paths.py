@@ -146,18 +146,18 @@ def test_a_saved_figure_saves_again_to_the_same_bytes(tmp_path):
 
 
 def test_the_second_process_grid_leaves_a_core_to_this_process(monkeypatch):
-    from focalcal import compare
+    from focalcal import calibrate_command as command
 
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
-    assert compare.background_threads() == 3
+    assert command.background_threads() == 3
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0}, raising=False)
-    assert compare.background_threads() == 1
+    assert command.background_threads() == 1
 
 
 def test_the_second_process_fits_with_the_threads_it_is_given():
     import torch
 
-    from focalcal import compare
+    from focalcal import calibrate_command as command
 
     rng = np.random.default_rng(2)
     logits, labels = rng.normal(size=(200, 5)) * 3, rng.integers(0, 5, 200)
@@ -167,9 +167,9 @@ def test_the_second_process_fits_with_the_threads_it_is_given():
     original = torch.set_num_threads
     try:
         torch.set_num_threads = lambda n: seen.append(n) or original(n)
-        fitted, _ = compare._fit_one(spec, logits, labels, 1)
+        fitted, _ = command._fit_one(spec, logits, labels, 1)
         assert seen == [1] and torch.get_num_threads() == 1
-        compare._fit_one({"build": {"name": "isotonic"}}, logits, labels, 1)
+        command._fit_one({"build": {"name": "isotonic"}}, logits, labels, 1)
         assert seen == [1]  # a fit without the grid leaves torch alone
     finally:
         torch.set_num_threads = original
@@ -188,7 +188,7 @@ def test_calibrators_fitted_in_the_second_process_are_the_ones_fitted_here(tmp_p
     in this process, to the last bit."""
     import json
 
-    from focalcal.compare import BACKGROUND_KEYS, compare_calibrators, resolve_calibrators
+    from focalcal.calibrate_command import BACKGROUND_KEYS, compare_calibrators, resolve_calibrators
     from focalcal.logits_file import check_logits
     from focalcal.pipeline.calibrate import fit_calibrator
 
@@ -212,7 +212,7 @@ def test_a_second_process_that_dies_fails_the_comparison_in_one_line_naming_the_
     import multiprocessing
     import signal
 
-    from focalcal.compare import _BackgroundFits, resolve_calibrators
+    from focalcal.calibrate_command import _BackgroundFits, resolve_calibrators
 
     logits, labels = _small_logits(n=3000, k=50)
     specs = resolve_calibrators(["fts_ece", "fts_nll"])
@@ -224,7 +224,7 @@ def test_a_second_process_that_dies_fails_the_comparison_in_one_line_naming_the_
 
 
 def test_a_fit_that_fails_in_the_second_process_raises_its_own_error_here():
-    from focalcal.compare import _BackgroundFits
+    from focalcal.calibrate_command import _BackgroundFits
 
     logits, labels = _small_logits()
     specs = {"bad": {"build": {"name": "focal_temperature_scaling", "gammas": [-2.0]}},

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from scipy.special import softmax
 
-from focalcal.compare import compare_calibrators, output_folder
+from focalcal.calibrate_command import compare_calibrators, output_folder
 from focalcal.logits_file import check_logits
 
 
@@ -103,8 +103,8 @@ def test_a_calibrator_with_more_parameters_than_samples_is_warned_about(tmp_path
 
 
 def test_the_fused_kernel_fits_named_without_torch_are_the_grid_modules_own():
+    from focalcal.calibrate_command import FUSED_KERNEL_FITS
     from focalcal.calibration._focal_grid import USES_FUSED_KERNELS
-    from focalcal.compare import FUSED_KERNEL_FITS
 
     assert tuple(FUSED_KERNEL_FITS) == tuple(USES_FUSED_KERNELS)
 
@@ -112,7 +112,7 @@ def test_the_fused_kernel_fits_named_without_torch_are_the_grid_modules_own():
 def test_the_main_process_never_imports_torch_when_the_grid_is_fitted_beside_it(tmp_path):
     """Only the second process, which fits focal TS's grid, imports torch; this one measures and draws."""
     script = ("import sys\n"
-              "from focalcal.compare import compare_calibrators\n"
+              "from focalcal.calibrate_command import compare_calibrators\n"
               "from focalcal.logits_file import read_logits\n"
               f"compare_calibrators(read_logits({str(tmp_path / 'model.npz')!r}), {str(tmp_path / 'out')!r}, "
               "['raw', 'fts_ece'], n_resamples=20, smooth=False, progress=lambda line: None)\n"

@@ -83,16 +83,16 @@ def test_an_unknown_name_is_refused_with_the_known_ones():
 
 
 def test_a_config_without_calibrators_gets_the_papers_roles_and_focalcal_calibrate_their_specs():
-    from focalcal import compare
+    from focalcal import calibrate_command as command
 
     config = load_config_file(ROOT / "config" / "config.yaml")
     assert "calibrators" not in config
     validated = validate_config(config, ROOT / "workflow" / "schemas" / "config.schema.yaml")
     assert validated["calibrators"] == {key: role.spec for key, role in catalog.ROLES.items() if role.in_papers}
-    for key in compare.PAPER_CALIBRATORS:
+    for key in command.PAPER_CALIBRATORS:
         expected = {name: value for name, value in catalog.ROLES[key].spec.items() if value != catalog.FROM_LOSS}
-        assert compare.CALIBRATORS[key] == expected
-    assert compare.CALIBRATORS["psi"] == {"name": "psi"}  # its γ comes from --gamma
+        assert command.CALIBRATORS[key] == expected
+    assert command.CALIBRATORS["psi"] == {"name": "psi"}  # its γ comes from --gamma
 
 
 def test_each_papers_role_spec_plays_that_role():

@@ -30,7 +30,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ("results", frozenset({"pipeline", "claims", "verify"})),
     ("drawing", frozenset({"plots"})),
     ("report", frozenset({"report", "papers"})),
-    ("commands", frozenset({"cli", "__main__", "compare", "__init__"})),
+    ("commands", frozenset({"cli", "__main__", "calibrate_command", "__init__"})),
 )
 
 

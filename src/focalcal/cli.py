@@ -97,7 +97,13 @@ def _plan(args) -> int:
 
 
 def _add_calibrate_parser(commands) -> None:
-    from focalcal.compare import CALIBRATORS, COSTS, DEFAULT_CALIBRATORS, MAX_CLASSES_QUADRATIC, QUADRATIC_IN_K
+    from focalcal.calibrate_command import (
+        CALIBRATORS,
+        COSTS,
+        DEFAULT_CALIBRATORS,
+        MAX_CLASSES_QUADRATIC,
+        QUADRATIC_IN_K,
+    )
 
     sub = commands.add_parser(
         "calibrate", help="fit and compare calibrators on a model's own val/test logits; write a report",
@@ -126,7 +132,7 @@ def _add_calibrate_parser(commands) -> None:
 def _calibrate(args) -> int:
     import contextlib
 
-    from focalcal.compare import compare_calibrators, output_folder, resolve_calibrators
+    from focalcal.calibrate_command import compare_calibrators, output_folder, resolve_calibrators
     from focalcal.logits_file import read_logits
 
     with contextlib.ExitStack() as stack:

@@ -37,41 +37,23 @@ from focalcal._io import atomic_write_json, atomic_write_text
 from focalcal._out_folder import OutputFolder
 from focalcal.logits_file import LogitsSet
 
-# The command's calibrators. The papers' calibrators are the catalog's roles, under their keys and
-# with their specs (those of the default workflow config), so a table of either reads the same;
-# Ψ^γ's γ is the model's training focal γ (--gamma), where the workflow takes the run's.
+# The command's calibrators: the catalog's roles it offers (``Role.cli``), under their keys, with
+# their specs (the papers' ones are the default workflow config's, so a table of either reads
+# the same), labels and costs. Ψ^γ's γ is the model's training focal γ (--gamma), where the
+# workflow takes the run's. Those whose calibrator holds K² numbers (vector scaling's (2K)²
+# Newton system, Dirichlet's K × K matrix) run by default only up to MAX_CLASSES_QUADRATIC
+# classes: 100 × 1,000 logits already take vector scaling ~35 s, and 10,000 classes a 2K × 2K
+# system of 3.2 GB.
 PSI_KEY = "psi"
-PAPER_CALIBRATORS = ("raw", "ts_nll", "ts_ece", "fts_ece", "fts_nll", PSI_KEY)
-CALIBRATORS: dict[str, dict] = {
-    **{key: {name: value for name, value in catalog.ROLES[key].spec.items() if value != catalog.FROM_LOSS}
-       for key in PAPER_CALIBRATORS},
-    "vector_scaling": {"name": "vector_scaling"},
-    "histogram_binning": {"name": "histogram_binning", "n_bins": 15},
-    "isotonic": {"name": "isotonic"},
-    "dirichlet": {"name": "dirichlet"},
-    "ets": {"name": "ensemble_temperature_scaling"},
-    "beta": {"name": "beta"},  # binary classifiers only
-}
-# What fitting each calibrator costs on N validation rows of K classes, known before anything
-# runs. Those of QUADRATIC_IN_K hold K² numbers (vector scaling's (2K)² Newton system, Dirichlet's
-# K × K matrix), so they run by default only up to MAX_CLASSES_QUADRATIC classes: 100 × 1,000
-# logits already take vector scaling ~35 s, and 10,000 classes a 2K × 2K system of 3.2 GB.
-COSTS = {
-    "raw": "nothing to fit",
-    "ts_nll": "O(N K) per iteration, 1 parameter",
-    "ts_ece": "O(N K) per temperature of its grid",
-    "fts_ece": "O(N K) per (γ, T) of its grid",
-    "fts_nll": "O(N K) per (γ, T) of its grid",
-    PSI_KEY: "O(N K), nothing to fit",
-    "vector_scaling": "O(N K²) per Newton step to build a (2K)² system, O(K³) to solve it",
-    "histogram_binning": "O(N K log N), one binning per class",
-    "isotonic": "O(N K log N), one fit per class seen in the labels",
-    "dirichlet": "O(N K²) per iteration, K² + K parameters",
-    "ets": "O(N K) per iteration",
-    "beta": "O(N), binary classifiers only",
-}
+_OFFERED = {key: role for key, role in catalog.ROLES.items() if role.cli}
+CALIBRATORS: dict[str, dict] = {key: {name: value for name, value in role.spec.items() if value != catalog.FROM_LOSS}
+                                for key, role in _OFFERED.items()}
+PAPER_CALIBRATORS = tuple(key for key, role in _OFFERED.items() if role.in_papers)
+DEFAULT_CALIBRATORS = tuple(key for key, role in _OFFERED.items() if role.cli == "default")
+COSTS = {key: role.cost for key, role in _OFFERED.items()}
+LABELS = {key: role.label for key, role in _OFFERED.items()}
+QUADRATIC_IN_K = tuple(key for key, spec in CALIBRATORS.items() if catalog.CALIBRATORS[spec["name"]].quadratic_in_k)
 OUTPUT_FILES = ("calibration.json", "metrics.csv", "index.html", "reliability")
-QUADRATIC_IN_K = ("vector_scaling", "dirichlet")
 MAX_CLASSES_QUADRATIC = 200
 # Fitted in a second process beside the others (:class:`_BackgroundFits`), in this order: the
 # (γ, T) grid, most of the command's fitting time, and ahead of it TS by ECE's 100 softmaxes, the
@@ -82,12 +64,6 @@ BACKGROUND_KEYS = ("ts_ece", "fts_ece", "fts_nll")
 # The calibrators whose fit uses the fused kernels (``calibration._focal_grid.USES_FUSED_KERNELS``,
 # named here so that checking for them does not import torch).
 FUSED_KERNEL_FITS = ("focal_temperature_scaling",)
-DEFAULT_CALIBRATORS = ("raw", "ts_nll", "ts_ece", "fts_ece", "fts_nll", PSI_KEY, "vector_scaling",
-                       "histogram_binning", "isotonic")
-LABELS = {**{key: catalog.ROLE_LABELS[key] for key in CALIBRATORS if key in catalog.ROLE_LABELS},
-          "vector_scaling": "vector scaling", "histogram_binning": "histogram binning",
-          "isotonic": "isotonic regression", "dirichlet": "Dirichlet (ODIR)", "ets": "ensemble TS",
-          "beta": "beta calibration"}
 METRIC_LABELS = {"ece": "ECE", "adaece": "AdaECE", "mce": "MCE", "classwise_ece": "classwise ECE",
                  "smooth_ece": "smECE", "nll": "NLL", "brier": "Brier", "error": "error", "top5_error": "top-5 error"}
 PERCENT_METRICS = {"ece", "adaece", "mce", "classwise_ece", "smooth_ece", "error", "top5_error"}
@@ -176,10 +152,7 @@ def output_folder(out_dir) -> OutputFolder:
 def parameter_count(key: str, num_classes: int) -> int:
     """How many numbers calibrator ``key`` fits on K classes (isotonic: one step function per
     class, at least 2 numbers each)."""
-    k = num_classes
-    return {"raw": 0, PSI_KEY: 0, "ts_nll": 1, "ts_ece": 1, "fts_ece": 2, "fts_nll": 2, "vector_scaling": 2 * k,
-            "histogram_binning": CALIBRATORS["histogram_binning"]["n_bins"] * k, "isotonic": 2 * k,
-            "dirichlet": k * k + k, "ets": 4, "beta": 3}[key]
+    return catalog.ROLES[key].parameters(num_classes)
 
 
 def _compare(logits: LogitsSet, out_dir: Path, specs: dict, fits: _BackgroundFits, n_bins: int, n_resamples: int,
