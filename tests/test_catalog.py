@@ -52,7 +52,7 @@ def test_the_schema_enums_are_the_catalogs_and_refuse_other_names():
     raw = load_config_file(SCHEMA)["$defs"]
     assert all(raw[name] == {"enum": []} for name in catalog.schema_enums())  # no hand-copied list in the file
     filled = load_schema(SCHEMA)["$defs"]
-    assert filled["loss_name"]["enum"] == sorted(catalog.LOSSES) and filled["paper_name"]["enum"] == list(catalog.PAPERS)
+    assert filled["loss_name"]["enum"] == sorted(catalog.LOSSES) and filled["paper_name"]["enum"] == list(catalog.PAPER_TITLES)
     config = load_config_file(ROOT / "config" / "test.yaml")
     config["losses"]["new"] = {"name": "poly1"}
     with pytest.raises(ConfigError, match=r"losses\.new\.name: 'poly1' is not allowed; allowed values: adafocal, "):

@@ -155,7 +155,7 @@ def test_no_import_time_cycle():
 
 
 @pytest.mark.parametrize(("source", "expected"), [
-    ("from focalcal.report.targets import PAPERS\n", ("src/focalcal/catalog.py:1 (core) imports "
+    ("from focalcal.report.targets import PAPER_TITLES\n", ("src/focalcal/catalog.py:1 (core) imports "
                                                     "src/focalcal/report/targets.py (report)")),
     ("def f():\n    from focalcal.plots import style\n", ("src/focalcal/catalog.py:2 (core) imports "
                                                         "src/focalcal/plots/style.py (drawing)")),

@@ -14,7 +14,7 @@ from sklearn.metrics import log_loss
 
 from focalcal import theory
 from focalcal.papers.mukhoti2020 import linear_model
-from focalcal.papers.mukhoti2020 import theory as m20
+from focalcal.papers.mukhoti2020 import theory_figures as m20
 from focalcal.plots import style
 
 

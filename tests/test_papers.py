@@ -30,9 +30,9 @@ def test_the_papers_are_the_packages_and_everything_keyed_by_paper_derives_from_
                       if p.is_dir() and (p / "__init__.py").is_file())
     assert sorted(papers.PAPERS) == packages == sorted(["charoenphakdee2021", "komisarenko2024", "mukhoti2020",
                                                          "hossain2021"])
-    assert list(catalog.PAPERS) == ["charoenphakdee2021", "komisarenko2024", "mukhoti2020", "hossain2021"]  # page order
-    assert catalog.schema_enums()["paper_name"] == list(catalog.PAPERS) == list(CLAIMS)
-    assert load_schema(SCHEMA)["$defs"]["paper_name"]["enum"] == list(catalog.PAPERS)
+    assert list(catalog.PAPER_TITLES) == ["charoenphakdee2021", "komisarenko2024", "mukhoti2020", "hossain2021"]  # page order
+    assert catalog.schema_enums()["paper_name"] == list(catalog.PAPER_TITLES) == list(CLAIMS)
+    assert load_schema(SCHEMA)["$defs"]["paper_name"]["enum"] == list(catalog.PAPER_TITLES)
     assert {paper: len(claims) for paper, claims in CLAIMS.items()} == {
         "charoenphakdee2021": 9, "komisarenko2024": 3, "mukhoti2020": 9, "hossain2021": 3}
     assert all(claim.paper == paper for paper, claims in CLAIMS.items() for claim in claims)
@@ -75,7 +75,7 @@ def test_every_planned_study_artifact_is_named_once_and_drawn_by_a_builder_of_it
     for artifact in planned:
         look_up = papers.table_builder if artifact.kind == "table" else papers.figure_builder
         assert papers.builder_name(look_up(artifact.paper, artifact.builder)) == artifact.builder
-        assert not artifact.builder.startswith(tuple(catalog.PAPERS)) and artifact.name.startswith(artifact.paper)
+        assert not artifact.builder.startswith(tuple(catalog.PAPER_TITLES)) and artifact.name.startswith(artifact.paper)
 
 
 def test_a_study_artifact_with_an_undeclared_builder_is_refused():
@@ -96,7 +96,7 @@ def test_theory_figures_name_a_drawing_of_their_paper_with_valid_arguments():
     figures = papers.theory_figures()
     assert len(figures) == 15
     for name, figure in figures.items():
-        assert name.startswith(figure.paper) and figure.paper in catalog.PAPERS
+        assert name.startswith(figure.paper) and figure.paper in catalog.PAPER_TITLES
         signature = inspect.signature(figure.drawing())
         assert figure.drawing().__module__.startswith(f"focalcal.papers.{figure.paper}.")
         for grid in ("paper", "coarse"):
@@ -405,7 +405,7 @@ def test_a_new_paper_is_one_package_and_a_study_file(workflow_checkout):
     checkout = workflow_checkout
     package = checkout / "src/focalcal/papers/guo2017"
     package.mkdir()
-    for name, text in (("__init__", GUO_INIT), ("theory", GUO_THEORY), ("claims", GUO_CLAIMS), ("page", GUO_PAGE)):
+    for name, text in (("__init__", GUO_INIT), ("theory_figures", GUO_THEORY), ("claims", GUO_CLAIMS), ("page", GUO_PAGE)):
         (package / f"{name}.py").write_text(text)
     config = yaml.safe_load((ROOT / "config/test.yaml").read_text())
     study = {**config["studies"]["test_digits"], "paper": "guo2017", "mirrors": "Table 1 in miniature"}

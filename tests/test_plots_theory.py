@@ -10,10 +10,10 @@ import torch
 from scipy import special
 
 from focalcal import losses, theory
-from focalcal.papers.charoenphakdee2021 import theory as c21
-from focalcal.papers.hossain2021 import theory as h21
-from focalcal.papers.komisarenko2024 import theory as k24
-from focalcal.papers.mukhoti2020 import theory as m20
+from focalcal.papers.charoenphakdee2021 import theory_figures as c21
+from focalcal.papers.hossain2021 import theory_figures as h21
+from focalcal.papers.komisarenko2024 import theory_figures as k24
+from focalcal.papers.mukhoti2020 import theory_figures as m20
 from focalcal.plots import style
 
 

@@ -12,7 +12,7 @@ import yaml
 from conftest import BIN, ROOT, SNAKEFILE, planned_jobs, snakemake
 
 from focalcal.pipeline import build_plan, load_config_files, validate_config
-from focalcal.report.targets import CLAIMS_INDEX, PAPERS, report_plan
+from focalcal.report.targets import CLAIMS_INDEX, PAPER_TITLES, report_plan
 
 STUDIES = ROOT / "config" / "studies"
 SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
@@ -43,7 +43,7 @@ def jobs_from_plan(*configfiles: Path) -> dict[str, int]:
         "theory_figure": len(report.theory),
         "study_figure": len([a for s in report.studies.values() for a in s.artifacts if a.kind == "figure"]),
         "paper_table": len(report.table_targets()),
-        "claims_forest": len([*PAPERS, CLAIMS_INDEX]),
+        "claims_forest": len([*PAPER_TITLES, CLAIMS_INDEX]),
         "report_notebook": len(report.notebooks),
         "claims": 1, "report_manifest": 1, "run_inventory": 1, "report_index": 1, "all": 1,
     }

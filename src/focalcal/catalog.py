@@ -26,7 +26,7 @@ FROM_LOSS = "from_loss"  # a calibrator parameter that takes the run's focal γ 
 
 # -------------------------------------------------------------------------------- papers
 
-PAPERS = {key: paper.title for key, paper in _PAPERS.items()}  # paper -> the title of its report page
+PAPER_TITLES = {key: paper.title for key, paper in _PAPERS.items()}  # paper -> the title of its report page
 
 
 # ------------------------------------------------------------------------------ builders
@@ -593,7 +593,7 @@ def schema_enums() -> dict[str, list[str]]:
         "model_name": sorted([*MODELS, LOGITS_FILE]),
         "loss_name": sorted(LOSSES),
         "calibrator_name": sorted(CALIBRATORS),
-        "paper_name": list(PAPERS),
+        "paper_name": list(PAPER_TITLES),
     }
 
 

@@ -6,7 +6,7 @@
 # Figures read run files, stored calibrators and study tables: they never refit.
 
 from focalcal.report.rules import rst_text
-from focalcal.report.targets import CLAIMS_INDEX, PAPERS, THEORY_FIGURES
+from focalcal.report.targets import CLAIMS_INDEX, PAPER_TITLES, THEORY_FIGURES
 
 
 localrules:
@@ -117,7 +117,7 @@ rule claims_forest:
     log:
         paths.log(f"figures/{paths.CLAIMS}", "{page}"),
     wildcard_constraints:
-        page=one_of([*PAPERS, CLAIMS_INDEX]),
+        page=one_of([*PAPER_TITLES, CLAIMS_INDEX]),
     conda:
         "../envs/report.yaml"
     script:

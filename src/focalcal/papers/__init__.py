@@ -14,7 +14,7 @@
   name (a table's: its ``build`` function's), looked up among its paper's builders.
 * ``figures.py`` — the functions that draw its figures from runs' data (a Figure from tables
   and arrays; the page's figure builders read the files and call them). Optional.
-* ``theory.py`` — the functions that draw its theory figures (exact, no runs).
+* ``theory_figures.py`` — the functions that draw its theory figures (exact, no runs).
 * ``labels.py`` — what the paper calls our losses, data sets and models, where it needs more
   than :mod:`focalcal.catalog`'s facts. Optional.
 * ``published/`` — its published tables as CSV with a README.md on their provenance

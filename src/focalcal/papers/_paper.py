@@ -32,7 +32,7 @@ class TheoryFigure:
 
     def drawing(self):
         """The plotting function (imported on first use: it needs matplotlib)."""
-        return getattr(import_module(f"{PACKAGE}.{self.paper}.theory"), self.draw)
+        return getattr(import_module(f"{PACKAGE}.{self.paper}.theory_figures"), self.draw)
 
 
 @dataclass(frozen=True)

@@ -9,10 +9,10 @@ fonts and a fixed colour per loss, calibrator and γ.
   model's diagram (:func:`reliability_diagram`, the ``focalcal calibrate`` command's figure).
 * :mod:`.boxes` — box plots that draw a group of fewer than three values as its points.
 * :mod:`.frames` — the checks on the tables a figure reads.
-* :mod:`.theory_figures` — the argument checks and γ label of the theory figures.
+* :mod:`.figure_arguments` — the argument checks and γ label of the papers' figures.
 * :mod:`.claims_forest` — the forest plots of the claims' verdicts.
 
-A paper's own figures are drawn in its package (``figures``, ``theory`` of
+A paper's own figures are drawn in its package (``figures``, ``theory_figures`` of
 :mod:`focalcal.papers`).
 """
 

@@ -19,7 +19,7 @@ Importing this package imports only the light planning modules.
 """
 
 from focalcal.report.targets import (
-    PAPERS,
+    PAPER_TITLES,
     THEORY_FIGURES,
     Artifact,
     ReportPlan,
@@ -28,4 +28,4 @@ from focalcal.report.targets import (
     study_artifacts,
 )
 
-__all__ = ["PAPERS", "THEORY_FIGURES", "Artifact", "ReportPlan", "StudyReport", "report_plan", "study_artifacts"]
+__all__ = ["PAPER_TITLES", "THEORY_FIGURES", "Artifact", "ReportPlan", "StudyReport", "report_plan", "study_artifacts"]

@@ -23,7 +23,7 @@ from focalcal.claims.evidence import StudyEvidence, unit_label
 from focalcal.claims.verdict import INTERVAL, MIN_PAIRS, VERDICT_COLORS
 from focalcal.naming import loss_info, paper_setting
 from focalcal.paths import CLAIMS_PAIRS, CLAIMS_TABLE, study_table
-from focalcal.report.targets import CLAIMS_INDEX, PAPERS
+from focalcal.report.targets import CLAIMS_INDEX, PAPER_TITLES
 
 
 def claims_inputs(plan) -> list[str]:
@@ -109,12 +109,12 @@ def write_forest(page: str, claims_path, pairs_path, output) -> Path:
         board = scoreboard(table)
         draw = claims_forest_compact
         title = f"Every claim tested on this config's runs ({len(board)} rows)"
-    elif page in PAPERS:
+    elif page in PAPER_TITLES:
         board = scoreboard(table[table["paper"] == page])
         draw = claims_forest_figure
         title = f"{page}: each claim's pairs (dots), mean (◆) and 95 % interval (bar); dashed: threshold"
     else:
-        raise ValueError(f"no claims forest plot {page!r}; they are {[*PAPERS, CLAIMS_INDEX]}")
+        raise ValueError(f"no claims forest plot {page!r}; they are {[*PAPER_TITLES, CLAIMS_INDEX]}")
     figure = draw(board, pairs, title) if len(board) else empty_forest(f"{page}: no claim of this paper is tested "
                                                                            "by this config's studies")
     return save(figure, output)

@@ -20,7 +20,7 @@ from focalcal._io import atomic_write_text
 from focalcal.paths import REPORT
 from focalcal.report.claims import claims_html
 from focalcal.report.inventory import summary
-from focalcal.report.targets import CLAIMS_INDEX, OVERVIEW, PAPERS
+from focalcal.report.targets import CLAIMS_INDEX, OVERVIEW, PAPER_TITLES
 from focalcal.training.health import NOT_ASSESSED, UNHEALTHY
 
 STYLE = """
@@ -110,7 +110,7 @@ def build_index(manifest: dict, inventory: pd.DataFrame, config_text: str, confi
     """The index page as an HTML string (links relative to ``results/report/``); ``claims``
     (``results/tables/claims.csv``) and ``pairs`` (``claims_pairs.csv``) give the scoreboard
     at the top, under the compact forest plot of every claim."""
-    pages = [OVERVIEW, *PAPERS]
+    pages = [OVERVIEW, *PAPER_TITLES]
     nav = " ".join(f'<a href="{_e(page)}.html">{_e(page)}</a>' for page in pages)
     sections = [(f"<h1>focalcal report</h1><p class='note'>Generated {_e(time.strftime('%Y-%m-%d %H:%M:%S %Z'))}. "
                  f"Pages: </p><nav>{nav}</nav>")]
@@ -124,7 +124,7 @@ def build_index(manifest: dict, inventory: pd.DataFrame, config_text: str, confi
                         f"<p><img src='{_e(href)}' alt='forest plot of every claim' style='max-width:100%'></p>"
                         + claims_html(claims, manifest.get("claim_notes"), with_paper=True, pairs=pairs))
     sections.append("<h2>What was reproduced, per paper</h2>")
-    for paper, title in PAPERS.items():
+    for paper, title in PAPER_TITLES.items():
         about = manifest["papers"][paper]
         theory = "".join(f"<li>{_link(a['path'], a['title'])}</li>" for a in about["theory"])
         sections.append(f"<h2 id='{_e(paper)}'>{_e(title)}</h2><p>Page: <a href='{_e(paper)}.html'>{_e(paper)}.html</a></p>"

@@ -23,15 +23,15 @@ from focalcal.catalog import calibrator_role
 from focalcal.naming import LossInfo, loss_info, paper_setting
 from focalcal.paths import CLAIMS, CLAIMS_FIGURES, CLAIMS_PAIRS, CLAIMS_TABLE, INVENTORY, THEORY
 
-PAPERS = catalog.PAPERS  # paper -> its page title
+PAPER_TITLES = catalog.PAPER_TITLES  # paper -> its page title
 OVERVIEW = "overview"
 CLAIMS_INDEX = "index"  # results/figures/claims/index.png: the compact plot of every claim
 
 
 def claims_forest(page: str) -> str:
     """The forest plot of a paper page's claims (``page``: a paper) or of all claims (``index``)."""
-    if page not in (*PAPERS, CLAIMS_INDEX):
-        raise ValueError(f"no claims forest plot {page!r}; they are {[*PAPERS, CLAIMS_INDEX]}")
+    if page not in (*PAPER_TITLES, CLAIMS_INDEX):
+        raise ValueError(f"no claims forest plot {page!r}; they are {[*PAPER_TITLES, CLAIMS_INDEX]}")
     return f"{CLAIMS_FIGURES}/{page}.png"
 
 
@@ -208,7 +208,7 @@ class ReportPlan:
 
     @property
     def notebooks(self) -> list[str]:
-        return [OVERVIEW, *PAPERS]
+        return [OVERVIEW, *PAPER_TITLES]
 
     def artifacts(self) -> list[Artifact]:
         return [*self.theory, *(a for s in self.studies.values() for a in s.artifacts)]
@@ -229,7 +229,7 @@ class ReportPlan:
         """The artifact files (and study tables) a notebook page shows; a paper page also shows its claims."""
         if notebook == OVERVIEW:
             return [s.table for s in self.studies.values() if s.table]
-        if notebook not in PAPERS:
+        if notebook not in PAPER_TITLES:
             raise ValueError(f"no notebook {notebook!r}; they are {self.notebooks}")
         paths = [CLAIMS_TABLE, CLAIMS_PAIRS, claims_forest(notebook)] + [a.path for a in self.theory if a.paper == notebook]
         for study in self.studies.values():
@@ -243,13 +243,13 @@ class ReportPlan:
             "config": config,
             "papers": {paper: {"title": title, "studies": [k for k, s in self.studies.items() if s.paper == paper],
                                "theory": [a.to_dict() for a in self.theory if a.paper == paper]}
-                       for paper, title in PAPERS.items()},
+                       for paper, title in PAPER_TITLES.items()},
             "studies": {key: study.to_dict() for key, study in self.studies.items()},
             "notebooks": self.notebooks,
             "inventory": INVENTORY,
             "claims": CLAIMS_TABLE,
             "claims_pairs": CLAIMS_PAIRS,
-            "claims_forest": {page: claims_forest(page) for page in (*PAPERS, CLAIMS_INDEX)},
+            "claims_forest": {page: claims_forest(page) for page in (*PAPER_TITLES, CLAIMS_INDEX)},
             "claim_notes": dict((config.get("report") or {}).get("claim_notes") or {}),
         }
 

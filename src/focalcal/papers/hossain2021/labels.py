@@ -11,7 +11,7 @@ from focalcal.naming import PaperSetting, compared_setting, published_name
 from focalcal.papers.hossain2021 import PAPER
 
 _FOLDERS = (("mri", "MRI prostate"), ("trus", "TRUS prostate"), ("cityscape", "Cityscape"))
-TABLES = {"DeepLabV3+": 2, "VGG19 FCN": 3}  # the paper's table of each model
+TABLE_OF_MODEL = {"DeepLabV3+": 2, "VGG19 FCN": 3}  # the paper's table of each model
 # catalog loss -> the name Tables 2-3 print
 LOSS_NAMES = {"cross_entropy": "CE", "weighted_cross_entropy": "WCE", "dual_cross_entropy": "DCE", "focal": "FL",
               "generalized_dice": "GDL", "dual_focal": "DFL"}

@@ -15,7 +15,7 @@ from focalcal import paths
 from focalcal._io import load_npz
 from focalcal.naming import loss_color_key
 from focalcal.papers.hossain2021 import figures
-from focalcal.papers.hossain2021.labels import LOSS_NAMES, TABLES, hossain_setting
+from focalcal.papers.hossain2021.labels import LOSS_NAMES, TABLE_OF_MODEL, hossain_setting
 from focalcal.plots.style import color_for
 from focalcal.report import published
 from focalcal.report.study_figures import study_table
@@ -60,7 +60,7 @@ def plan(study: StudyView) -> tuple[list[Artifact], list[str]]:
         setting = hossain_setting(config["datasets"][v.run.dataset], config["models"][v.run.model])
         settings[f"{v.run.dataset}/{v.run.model}"] = {
             "dataset": setting.dataset, "model": setting.model, "stand_in": setting.stand_in,
-            "table": TABLES.get(setting.model), "describe": setting.describe()}
+            "table": TABLE_OF_MODEL.get(setting.model), "describe": setting.describe()}
     losses = {v.run.loss: {"label": v.loss.label if v.loss.name != "focal" else "FL",
                            "paper": LOSS_NAMES.get(v.loss.name), "color": list(loss_color_key(v.loss))}
               for v in views}

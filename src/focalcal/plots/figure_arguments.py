@@ -1,7 +1,7 @@
 """What the papers' theory figures share: argument checks and the γ label.
 
 Each paper draws its own theory figures (exact curves from :mod:`focalcal.theory`) in its
-package's ``theory`` module (:mod:`focalcal.papers`).
+package's ``theory_figures`` module (:mod:`focalcal.papers`).
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ import numpy as np
 from focalcal import theory
 from focalcal.papers.mukhoti2020 import linear_model
 from focalcal.plots.style import CLASS_COLORS, color_for, corner_text, gamma_color, new_figure, paper_title, styled
-from focalcal.plots.theory_figures import check_gammas, check_points, gamma_label
+from focalcal.plots.figure_arguments import check_gammas, check_points, gamma_label
 
 # ------------------------------------------------------------------------------ M20 Fig 4a
 

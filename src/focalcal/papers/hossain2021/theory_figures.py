@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from focalcal.plots.style import color_for, new_figure, paper_title, styled
-from focalcal.plots.theory_figures import check_points
+from focalcal.plots.figure_arguments import check_points
 
 # ------------------------------------------------------------------------------ H21 Fig 1
 
