@@ -8,8 +8,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from focalcal import theory
-from focalcal.plots.style import gamma_color, new_figure, paper_title, styled
 from focalcal.plots.figure_arguments import check_gammas, check_points, gamma_label
+from focalcal.plots.style import gamma_color, new_figure, paper_title, styled
 
 # ------------------------------------------------------------------------------ C21 Fig 1
 

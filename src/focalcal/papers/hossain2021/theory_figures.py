@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from focalcal.plots.style import color_for, new_figure, paper_title, styled
 from focalcal.plots.figure_arguments import check_points
+from focalcal.plots.style import color_for, new_figure, paper_title, styled
 
 # ------------------------------------------------------------------------------ H21 Fig 1
 

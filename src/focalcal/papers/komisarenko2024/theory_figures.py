@@ -16,8 +16,8 @@ from focalcal.papers.komisarenko2024.simplex import (  # noqa: F401 (Figs 5, 7, 
     calibration_difference_figure,
     conditional_risk_isolines_figure,
 )
-from focalcal.plots.style import CLASS_COLORS, color_for, corner_text, gamma_color, new_figure, paper_title, styled
 from focalcal.plots.figure_arguments import check_gammas, check_points, gamma_label
+from focalcal.plots.style import CLASS_COLORS, color_for, corner_text, gamma_color, new_figure, paper_title, styled
 
 # The linear fits 1/T ≈ slope·γ + intercept that K24 prints (Fig 2: K = 2, Fig 6: K = 3, §3.3: K = 4).
 PAPER_TEMPERATURE_FITS = {2: (0.95, 0.85), 3: (0.64, 0.91), 4: (0.47, 0.85)}

@@ -10,8 +10,8 @@ import numpy as np
 
 from focalcal import theory
 from focalcal.papers.mukhoti2020 import linear_model
-from focalcal.plots.style import CLASS_COLORS, color_for, corner_text, gamma_color, new_figure, paper_title, styled
 from focalcal.plots.figure_arguments import check_gammas, check_points, gamma_label
+from focalcal.plots.style import CLASS_COLORS, color_for, corner_text, gamma_color, new_figure, paper_title, styled
 
 # ------------------------------------------------------------------------------ M20 Fig 4a
 
