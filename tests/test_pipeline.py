@@ -96,7 +96,7 @@ def test_defaults_are_filled_in(ci_config):
     config = validate_config(ci_config, SCHEMA)
     assert config["download"] is False and config["compile"] == "auto" and config["device"] == "auto"
     assert config["training"] == {"threads": 1, "numerics": "pinned", "mem_mb": 2000, "runtime": 30, "gpu": 0,
-                                  "runs_per_gpu": 1, "retries": 1,
+                                  "runs_per_gpu": 1, "retries": 1, "cuda_mps": False,
                                   "by_recipe": {}}
 
 
