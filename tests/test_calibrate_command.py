@@ -158,7 +158,7 @@ def test_bad_input_fails_before_anything_is_written(tmp_path):
     assert "bad.npz [val_logits]: 1 non-finite value(s); the first is NaN at row 3, column 2" in result.stderr
     assert not (tmp_path / "out").exists()
     result = run_command(tmp_path / "bad.npz", "--calibrators", "raw,platt", cwd=tmp_path)
-    assert result.returncode == 2 and "unknown calibrator(s) ['platt']; available: raw, ts_nll" in result.stderr
+    assert result.returncode == 2 and "unknown calibrator(s) ['platt']; available: raw, psi, ts_nll" in result.stderr
 
 
 def test_calibrator_choice():
