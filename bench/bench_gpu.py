@@ -122,6 +122,14 @@ class Sizes:
 
 
 # ---------------------------------------------------------------------------- outcomes
+
+def _publish(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` whole or not at all (a sibling renamed into place): the packed
+    processes poll for these files and read them as soon as they exist."""
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(text)
+    os.replace(partial, path)
+
 def failed(reason: str) -> dict:
     return {"status": "failed", "reason": reason}
 
@@ -358,7 +366,7 @@ def pack_worker(control: Path, index: int, data_root: str, model: str, device: s
         planned = trainer.step.plan
         warm_up(trainer, sizes)
         synchronize(device)
-        (control / f"ready{index}").write_text(str(os.getpid()))
+        _publish(control / f"ready{index}", str(os.getpid()))
         epoch = 2
         for round_index in range(10_000):
             go = control / f"go{round_index}"
@@ -376,7 +384,7 @@ def pack_worker(control: Path, index: int, data_root: str, model: str, device: s
             epoch += 1
             changed = kept_mode(planned, trainer.step.plan)
             result = failed(changed) if changed else {"status": "ok", "start": start, "end": end, "images": sizes.images}
-            (control / f"result{round_index}_{index}.json").write_text(json.dumps({"worker": index, **result}))
+            _publish(control / f"result{round_index}_{index}.json", json.dumps({"worker": index, **result}))
 
 
 class PackingPool:
@@ -419,7 +427,7 @@ class PackingPool:
     def run(self, runs: int, timeout: float) -> dict:
         """``runs`` workers train one full epoch each from one shared start instant."""
         round_index, self.rounds = self.rounds, self.rounds + 1
-        (self.control / f"go{round_index}").write_text(json.dumps({"runs": runs, "at": time.time() + 0.25}))
+        _publish(self.control / f"go{round_index}", json.dumps({"runs": runs, "at": time.time() + 0.25}))
         deadline = time.time() + timeout
         paths = [self.control / f"result{round_index}_{i}.json" for i in range(runs)]
         while not all(path.exists() for path in paths):
