@@ -152,7 +152,7 @@ def output_folder(out_dir) -> OutputFolder:
 def parameter_count(key: str, num_classes: int) -> int:
     """How many numbers calibrator ``key`` fits on K classes (isotonic: one step function per
     class, at least 2 numbers each)."""
-    return catalog.ROLES[key].parameters(num_classes)
+    return catalog.ROLES[key].parameters(num_classes, catalog.ROLES[key].spec)
 
 
 def _compare(logits: LogitsSet, out_dir: Path, specs: dict, fits: _BackgroundFits, n_bins: int, n_resamples: int,

@@ -431,7 +431,7 @@ class Role:
     grid's size, may vary); ``cost`` of fitting it on N validation rows of K classes, known
     before anything runs; ``in_papers``: a role the papers' figures and tables use (the default
     config's ``calibrators:``); ``cli``: offered by ``focalcal calibrate`` ("default": run
-    when no ``--calibrators`` is given); ``parameters(k)``: how many numbers it fits on K
+    when no ``--calibrators`` is given); ``parameters(k, spec)``: how many numbers it fits on K
     classes (``focalcal calibrate`` warns when the validation set has fewer samples)."""
 
     label: str
@@ -442,7 +442,7 @@ class Role:
     cost: str = ""
     in_papers: bool = True
     cli: str | None = None
-    parameters: Callable[[int], int] = lambda k: 0
+    parameters: Callable[[int, dict], int] = lambda k, spec: 0
 
 
 _TS, _FTS = "temperature_scaling", "focal_temperature_scaling"
@@ -451,39 +451,39 @@ ROLES: dict[str, Role] = {
                 cli="default"),
     "psi": Role("Ψ^γ", {"name": "psi", "gamma": FROM_LOSS}, PSI_COLOR, cost="O(N K), nothing to fit", cli="default"),
     "ts_nll": Role("TS (val NLL)", {"name": _TS, "objective": "nll"}, "#1565c0", identity=("name", "objective"),
-                   cost="O(N K) per iteration, 1 parameter", cli="default", parameters=lambda k: 1),
+                   cost="O(N K) per iteration, 1 parameter", cli="default", parameters=lambda k, spec: 1),
     "ts_ece": Role("TS (val ECE grid)", {"name": _TS, "objective": "ece", "temperatures": "mukhoti", "n_bins": 15},
                    "#00838f", identity=("name", "objective"), cost="O(N K) per temperature of its grid", cli="default",
-                   parameters=lambda k: 1),
+                   parameters=lambda k, spec: 1),
     "ts_focal": Role("TS_FL", {"name": _TS, "objective": "focal", "gamma": FROM_LOSS}, identity=("name", "objective"),
-                     cost="O(N K) per iteration, 1 parameter", parameters=lambda k: 1),
+                     cost="O(N K) per iteration, 1 parameter", parameters=lambda k, spec: 1),
     "ts_focal_psi": Role("TS_FL + Ψ^γ", {"name": "psi", "gamma": FROM_LOSS, "after": "ts_focal"},
-                         identity=("name", "after"), cost="O(N K) per iteration, 1 parameter", parameters=lambda k: 1),
+                         identity=("name", "after"), cost="O(N K) per iteration, 1 parameter", parameters=lambda k, spec: 1),
     "ts_grid_ece": Role("TS (grid, val ECE)", {"name": _FTS, "gammas": [0.0], "objective": "ece", "n_bins": 15,
                                                "binning": "mass"}, identity=("name", "objective", "gammas"),
-                        cost="O(N K) per T of its grid", parameters=lambda k: 1),
+                        cost="O(N K) per T of its grid", parameters=lambda k, spec: 1),
     "ts_grid_nll": Role("TS (grid, val NLL)", {"name": _FTS, "gammas": [0.0], "objective": "nll"},
                         identity=("name", "objective", "gammas"), cost="O(N K) per T of its grid",
-                        parameters=lambda k: 1),
+                        parameters=lambda k, spec: 1),
     "fts_ece": Role("focal TS (val ECE)", {"name": _FTS, "objective": "ece", "n_bins": 15, "binning": "mass"},
                     identity=("name", "objective"), cost="O(N K) per (γ, T) of its grid", cli="default",
-                    parameters=lambda k: 2),
+                    parameters=lambda k, spec: 2),
     "fts_nll": Role("focal TS (val NLL)", {"name": _FTS, "objective": "nll"}, identity=("name", "objective"),
-                    cost="O(N K) per (γ, T) of its grid", cli="default", parameters=lambda k: 2),
+                    cost="O(N K) per (γ, T) of its grid", cli="default", parameters=lambda k, spec: 2),
     # calibrators of the wider literature, offered by `focalcal calibrate`; no paper's figure uses them
     "vector_scaling": Role("vector scaling", {"name": "vector_scaling"}, in_papers=False, cli="default",
                            cost="O(N K²) per Newton step to build a (2K)² system, O(K³) to solve it",
-                           parameters=lambda k: 2 * k),
+                           parameters=lambda k, spec: 2 * k),
     "histogram_binning": Role("histogram binning", {"name": "histogram_binning", "n_bins": 15}, in_papers=False,
-                              cli="default", cost="O(N K log N), one binning per class", parameters=lambda k: 15 * k),
+                              cli="default", cost="O(N K log N), one binning per class", parameters=lambda k, spec: spec["n_bins"] * k),
     "isotonic": Role("isotonic regression", {"name": "isotonic"}, in_papers=False, cli="default",
-                     cost="O(N K log N), one fit per class seen in the labels", parameters=lambda k: 2 * k),
+                     cost="O(N K log N), one fit per class seen in the labels", parameters=lambda k, spec: 2 * k),
     "dirichlet": Role("Dirichlet (ODIR)", {"name": "dirichlet"}, in_papers=False, cli="offered",
-                      cost="O(N K²) per iteration, K² + K parameters", parameters=lambda k: k * k + k),
+                      cost="O(N K²) per iteration, K² + K parameters", parameters=lambda k, spec: k * k + k),
     "ets": Role("ensemble TS", {"name": "ensemble_temperature_scaling"}, in_papers=False, cli="offered",
-                cost="O(N K) per iteration", parameters=lambda k: 4),
+                cost="O(N K) per iteration", parameters=lambda k, spec: 4),
     "beta": Role("beta calibration", {"name": "beta"}, in_papers=False, cli="offered",
-                 cost="O(N), binary classifiers only", parameters=lambda k: 3),
+                 cost="O(N), binary classifiers only", parameters=lambda k, spec: 3),
 }
 ROLE_LABELS = {key: role.label for key, role in ROLES.items()}
 PAPER_ROLES = {key: role for key, role in ROLES.items() if role.in_papers}
