@@ -82,7 +82,7 @@ def test_adafocal_rejects_bounds_that_cut_the_regime_switch_or_the_start():
     # A bin switched to −S_th must not be clipped back below S_th, nor may γ_0 start outside.
     with pytest.raises(ValueError, match=r"switch_threshold must be <= min\(-gamma_min, gamma_max\) = 0.1"):
         losses.build({"name": "adafocal", "gamma_min": -0.1})
-    with pytest.raises(ValueError, match="gamma_initial must be >= -2.0"):
+    with pytest.raises(ValueError, match=r"gamma_initial must lie in \[gamma_min, gamma_max\] = \[-2.0, 20.0\], got -3.0"):
         losses.build({"name": "adafocal", "gamma_initial": -3.0})
 
 

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Sequence
+import numbers
+from typing import ClassVar
 
 import torch
 from torch import nn
 
+from focalcal._constraints import Interval, Options, validate_parameters
 from focalcal._validation import real_array
 
 REDUCTIONS = ("mean", "sum", "none")
@@ -61,6 +63,10 @@ class Loss(nn.Module):
         ``update_from_validation(logits, labels)`` after each epoch's validation pass.
     The class attributes ``needs_training_targets`` / ``needs_validation`` say whether the hook
     matters, so a trainer can skip computing what no loss uses.
+
+    ``_parameter_constraints`` declares what each constructor parameter may hold
+    (:mod:`focalcal._constraints`); a subclass extends its parent's. A loss module has no
+    ``fit``, so ``__init__`` checks them (:meth:`_validate`), before any batch is seen.
     """
 
     name = "loss"
@@ -80,15 +86,20 @@ class Loss(nn.Module):
     #: logits, so N × ∂(mean)/∂z_i is sample i's own gradient (mukhoti2020 Fig 4b-d's per-sample
     #: gradient norms). False for a loss with a batch-level term (MMCE, Dice).
     per_sample = True
+    _parameter_constraints: ClassVar[dict] = {
+        "reduction": [Options(REDUCTIONS)],
+        "ignore_index": [Interval(numbers.Integral, None, None), None],
+    }
 
     def __init__(self, *, reduction: str = "mean", ignore_index: int | None = None) -> None:
         super().__init__()
-        if reduction not in REDUCTIONS:
-            raise ValueError(f"reduction must be one of {REDUCTIONS}, got {reduction!r}")
-        if ignore_index is not None and (isinstance(ignore_index, bool) or not isinstance(ignore_index, int)):
-            raise ValueError(f"ignore_index must be an int or None, got {ignore_index!r}")
+        self._validate(reduction=reduction, ignore_index=ignore_index)
         self.reduction = reduction
-        self.ignore_index = ignore_index
+        self.ignore_index = None if ignore_index is None else int(ignore_index)
+
+    def _validate(self, **values) -> None:
+        """Check constructor arguments against the class's ``_parameter_constraints``."""
+        validate_parameters(type(self)._parameter_constraints, values, type(self).__name__)
 
     # ---- trainer hooks -------------------------------------------------------------------
     def set_training_targets(self, targets, num_classes: int) -> None:
@@ -289,22 +300,3 @@ def cast_like(tensor: torch.Tensor, like: torch.Tensor, cache: dict, key: str) -
             or hit[2].device != like.device or hit[2].dtype != like.dtype):
         hit = cache[key] = (tensor, tensor._version, tensor.to(device=like.device, dtype=like.dtype))
     return hit[2]
-
-
-def check_number(value, name: str, *, low: float | None = None, high: float | None = None,
-                 low_open: bool = False, high_open: bool = False) -> float:
-    """A real, finite hyperparameter within [low, high] (ends open where asked)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ValueError(f"{name} must be a finite number, got {value!r}")
-    value = float(value)
-    if low is not None and (value < low or (low_open and value == low)):
-        raise ValueError(f"{name} must be {'>' if low_open else '>='} {low}, got {value}")
-    if high is not None and (value > high or (high_open and value == high)):
-        raise ValueError(f"{name} must be {'<' if high_open else '<='} {high}, got {value}")
-    return value
-
-
-def check_sequence(values, name: str) -> tuple[float, ...]:
-    if isinstance(values, (str, bytes)) or not isinstance(values, Sequence) or len(values) == 0:
-        raise ValueError(f"{name} must be a non-empty sequence of numbers, got {values!r}")
-    return tuple(check_number(v, f"{name}[{i}]") for i, v in enumerate(values))

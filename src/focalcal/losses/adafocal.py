@@ -25,9 +25,14 @@ is how both that code and this module encode the regime.
 
 from __future__ import annotations
 
+import numbers
+from typing import ClassVar
+
 import torch
 
-from ._base import Loss, avoid_host_sync, cast_like, check_number, check_targets
+from focalcal._constraints import NON_NEGATIVE, POSITIVE, POSITIVE_INT, REAL, Interval, Options
+
+from ._base import Loss, avoid_host_sync, cast_like, check_targets
 from .focal import focal_of_target
 
 BIN_BY = ("true_class", "predicted")
@@ -77,25 +82,36 @@ class AdaFocalLoss(Loss):
 
     name = "adafocal"
     needs_validation = True
+    # γ_min < 0 < γ_max: the update switches a bin to −S_th or +S_th, so both regimes must fit.
+    _parameter_constraints: ClassVar[dict] = {
+        **Loss._parameter_constraints,
+        "num_bins": [POSITIVE_INT],
+        "lam": [NON_NEGATIVE],
+        "gamma_initial": [REAL],
+        "gamma_min": [Interval(numbers.Real, None, 0, closed="neither")],
+        "gamma_max": [POSITIVE],
+        "switch_threshold": [NON_NEGATIVE],
+        "bin_by": [Options(BIN_BY)],
+    }
 
     def __init__(self, *, num_bins: int = 15, lam: float = 1.0, gamma_initial: float = 1.0, gamma_min: float = -2.0,
                  gamma_max: float = 20.0, switch_threshold: float = 0.2, bin_by: str = "true_class",
                  reduction: str = "mean", ignore_index: int | None = None) -> None:
         super().__init__(reduction=reduction, ignore_index=ignore_index)
-        if isinstance(num_bins, bool) or not isinstance(num_bins, int) or num_bins < 1:
-            raise ValueError(f"num_bins must be a positive int, got {num_bins!r}")
-        if bin_by not in BIN_BY:
-            raise ValueError(f"bin_by must be one of {BIN_BY}, got {bin_by!r}")
-        self.num_bins = num_bins
-        self.lam = check_number(lam, "lam", low=0.0)
-        # γ_min < 0 < γ_max: the update switches a bin to −S_th or +S_th, so both regimes must fit.
-        self.gamma_min = check_number(gamma_min, "gamma_min", high=0.0, high_open=True)
-        self.gamma_max = check_number(gamma_max, "gamma_max", low=0.0, low_open=True)
-        self.switch_threshold = check_number(switch_threshold, "switch_threshold", low=0.0)
+        self._validate(num_bins=num_bins, lam=lam, gamma_initial=gamma_initial, gamma_min=gamma_min,
+                       gamma_max=gamma_max, switch_threshold=switch_threshold, bin_by=bin_by)
+        self.num_bins = int(num_bins)
+        self.lam = float(lam)
+        self.gamma_min, self.gamma_max = float(gamma_min), float(gamma_max)
+        self.switch_threshold = float(switch_threshold)
+        self.gamma_initial = float(gamma_initial)
+        # relations between parameters
         if self.switch_threshold > min(-self.gamma_min, self.gamma_max):
             raise ValueError(f"switch_threshold must be <= min(-gamma_min, gamma_max) = "
                              f"{min(-self.gamma_min, self.gamma_max)}, got {self.switch_threshold}")
-        self.gamma_initial = check_number(gamma_initial, "gamma_initial", low=self.gamma_min, high=self.gamma_max)
+        if not self.gamma_min <= self.gamma_initial <= self.gamma_max:
+            raise ValueError(f"gamma_initial must lie in [gamma_min, gamma_max] = [{self.gamma_min}, {self.gamma_max}], "
+                             f"got {gamma_initial}")
         if abs(self.gamma_initial) < self.switch_threshold:
             raise ValueError(f"|gamma_initial| must be >= switch_threshold={self.switch_threshold}, got {gamma_initial}")
         self.bin_by = bin_by

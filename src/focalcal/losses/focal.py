@@ -18,25 +18,29 @@ reference and the path on GPU.
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Callable, Sequence
-from itertools import pairwise
+from typing import ClassVar
 
 import torch
 from torch.autograd.function import once_differentiable
+
+from focalcal._constraints import GAMMA, NON_NEGATIVE, POSITIVE_INT, Interval, SequenceOf
 
 from . import _fused
 from ._base import (
     Loss,
     avoid_host_sync,
     cast_like,
-    check_number,
-    check_sequence,
     class_weight_tensor,
     target_weights,
     weights_for,
 )
 from ._classwise import classwise_loss
-from .smoothing import check_convention, wrong_classes_smoothing
+from .smoothing import SMOOTHING_CONSTRAINTS, wrong_classes_smoothing
+
+#: Strictly increasing points inside (0, 1): FLSD's p_y thresholds and FLSc's run fractions.
+_INSIDE_UNIT = SequenceOf(Interval(numbers.Real, 0, 1, closed="neither"), increasing=True)
 
 GammaSpec = float | torch.Tensor | Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 LOG_HALF = math.log(0.5)  # log p above it: p > 1/2, the one class per row whose 1 − p is a sum of the others
@@ -191,19 +195,26 @@ class FocalLoss(Loss):
 
     name = "focal"
     accepts_soft_targets = True
+    _parameter_constraints: ClassVar[dict] = {
+        **Loss._parameter_constraints,
+        "gamma": [GAMMA],
+        "alpha": [NON_NEGATIVE, SequenceOf(NON_NEGATIVE, min_length=2), None],
+        **SMOOTHING_CONSTRAINTS,
+    }
 
     def __init__(self, *, gamma: float = 3.0, alpha: float | Sequence[float] | None = None,
                  smoothing: float = 0.0, convention: str = "wrong_classes", reduction: str = "mean",
                  ignore_index: int | None = None) -> None:
         super().__init__(reduction=reduction, ignore_index=ignore_index)
-        self.gamma = check_number(gamma, "gamma", low=0.0)
-        self.smoothing = check_number(smoothing, "smoothing", low=0.0, high=1.0, high_open=True)
-        self.convention = check_convention(convention)
+        self._validate(gamma=gamma, alpha=alpha, smoothing=smoothing, convention=convention)
+        self.gamma = float(gamma)
+        self.smoothing = float(smoothing)
+        self.convention = convention
         # alpha: None, one scalar weight, or one weight per class (kept as a buffer).
         self.alpha_scale = 1.0
         self.register_buffer("class_weights", None)
-        if isinstance(alpha, (int, float)) and not isinstance(alpha, bool):
-            self.alpha_scale = check_number(alpha, "alpha", low=0.0)
+        if NON_NEGATIVE.is_satisfied_by(alpha):
+            self.alpha_scale = float(alpha)
             self.alpha = self.alpha_scale
         elif alpha is not None:
             self.class_weights = class_weight_tensor(alpha, "alpha")
@@ -250,20 +261,18 @@ class SampleDependentFocalLoss(Loss):
     """
 
     name = "focal_sample_dependent"
+    _parameter_constraints: ClassVar[dict] = {**Loss._parameter_constraints, "thresholds": [_INSIDE_UNIT],
+                              "gammas": [SequenceOf(GAMMA)]}
 
     def __init__(self, *, thresholds: Sequence[float] = (0.2,), gammas: Sequence[float] = (5.0, 3.0),
                  reduction: str = "mean", ignore_index: int | None = None) -> None:
         super().__init__(reduction=reduction, ignore_index=ignore_index)
-        self.thresholds = check_sequence(thresholds, "thresholds")
-        self.gammas = check_sequence(gammas, "gammas")
-        if len(self.gammas) != len(self.thresholds) + 1:
+        self._validate(thresholds=thresholds, gammas=gammas)
+        self.thresholds = tuple(float(t) for t in thresholds)
+        self.gammas = tuple(float(g) for g in gammas)
+        if len(self.gammas) != len(self.thresholds) + 1:  # a relation between two parameters
             raise ValueError(f"need len(gammas) == len(thresholds) + 1, got {len(self.gammas)} gammas "
                              f"for {len(self.thresholds)} thresholds")
-        if any(not 0.0 < t < 1.0 for t in self.thresholds) or any(
-                b <= a for a, b in zip(self.thresholds, self.thresholds[1:])):
-            raise ValueError(f"thresholds must increase strictly inside (0, 1), got {self.thresholds}")
-        if any(g < 0 for g in self.gammas):
-            raise ValueError(f"gammas must be >= 0, got {self.gammas}")
         self.register_buffer("threshold_tensor", torch.tensor(self.thresholds, dtype=torch.float64), persistent=False)
         self.register_buffer("gamma_tensor", torch.tensor(self.gammas, dtype=torch.float64), persistent=False)
         self._cast: dict = {}
@@ -298,30 +307,25 @@ class ScheduledFocalLoss(Loss):
     """
 
     name = "focal_scheduled"
+    _parameter_constraints: ClassVar[dict] = {**Loss._parameter_constraints, "milestones": [_INSIDE_UNIT],
+                              "gammas": [SequenceOf(GAMMA)],
+                              "switch_at": [SequenceOf(POSITIVE_INT, increasing=True), None]}
 
     def __init__(self, *, milestones: Sequence[float] = (2 / 7, 5 / 7), gammas: Sequence[float] = (5.0, 3.0, 1.0),
                  switch_at: Sequence[int] | None = None, reduction: str = "mean",
                  ignore_index: int | None = None) -> None:
         super().__init__(reduction=reduction, ignore_index=ignore_index)
-        if switch_at is not None:
-            switch_at = tuple(switch_at)
-            if (len(switch_at) != len(tuple(milestones)) or any(isinstance(e, bool) or not isinstance(e, int) or e < 1
-                                                                for e in switch_at)
-                    or any(b <= a for a, b in pairwise(switch_at))):
-                raise ValueError(f"switch_at must be {len(tuple(milestones))} increasing epochs >= 1 (0-based, one per "
-                                 f"γ after the first), got {switch_at!r}")
-        self.switch_at = switch_at
-        self.milestones = check_sequence(milestones, "milestones")
-        self.gammas = check_sequence(gammas, "gammas")
+        self._validate(milestones=milestones, gammas=gammas, switch_at=switch_at)
+        self.milestones = tuple(float(m) for m in milestones)
+        self.gammas = tuple(float(g) for g in gammas)
+        self.switch_at = None if switch_at is None else tuple(int(e) for e in switch_at)
+        # relations between parameters
+        if self.switch_at is not None and len(self.switch_at) != len(self.milestones):
+            raise ValueError(f"switch_at must name {len(self.milestones)} epochs (0-based, one per γ after the "
+                             f"first), got {switch_at!r}")
         if len(self.gammas) != len(self.milestones) + 1:
             raise ValueError(f"need len(gammas) == len(milestones) + 1, got {len(self.gammas)} gammas "
                              f"for {len(self.milestones)} milestones")
-        if any(not 0.0 < m < 1.0 for m in self.milestones) or any(
-                b <= a for a, b in zip(self.milestones, self.milestones[1:])):
-            raise ValueError(f"milestones are fractions of the run and must increase strictly inside (0, 1), "
-                             f"got {self.milestones}")
-        if any(g < 0 for g in self.gammas):
-            raise ValueError(f"gammas must be >= 0, got {self.gammas}")
         self.gamma: float | None = None
         # The epoch's γ on the loss's device, filled in place by set_epoch: the sync-free path (a
         # GPU, a captured step) reads it there, so one captured graph serves every epoch.

@@ -45,12 +45,16 @@ images, 8 for text.
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import torch
 import torch.nn.functional as F
 from torch.autograd.function import once_differentiable
 
+from focalcal._constraints import NON_NEGATIVE, POSITIVE, Options
+
 from . import _fused
-from ._base import Loss, avoid_host_sync, check_number
+from ._base import Loss, avoid_host_sync
 
 NORMALIZATIONS = ("count", "weight")
 #: The released code's constants: added to each count product, and under the square root.
@@ -301,16 +305,17 @@ class MMCELoss(Loss):
 
     name = "mmce"
     per_sample = False  # the MMCE term couples every pair of samples in the batch
+    _parameter_constraints: ClassVar[dict] = {**Loss._parameter_constraints, "lam": [NON_NEGATIVE], "bandwidth": [POSITIVE],
+                              "weighted": [bool], "normalization": [Options(NORMALIZATIONS)]}
 
     def __init__(self, *, lam: float = 2.0, bandwidth: float = 0.4, weighted: bool = True,
                  normalization: str = "count", reduction: str = "mean", ignore_index: int | None = None) -> None:
         super().__init__(reduction=reduction, ignore_index=ignore_index)
-        self.lam = check_number(lam, "lam", low=0.0)
-        self.bandwidth = check_number(bandwidth, "bandwidth", low=0.0, low_open=True)
-        if not isinstance(weighted, bool):
-            raise TypeError(f"weighted must be True or False, got {weighted!r}")
-        self.weighted = weighted
-        self.normalization = _check_normalization(normalization)
+        self._validate(lam=lam, bandwidth=bandwidth, weighted=weighted, normalization=normalization)
+        self.lam = float(lam)
+        self.bandwidth = float(bandwidth)
+        self.weighted = bool(weighted)
+        self.normalization = normalization
 
     def regulariser(self, logits: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
         """MMCE of the samples given (logits (m, K), targets (m, 1)), by autograd."""

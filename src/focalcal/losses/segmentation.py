@@ -16,15 +16,19 @@ whose derivative with α = β = γ = ρ = 1 is ∂L/∂z_i = −y_i/z_i + (1 −
 
 from __future__ import annotations
 
+import numbers
+from typing import ClassVar
+
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch.autograd.function import once_differentiable
 
+from focalcal._constraints import GAMMA, NON_NEGATIVE, POSITIVE, Interval, SequenceOf
 from focalcal._validation import real_array
 
 from . import _fused
-from ._base import Loss, avoid_host_sync, check_number, class_weight_tensor
+from ._base import Loss, avoid_host_sync, class_weight_tensor
 from ._classwise import choose, classwise_loss
 
 
@@ -74,10 +78,14 @@ class WeightedCrossEntropyLoss(Loss):
     """
 
     name = "weighted_cross_entropy"
+    _parameter_constraints: ClassVar[dict] = {**Loss._parameter_constraints,
+                              "weights": [SequenceOf(NON_NEGATIVE, min_length=2), None],
+                              "class_counts": [SequenceOf(NON_NEGATIVE, min_length=2), None]}
 
     def __init__(self, *, weights=None, class_counts=None, reduction: str = "mean",
                  ignore_index: int | None = None) -> None:
         super().__init__(reduction=reduction, ignore_index=ignore_index)
+        self._validate(weights=weights, class_counts=class_counts)
         if weights is not None and class_counts is not None:
             raise ValueError("give weights or class_counts, not both")
         if class_counts is not None:
@@ -131,12 +139,13 @@ class DualCrossEntropyLoss(Loss):
     """hossain2021 Eq 4 (Li et al.'s dual CE): −log z_y + β Σ_{i≠y} log(α + z_i); α > 0, β ≥ 0."""
 
     name = "dual_cross_entropy"
+    _parameter_constraints: ClassVar[dict] = {**Loss._parameter_constraints, "alpha": [POSITIVE], "beta": [NON_NEGATIVE]}
 
     def __init__(self, *, alpha: float = 1.0, beta: float = 1.0, reduction: str = "mean",
                  ignore_index: int | None = None) -> None:
         super().__init__(reduction=reduction, ignore_index=ignore_index)
-        self.alpha = check_number(alpha, "alpha", low=0.0, low_open=True)
-        self.beta = check_number(beta, "beta", low=0.0)
+        self._validate(alpha=alpha, beta=beta)
+        self.alpha, self.beta = float(alpha), float(beta)
 
     def elementwise(self, logits, index):
         return self.reduced(logits, index, "none")
@@ -167,14 +176,14 @@ class DualFocalLoss(Loss):
     """
 
     name = "dual_focal"
+    _parameter_constraints: ClassVar[dict] = {**Loss._parameter_constraints, "alpha": [NON_NEGATIVE], "beta": [NON_NEGATIVE],
+                              "gamma": [GAMMA], "rho": [Interval(numbers.Real, 1, None, closed="left")]}
 
     def __init__(self, *, alpha: float = 1.0, beta: float = 1.0, gamma: float = 1.0, rho: float = 1.0,
                  reduction: str = "mean", ignore_index: int | None = None) -> None:
         super().__init__(reduction=reduction, ignore_index=ignore_index)
-        self.alpha = check_number(alpha, "alpha", low=0.0)
-        self.beta = check_number(beta, "beta", low=0.0)
-        self.gamma = check_number(gamma, "gamma", low=0.0)
-        self.rho = check_number(rho, "rho", low=1.0)
+        self._validate(alpha=alpha, beta=beta, gamma=gamma, rho=rho)
+        self.alpha, self.beta, self.gamma, self.rho = float(alpha), float(beta), float(gamma), float(rho)
 
     def elementwise(self, logits, index):
         return self.reduced(logits, index, "none")
@@ -281,14 +290,14 @@ class GeneralizedDiceLoss(Loss):
     """
 
     name = "generalized_dice"
+    _parameter_constraints: ClassVar[dict] = {**Loss._parameter_constraints, "per_image": [bool]}
     mean_over_elements = False  # one value for the batch (or a mean over images): nothing to sum
     per_sample = False
 
     def __init__(self, *, per_image: bool = False, reduction: str = "mean", ignore_index: int | None = None) -> None:
         super().__init__(reduction=reduction, ignore_index=ignore_index)
-        if not isinstance(per_image, bool):
-            raise TypeError(f"per_image must be True or False, got {per_image!r}")
-        self.per_image = per_image
+        self._validate(per_image=per_image)
+        self.per_image = bool(per_image)
 
     def reduce_valid(self, logits, index, valid):
         if valid is None and not self.per_image and not avoid_host_sync(logits):  # the closed form reads sums back

@@ -15,18 +15,20 @@ forward time, when K is known (``wrong_classes_smoothing``): one kernel for both
 
 from __future__ import annotations
 
+import numbers
+from typing import ClassVar
+
 import torch
 
-from ._base import Loss, check_number
+from focalcal._constraints import Interval, Options
+
+from ._base import Loss
 from ._classwise import classwise_loss
 
 CONVENTIONS = ("wrong_classes", "uniform")
-
-
-def check_convention(convention) -> str:
-    if convention not in CONVENTIONS:
-        raise ValueError(f"convention must be one of {CONVENTIONS}, got {convention!r}")
-    return convention
+#: What the smoothing parameters of every loss may hold (α = 1 would leave no weight on the true class).
+SMOOTHING_CONSTRAINTS = {"smoothing": [Interval(numbers.Real, 0, 1, closed="left")],
+                         "convention": [Options(CONVENTIONS)]}
 
 
 def wrong_classes_smoothing(smoothing: float, num_classes: int, convention: str) -> float:
@@ -47,12 +49,14 @@ class LabelSmoothingLoss(Loss):
     """
 
     name = "label_smoothing"
+    _parameter_constraints: ClassVar[dict] = {**Loss._parameter_constraints, **SMOOTHING_CONSTRAINTS}
 
     def __init__(self, *, smoothing: float = 0.05, convention: str = "wrong_classes", reduction: str = "mean",
                  ignore_index: int | None = None) -> None:
         super().__init__(reduction=reduction, ignore_index=ignore_index)
-        self.smoothing = check_number(smoothing, "smoothing", low=0.0, high=1.0, high_open=True)
-        self.convention = check_convention(convention)
+        self._validate(smoothing=smoothing, convention=convention)
+        self.smoothing = float(smoothing)
+        self.convention = convention
 
     def elementwise(self, logits: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
         return self.reduced(logits, index, "none")
