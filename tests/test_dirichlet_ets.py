@@ -94,7 +94,7 @@ def test_dirichlet_stopped_by_its_iteration_cap_warns_naming_itself():
     logits, labels = draw(rng, 300, 10, temperature=0.5, scale=8.0)
     with pytest.warns(ConvergenceWarning, match=r"^dirichlet calibration did not converge: 3 iterations"):
         DirichletCalibration(max_iter=3).fit(logits, labels)
-    with pytest.raises(ValueError, match="tol must be a finite number > 0"):
+    with pytest.raises(ValueError, match=r"DirichletCalibration: tol must be a real number in \(0, inf\), got 0.0"):
         DirichletCalibration(tol=0.0).fit(logits, labels)
 
 
@@ -105,7 +105,7 @@ def test_dirichlet_round_trips_through_json_and_refuses_bad_penalties():
     again = Calibrator.from_dict(fitted.to_dict())
     assert isinstance(again, DirichletCalibration)
     np.testing.assert_array_equal(again.transform(logits), fitted.transform(logits))
-    with pytest.raises(ValueError, match="off_diagonal_l2 must be a finite number >= 0"):
+    with pytest.raises(ValueError, match=r"DirichletCalibration: off_diagonal_l2 must be a real number in \[0, inf\), got -1.0"):
         DirichletCalibration(off_diagonal_l2=-1.0).fit(logits, labels)
 
 

@@ -45,7 +45,12 @@ __all__ = [
 
 class InvalidParameterError(ValueError, TypeError):
     """A parameter outside its declared constraints: both a ValueError (a bad value) and a
-    TypeError (a bad type), so callers catching either see it."""
+    TypeError (a bad type), so callers catching either see it. ``owner`` and ``key`` name it,
+    for callers that report it under their own path (a config's ``losses.focal_s.gamma``)."""
+
+    def __init__(self, message: str, *, owner: str = "", key: str = ""):
+        super().__init__(message)
+        self.owner, self.key = owner, key
 
 
 def _is_real(value) -> bool:
@@ -318,7 +323,8 @@ def validate_parameters(constraints: Mapping, values: Mapping, owner) -> Mapping
             continue
         culprits = [c for c in (option.culprit(value) for option in options) if c]
         shown = _REPR.repr(value) + (f" ({culprits[0]})" if culprits else "")
-        raise InvalidParameterError(f"{name}: {key} must be {_joined([str(o) for o in options])}, got {shown}")
+        raise InvalidParameterError(f"{name}: {key} must be {_joined([str(o) for o in options])}, got {shown}",
+                                    owner=name, key=key)
     return values
 
 

@@ -12,6 +12,11 @@ import sys
 
 import numpy as np
 
+from focalcal._constraints import PSI_GAMMA, SequenceOf, validate_parameters
+
+#: A grid of focal parameters γ for Ψ^γ (komisarenko2024's γ_ev), each > −1.
+GAMMA_GRID = SequenceOf(PSI_GAMMA)
+
 # Bound on a probability row's sum that rounding alone can cause, in units of the storage
 # dtype's eps (= 2u, u the unit roundoff). Each entry of a correctly rounded softmax is off by
 # at most u relative (or half the smallest subnormal η below the normal range), so its row
@@ -194,11 +199,7 @@ def _holds_only_reals(values) -> bool:
     return isinstance(values, numbers.Real) and not isinstance(values, (bool, np.bool_))
 
 
-def check_gamma_grid(gammas) -> np.ndarray:
-    """A grid of focal parameters γ for Ψ^γ: non-empty, 1-D, finite, each > −1."""
-    gammas = real_array(gammas, "gammas")
-    if gammas.ndim != 1 or gammas.size == 0:
-        raise ValueError(f"gammas must be a non-empty 1-D grid, got shape {gammas.shape}")
-    if not np.all(np.isfinite(gammas)) or np.any(gammas <= -1):
-        raise ValueError(f"gammas must be finite and > -1 (Ψ^γ is undefined for γ <= -1); got {gammas.tolist()}")
-    return gammas
+def check_gamma_grid(gammas, owner: str = "focal grid") -> np.ndarray:
+    """``gammas`` (see :data:`GAMMA_GRID`) as a float64 array, or the validator's error naming ``owner``."""
+    validate_parameters({"gammas": [GAMMA_GRID]}, {"gammas": gammas}, owner)
+    return real_array(gammas, "gammas")

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import inspect
 import math
+from typing import ClassVar
 
 import numpy as np
 
+from focalcal._constraints import validate_parameters
 from focalcal._validation import check_scores, check_scores_and_labels
 
 
@@ -37,17 +39,20 @@ class Calibrator:
     the same name, store fitted values in attributes ending in ``_`` listed in
     ``_fitted_attributes``, and implement ``_fit(logits, labels)`` and ``_transform(logits)``
     on validated float64 numpy arrays. ``transform`` returns a float64 numpy array (N, K)
-    whose rows sum to 1.
+    whose rows sum to 1. ``_parameter_constraints`` declares what each constructor argument
+    may hold (:mod:`focalcal._constraints`); as in scikit-learn, ``fit`` checks them, so
+    ``__init__`` only stores its arguments and ``set``-ting an attribute later is checked too.
     """
 
     name: str = ""
+    _parameter_constraints: ClassVar[dict] = {}
     _fitted_attributes: tuple[str, ...] = ()
     binary_only: bool = False  # fits and maps 2-class logits only (beta calibration)
 
     # -- public API ---------------------------------------------------------------------
     def fit(self, logits, labels) -> Calibrator:
         logits, labels = check_scores_and_labels(logits, labels)
-        self._check_params()
+        self._validate_params()
         if self.binary_only and logits.shape[1] != 2:
             raise ValueError(f"{self.name} calibration is for binary classifiers: logits must have 2 columns, "
                              f"got {logits.shape[1]}")
@@ -88,6 +93,7 @@ class Calibrator:
         if cls is not Calibrator and not issubclass(target, cls):
             raise ValueError(f"dict describes a {target.__name__}, not a {cls.__name__}")
         calibrator = target(**data["params"])
+        calibrator._validate_params()
         expected = {"n_classes_", *calibrator._fitted_attributes}
         missing = expected - set(data["fitted"])
         if missing:
@@ -109,8 +115,9 @@ class Calibrator:
     def _transform(self, logits: np.ndarray) -> np.ndarray:
         raise NotImplementedError
 
-    def _check_params(self) -> None:
-        """Validate constructor arguments (at fit time, so ``__init__`` does no work)."""
+    def _validate_params(self) -> None:
+        """Check the constructor arguments against ``_parameter_constraints``."""
+        validate_parameters(type(self)._parameter_constraints, self.get_params(), type(self).__name__)
 
     def _restore(self, attr: str, value):
         """Turn a JSON value back into the attribute's type (lists become float arrays)."""

@@ -121,7 +121,7 @@ def focal_grid_blocks(
     """
     if quantity not in QUANTITIES:
         raise ValueError(f"quantity must be one of {QUANTITIES}, got {quantity!r}")
-    gammas = check_gamma_grid(gammas)
+    gammas = check_gamma_grid(gammas, "focal_grid_blocks")
     dtype = getattr(torch, dtype) if isinstance(dtype, str) else dtype
     temperatures = np.asarray(temperatures, dtype=np.float64)
     z = torch.as_tensor(np.asarray(logits, dtype=np.float64))
@@ -214,7 +214,7 @@ def focal_grid_scores(logits, labels, gammas, temperatures, objective, *, n_bins
     """
     from focalcal.metrics.batched import ece_grid
 
-    gammas = check_gamma_grid(gammas)
+    gammas = check_gamma_grid(gammas, "focal_grid_scores")
     dtype = getattr(torch, dtype) if isinstance(dtype, str) else dtype
     logits, labels = np.asarray(logits), np.asarray(labels)
     temperatures = np.asarray(temperatures, dtype=np.float64)

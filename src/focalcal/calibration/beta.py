@@ -22,10 +22,12 @@ warns (:class:`SeparableDataWarning`) instead of returning those parameters sile
 from __future__ import annotations
 
 import warnings
+from typing import ClassVar
 
 import numpy as np
 from scipy.special import expit, log_softmax
 
+from focalcal._constraints import POSITIVE_INT
 from focalcal.calibration._base import Calibrator
 
 
@@ -79,13 +81,10 @@ class BetaCalibration(Calibrator):
     name = "beta"
     _fitted_attributes = ("a_", "b_", "c_")
     binary_only = True
+    _parameter_constraints: ClassVar[dict] = {"max_iter": [POSITIVE_INT]}
 
     def __init__(self, max_iter: int = 100):
         self.max_iter = max_iter
-
-    def _check_params(self) -> None:
-        if isinstance(self.max_iter, bool) or not isinstance(self.max_iter, (int, np.integer)) or self.max_iter < 1:
-            raise ValueError(f"max_iter must be a positive integer, got {self.max_iter!r}")
 
     def _fit(self, logits, labels):
         features = beta_features(logits)

@@ -10,11 +10,13 @@ scaling these can change the predicted class.
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import numpy as np
 from scipy.special import softmax
 
 from focalcal.calibration._base import Calibrator
-from focalcal.metrics.binning import bin_statistics, check_binning, check_n_bins
+from focalcal.metrics.binning import BINNING, N_BINS, bin_statistics
 
 
 def _renormalise(calibrated: np.ndarray) -> np.ndarray:
@@ -34,14 +36,11 @@ class HistogramBinning(Calibrator):
 
     name = "histogram_binning"
     _fitted_attributes = ("bin_edges_", "bin_values_")
+    _parameter_constraints: ClassVar[dict] = {"n_bins": [N_BINS], "binning": [BINNING]}
 
     def __init__(self, n_bins: int = 15, binning: str = "width"):
         self.n_bins = n_bins
         self.binning = binning
-
-    def _check_params(self):
-        check_n_bins(self.n_bins)
-        check_binning(self.binning)
 
     def _fit(self, logits, labels):
         probs = softmax(logits, axis=1)

@@ -14,12 +14,14 @@ the released code runs SLSQP from (1, 0, 0).
 from __future__ import annotations
 
 import itertools
+from typing import ClassVar
 
 import numpy as np
 from scipy.special import softmax
 
 from focalcal.calibration._base import Calibrator
-from focalcal.calibration.temperature import _check_bounds, minimise_temperature
+from focalcal.calibration.temperature import TEMPERATURE_BOUNDS as BOUNDS
+from focalcal.calibration.temperature import minimise_temperature
 
 #: The released code's temperature bounds (``temperature_scaling``: bnds = (0.05, 5.0)).
 TEMPERATURE_BOUNDS = (0.05, 5.0)
@@ -72,18 +74,16 @@ class EnsembleTemperatureScaling(Calibrator):
 
     name = "ensemble_temperature_scaling"
     _fitted_attributes = ("temperature_", "weights_")
+    _parameter_constraints: ClassVar[dict] = {"temperature_bounds": [BOUNDS]}
 
     def __init__(self, temperature_bounds=TEMPERATURE_BOUNDS):
         self.temperature_bounds = temperature_bounds
-
-    def _check_params(self):
-        _check_bounds(self.temperature_bounds)
 
     def _restore(self, attr, value):
         return float(value) if attr == "temperature_" else super()._restore(attr, value)
 
     def _fit(self, logits, labels):
-        low, high = _check_bounds(self.temperature_bounds)
+        low, high = (float(bound) for bound in self.temperature_bounds)
         self.temperature_ = minimise_temperature(
             lambda t: squared_error(softmax(logits / t, axis=1), labels), low, high, points=_TEMPERATURE_GRID_POINTS)
         components = self._components(logits, self.temperature_)

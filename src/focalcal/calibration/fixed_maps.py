@@ -7,10 +7,11 @@ and records the number of classes.
 
 from __future__ import annotations
 
-import numbers
+from typing import ClassVar
 
 from scipy.special import softmax
 
+from focalcal._constraints import PSI_GAMMA
 from focalcal.calibration._base import Calibrator
 from focalcal.theory import psi_from_logits
 
@@ -36,13 +37,10 @@ class PsiCalibration(Calibrator):
     """
 
     name = "psi"
+    _parameter_constraints: ClassVar[dict] = {"gamma": [PSI_GAMMA]}
 
     def __init__(self, gamma: float = 0.0):
         self.gamma = gamma
-
-    def _check_params(self) -> None:
-        if isinstance(self.gamma, bool) or not isinstance(self.gamma, numbers.Real) or not -1 < self.gamma < float("inf"):
-            raise ValueError(f"gamma must be a finite number > -1, got {self.gamma!r}")
 
     def _fit(self, logits, labels):
         pass

@@ -9,12 +9,15 @@ validation ECE (equal-mass, 15 bins) or NLL. The whole grid is scored in one pas
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import numpy as np
 
-from focalcal._validation import check_gamma_grid
+from focalcal._constraints import Options
+from focalcal._validation import GAMMA_GRID, real_array
 from focalcal.calibration._base import Calibrator
-from focalcal.calibration.temperature import check_temperature_grid
-from focalcal.metrics.binning import check_binning, check_n_bins
+from focalcal.calibration.temperature import TEMPERATURE_GRID
+from focalcal.metrics.binning import BINNING, N_BINS
 from focalcal.theory import psi_from_logits
 
 #: komisarenko2024 §5.1: "We iterated over a range of [-0.5, -0.25, 0.05, 0.25, 0.37, 0.5,
@@ -61,6 +64,14 @@ class FocalTemperatureScaling(Calibrator):
         "best_temperature_per_gamma_",
         "best_score_per_gamma_",
     )
+    _parameter_constraints: ClassVar[dict] = {
+        "gammas": [GAMMA_GRID, None],
+        "temperatures": [TEMPERATURE_GRID, None],
+        "objective": [Options(OBJECTIVES)],
+        "n_bins": [N_BINS],
+        "binning": [BINNING],
+        "dtype": [Options(DTYPES)],
+    }
 
     def __init__(self, gammas=None, temperatures=None, objective="ece", n_bins=15, binning="mass", dtype="float32"):
         self.gammas = gammas
@@ -71,18 +82,9 @@ class FocalTemperatureScaling(Calibrator):
         self.dtype = dtype
 
     def _grids(self) -> tuple[np.ndarray, np.ndarray]:
-        gammas = KOMISARENKO_GAMMAS if self.gammas is None else check_gamma_grid(self.gammas)
-        temps = KOMISARENKO_TEMPERATURES if self.temperatures is None else check_temperature_grid(self.temperatures)
+        gammas = KOMISARENKO_GAMMAS if self.gammas is None else real_array(self.gammas, "gammas")
+        temps = KOMISARENKO_TEMPERATURES if self.temperatures is None else real_array(self.temperatures, "temperatures")
         return gammas.copy(), temps.copy()
-
-    def _check_params(self) -> None:
-        if self.objective not in OBJECTIVES:
-            raise ValueError(f"objective must be one of {OBJECTIVES}, got {self.objective!r}")
-        check_n_bins(self.n_bins)
-        check_binning(self.binning)
-        if self.dtype not in DTYPES:
-            raise ValueError(f"dtype must be one of {tuple(DTYPES)}, got {self.dtype!r}")
-        self._grids()
 
     def _fit(self, logits, labels):
         from focalcal.calibration._focal_grid import focal_grid_scores  # imports torch: only when fitting

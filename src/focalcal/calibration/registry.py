@@ -74,5 +74,5 @@ def build_checked(config: dict) -> Calibrator:
     is checked when it is parsed (focalcal.pipeline.entries), long before any fit.
     """
     calibrator = build(config)
-    calibrator._check_params()
+    calibrator._validate_params()
     return calibrator

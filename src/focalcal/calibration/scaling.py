@@ -19,29 +19,15 @@ al. 2019 ("Beyond temperature scaling", Dirichlet calibration):
 
 from __future__ import annotations
 
-import numbers
 import warnings
+from typing import ClassVar
 
 import numpy as np
 from scipy.special import log_softmax, softmax
 from threadpoolctl import threadpool_limits
 
+from focalcal._constraints import NON_NEGATIVE, POSITIVE, POSITIVE_INT
 from focalcal.calibration._base import Calibrator
-
-
-def _check_penalty(value, name: str) -> None:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 <= value < float("inf"):
-        raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
-
-
-def _check_max_iter(value) -> None:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-        raise ValueError(f"max_iter must be a positive integer, got {value!r}")
-
-
-def _check_tol(value) -> None:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 < value < float("inf"):
-        raise ValueError(f"tol must be a finite number > 0, got {value!r}")
 
 
 def warn_unconverged(calibrator: str, iterations: int, gradient: float, tol: float) -> None:
@@ -293,14 +279,11 @@ class VectorScaling(Calibrator):
 
     name = "vector_scaling"
     _fitted_attributes = ("scale_", "bias_")
+    _parameter_constraints: ClassVar[dict] = {"l2": [NON_NEGATIVE], "max_iter": [POSITIVE_INT]}
 
     def __init__(self, l2: float = 0.0, max_iter: int = 500):
         self.l2 = l2
         self.max_iter = max_iter
-
-    def _check_params(self):
-        _check_penalty(self.l2, "l2")
-        _check_max_iter(self.max_iter)
 
     def _fit(self, logits, labels):
         self.scale_, self.bias_ = _fit_vector_scaling_newton(np.asarray(logits, dtype=np.float64),
@@ -320,18 +303,14 @@ class MatrixScaling(Calibrator):
 
     name = "matrix_scaling"
     _fitted_attributes = ("weight_", "bias_")
+    _parameter_constraints: ClassVar[dict] = {"off_diagonal_l2": [NON_NEGATIVE], "bias_l2": [NON_NEGATIVE],
+                              "max_iter": [POSITIVE_INT], "tol": [POSITIVE]}
 
     def __init__(self, off_diagonal_l2: float = 0.0, bias_l2: float = 0.0, max_iter: int = 10000, tol: float = 1e-10):
         self.off_diagonal_l2 = off_diagonal_l2
         self.bias_l2 = bias_l2
         self.max_iter = max_iter
         self.tol = tol
-
-    def _check_params(self):
-        _check_penalty(self.off_diagonal_l2, "off_diagonal_l2")
-        _check_penalty(self.bias_l2, "bias_l2")
-        _check_max_iter(self.max_iter)
-        _check_tol(self.tol)
 
     def _fit(self, logits, labels):
         n_classes = logits.shape[1]

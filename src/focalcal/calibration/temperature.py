@@ -19,20 +19,26 @@ and same choice criteria"); the scores are kept in ``grid_scores_``.
 from __future__ import annotations
 
 import numbers
+from typing import ClassVar
 
 import numpy as np
 from scipy.optimize import minimize_scalar
 from scipy.special import log_softmax, logsumexp, softmax
 
+from focalcal._constraints import GAMMA, POSITIVE, Interval, Options, SequenceOf, validate_parameters
 from focalcal._validation import real_array
 from focalcal.calibration._base import Calibrator
-from focalcal.metrics.binning import check_binning, check_n_bins
+from focalcal.metrics.binning import BINNING, N_BINS
 
 #: mukhoti2020 §5 ("Temperature Scaling"): T from 0 to 10 in steps of 0.1 — without the
 #: invalid T = 0, i.e. 0.1, 0.2, …, 10.0.
 MUKHOTI_TEMPERATURES = np.round(np.arange(1, 101) * 0.1, 10)
 
 OBJECTIVES = ("nll", "ece", "focal")
+#: A grid of temperatures to search: T > 0, any order.
+TEMPERATURE_GRID = SequenceOf(POSITIVE)
+#: The interval a continuous temperature search stays in: 0 < low < high < inf.
+TEMPERATURE_BOUNDS = SequenceOf(Interval(numbers.Real, 0, None, closed="neither"), length=2, increasing=True)
 
 # Log-spaced points used to find the basin of the (possibly non-convex) focal objective.
 _FOCAL_SEARCH_POINTS = 161
@@ -61,6 +67,14 @@ class TemperatureScaling(Calibrator):
     """
 
     name = "temperature_scaling"
+    _parameter_constraints: ClassVar[dict] = {
+        "objective": [Options(OBJECTIVES)],
+        "temperatures": [TEMPERATURE_GRID, Options(("mukhoti",)), None],
+        "gamma": [GAMMA],
+        "n_bins": [N_BINS],
+        "binning": [BINNING],
+        "temperature_bounds": [TEMPERATURE_BOUNDS],
+    }
 
     def __init__(
         self,
@@ -91,22 +105,8 @@ class TemperatureScaling(Calibrator):
             return bool(value)
         return super()._restore(attr, value)
 
-    def _check_params(self) -> None:
-        if self.objective not in OBJECTIVES:
-            raise ValueError(f"objective must be one of {OBJECTIVES}, got {self.objective!r}")
-        check_n_bins(self.n_bins)
-        check_binning(self.binning)
-        if isinstance(self.gamma, bool) or not isinstance(self.gamma, numbers.Real) or not 0 <= self.gamma < np.inf:
-            raise ValueError(f"gamma must be a finite number >= 0, got {self.gamma!r}")
-        _check_bounds(self.temperature_bounds)
-        grid = self._grid()
-        if grid is not None:
-            check_temperature_grid(grid)
-
     def _grid(self):
-        if isinstance(self.temperatures, str):
-            if self.temperatures != "mukhoti":
-                raise ValueError(f"temperatures must be an array, 'mukhoti' or None, got {self.temperatures!r}")
+        if isinstance(self.temperatures, str):  # "mukhoti", the one name _parameter_constraints allows
             return MUKHOTI_TEMPERATURES
         if self.temperatures is None:
             return MUKHOTI_TEMPERATURES if self.objective == "ece" else None
@@ -122,7 +122,7 @@ class TemperatureScaling(Calibrator):
             self.grid_scores_ = scores
             self.temperature_ = float(grid[int(np.argmin(scores))])
             return
-        low, high = _check_bounds(self.temperature_bounds)
+        low, high = (float(bound) for bound in self.temperature_bounds)
         if self.objective == "nll":
             beta = nll_optimal_inverse_temperature(logits, labels, 1.0 / high, 1.0 / low)
             temperature = 1.0 / beta
@@ -135,23 +135,10 @@ class TemperatureScaling(Calibrator):
         return softmax(logits / self.temperature_, axis=1)
 
 
-def check_temperature_grid(grid) -> np.ndarray:
-    grid = real_array(grid, "temperatures")
-    if grid.ndim != 1 or grid.size == 0:
-        raise ValueError(f"temperatures must be a non-empty 1-D grid, got shape {grid.shape}")
-    if not np.all(np.isfinite(grid)) or np.any(grid <= 0):
-        raise ValueError(f"temperatures must be finite and > 0; got min {grid.min()!r}")
-    return grid
-
-
-def _check_bounds(bounds) -> tuple[float, float]:
-    try:
-        low, high = real_array(bounds, "temperature_bounds")
-    except (TypeError, ValueError):
-        raise ValueError(f"temperature_bounds must be a pair of numbers (low, high), got {bounds!r}") from None
-    if not (0 < low < high < np.inf):
-        raise ValueError(f"temperature_bounds must satisfy 0 < low < high < inf, got {bounds!r}")
-    return low, high
+def check_temperature_grid(grid, owner: str = "temperature grid") -> np.ndarray:
+    """``grid`` (see :data:`TEMPERATURE_GRID`) as a float64 array, or the validator's error."""
+    validate_parameters({"temperatures": [TEMPERATURE_GRID]}, {"temperatures": grid}, owner)
+    return real_array(grid, "temperatures")
 
 
 # -- NLL: convex in β = 1/T --------------------------------------------------------------------
@@ -204,7 +191,7 @@ def nll_optimal_inverse_temperature(logits, labels, beta_min, beta_max, *, rtol=
 # -- grid scores ---------------------------------------------------------------------------------
 def temperature_grid_scores(logits, labels, temperatures, objective, *, gamma=0.0, n_bins=15, binning="width"):
     """Validation objective of softmax(logits / T) for every T of the grid, shape (n_T,)."""
-    temperatures = check_temperature_grid(temperatures)
+    temperatures = check_temperature_grid(temperatures, "temperature_grid_scores")
     if objective == "ece":
         from focalcal.metrics.batched import ece_grid
 

@@ -37,7 +37,11 @@ from typing import NamedTuple
 
 import numpy as np
 
+from focalcal._constraints import POSITIVE_INT, Options
+
 BINNINGS = ("width", "mass")
+#: What a class's ``n_bins`` and ``binning`` parameters may hold (:mod:`focalcal._constraints`).
+N_BINS, BINNING = POSITIVE_INT, Options(BINNINGS)
 
 
 class BinStatistics(NamedTuple):

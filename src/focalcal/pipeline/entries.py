@@ -182,7 +182,8 @@ def _refused(where: str, options: dict, build) -> list[str]:
         build()
     except (ValueError, TypeError) as error:
         message = str(error)
-        named = [key for key in options if re.match(rf"{re.escape(str(key))}\b", message)]
+        named = [key for key in options if key == getattr(error, "key", None)  # InvalidParameterError names it
+                 or re.match(rf"{re.escape(str(key))}\b", message)]
         return [f"{where}.{max(named, key=len)}: {message}" if named else f"{where}: {message}"]
     return []
 
