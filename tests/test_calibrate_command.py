@@ -166,7 +166,8 @@ def test_calibrator_choice():
     assert list(resolve_calibrators(gamma=2.0)) == list(DEFAULT_CALIBRATORS)
     with pytest.raises(ValueError, match="psi needs the model's training focal γ"):
         resolve_calibrators(["raw", "psi"])
-    with pytest.raises(ValueError, match="gamma must be a finite number >= 0"):
+    with pytest.raises(ValueError, match=r"focalcal calibrate: gamma must be a real number in \[0, inf\) or None, "
+                                         r"got -1.0"):
         resolve_calibrators(gamma=-1.0)
 
 

@@ -316,7 +316,7 @@ def validate_parameters(constraints: Mapping, values: Mapping, owner) -> Mapping
     name = _owner_name(owner)
     for key, value in values.items():
         if key not in constraints:
-            raise KeyError(f"{name} declares no constraint for its parameter {key!r} (add it to _parameter_constraints)")
+            raise KeyError(f"{name} declares no constraint for its parameter {key!r}: add it to _parameter_constraints")
         declared = constraints[key]
         options = [_constraint(spec) for spec in (declared if isinstance(declared, (list, tuple)) else [declared])]
         if any(option.is_satisfied_by(value) for option in options):

@@ -30,9 +30,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import numpy as np
-
 from focalcal import catalog
+from focalcal._constraints import GAMMA, validate_parameters
 from focalcal._io import atomic_write_json, atomic_write_text
 from focalcal._out_folder import OutputFolder
 from focalcal.logits_file import LogitsSet
@@ -79,8 +78,7 @@ def resolve_calibrators(names=None, gamma: float | None = None) -> dict[str, dic
         raise ValueError(f"unknown calibrator(s) {unknown}; available: {', '.join(CALIBRATORS)}")
     if len(set(chosen)) != len(chosen):
         raise ValueError(f"calibrators named twice: {sorted({n for n in chosen if chosen.count(n) > 1})}")
-    if gamma is not None and (isinstance(gamma, bool) or not np.isfinite(gamma) or gamma < 0):
-        raise ValueError(f"gamma must be a finite number >= 0, got {gamma!r}")
+    validate_parameters({"gamma": [GAMMA, None]}, {"gamma": gamma}, "focalcal calibrate")
     specs = {}
     for name in chosen:
         build = dict(CALIBRATORS[name])

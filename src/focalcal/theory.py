@@ -31,6 +31,7 @@ from functools import lru_cache, partial
 import numpy as np
 from scipy import optimize, special
 
+from ._constraints import GAMMA, POSITIVE_GAMMA, PSI_GAMMA, Each, Interval, validate_parameters
 from ._validation import as_numpy, check_probs, check_scores, row_sum_tolerance
 
 __all__ = [
@@ -49,30 +50,15 @@ __all__ = [
     "temperature_bounds",
 ]
 
-_MIN_PSI_GAMMA = -1.0  # φ^γ > 0 on [0, 1) exactly when γ > -1 (since q(-log q) <= 1-q)
-
 
 # ----------------------------------------------------------------------------- validation
 
 
-def _check_gamma(gamma, *, minimum: float = 0.0, strict: bool = False, scalar: bool = True):
-    """Return γ as a float (or float64 array): finite and >= ``minimum`` (> if ``strict``)."""
-    if isinstance(gamma, bool) or gamma is None:
-        raise ValueError(f"gamma must be a real number, got {gamma!r}")
-    try:
-        values = as_numpy(gamma, "gamma").astype(np.float64)
-    except (TypeError, ValueError) as err:
-        raise ValueError(f"gamma must be a real number, got {gamma!r}") from err
-    if scalar and values.size != 1:
-        raise ValueError(f"gamma must be a scalar, got shape {values.shape}")
-    if not np.all(np.isfinite(values)):
-        raise ValueError(f"gamma must be finite, got {gamma!r}")
-    too_small = values <= minimum if strict else values < minimum
-    if np.any(too_small):
-        bad = values[too_small].flat[0]
-        relation = ">" if strict else ">="
-        raise ValueError(f"gamma must be {relation} {minimum:g}, got {bad:g}")
-    return float(values.reshape(())) if scalar else values
+def _gamma(gamma, domain: Interval, owner: str, *, scalar: bool = True):
+    """γ checked by the one validator against ``domain`` (a γ constraint of
+    :mod:`focalcal._constraints`); a float, or (``scalar=False``) a float64 array of any shape."""
+    validate_parameters({"gamma": [domain if scalar else Each(domain)]}, {"gamma": gamma}, owner)
+    return float(gamma) if scalar else as_numpy(gamma, "gamma").astype(np.float64)
 
 
 def _check_unit_interval(values, name: str, *, open_left=False, open_right=False) -> np.ndarray:
@@ -262,7 +248,7 @@ def psi(probs, gamma):
     themselves (one-hot convention of Thm 11). Prefer :func:`psi_from_logits` when logits exist:
     a probability rounded to 1 has lost log(1-q).
     """
-    gamma = _check_gamma(gamma, minimum=_MIN_PSI_GAMMA, strict=True)
+    gamma = _gamma(gamma, PSI_GAMMA, "psi")
     if _is_torch(probs):
         torch = sys.modules["torch"]
         _check_torch_probs(probs, "probs")
@@ -312,12 +298,12 @@ def psi_from_logits(logits, gamma):
     Exact where :func:`psi` on rounded probabilities is not: log(1-q) of the top class comes
     from the summed mass of the other classes, not from 1 - q. numpy or torch in, same kind out.
     """
-    return _psi_logits_core(logits, _check_gamma(gamma, minimum=_MIN_PSI_GAMMA, strict=True), log=False)
+    return _psi_logits_core(logits, _gamma(gamma, PSI_GAMMA, "psi_from_logits"), log=False)
 
 
 def log_psi_from_logits(logits, gamma):
     """log Ψ^γ(softmax(logits)): finite log-probabilities for NLL of focal-calibrated outputs."""
-    return _psi_logits_core(logits, _check_gamma(gamma, minimum=_MIN_PSI_GAMMA, strict=True), log=True)
+    return _psi_logits_core(logits, _gamma(gamma, PSI_GAMMA, "log_psi_from_logits"), log=True)
 
 
 # ----------------------------------------------------------------- scalar functions of q
@@ -330,7 +316,7 @@ def phi(v, gamma):
     against ``gamma`` (γ > -1).
     """
     v = _check_unit_interval(v, "v")
-    gamma = _check_gamma(gamma, minimum=_MIN_PSI_GAMMA, strict=True, scalar=False)
+    gamma = _gamma(gamma, PSI_GAMMA, "phi", scalar=False)
     ops = _Ops()
     with np.errstate(divide="ignore", invalid="ignore"):
         log_q, log_1mq = _log_q_pair_from_probs(v, ops)
@@ -344,7 +330,7 @@ def gradient_ratio(p, gamma):
 
     g is the same function as C21's φ^γ (both are -p L'(p)), so this delegates to :func:`phi`.
     """
-    return phi(p, _check_gamma(gamma, scalar=False))
+    return phi(p, _gamma(gamma, GAMMA, "gradient_ratio", scalar=False))
 
 
 def _bisect(func, low, high, iterations: int = 200):
@@ -366,7 +352,7 @@ def tau_oc(gamma):
     φ' has the sign of k(v) = 2(1-v)/log v + 1 - γv (M20 Eq 10), which decreases from 1 to
     -(1+γ) on (0, 1); τ_oc is its root.
     """
-    gamma = _check_gamma(gamma, minimum=0.0, strict=True, scalar=False)
+    gamma = _gamma(gamma, POSITIVE_GAMMA, "tau_oc", scalar=False)
 
     def sign_of_derivative(v):
         return 2 * (1 - v) / np.log(v) + 1 - gamma * v
@@ -381,7 +367,7 @@ def tau_uc(gamma):
     φ rises from φ(0) = 1 to its maximum at τ_oc, then falls to 0, so the non-trivial root
     lies in (τ_oc, 1).
     """
-    gamma = _check_gamma(gamma, minimum=0.0, strict=True, scalar=False)
+    gamma = _gamma(gamma, POSITIVE_GAMMA, "tau_uc", scalar=False)
     peak = np.asarray(tau_oc(gamma))
     result = _bisect(lambda v: phi(v, gamma) - 1, peak, np.ones_like(peak))
     return result[()] if result.ndim == 0 else result
@@ -486,7 +472,7 @@ def focal_risk_minimizer(eta, gamma):
     elementwise inverse of log h in logit space. Vectorised over rows; η zeros give q_i = 0.
     ``eta``: (N, K) or (K,) rows on the simplex; ``gamma`` >= 0.
     """
-    gamma = _check_gamma(gamma, minimum=0.0)
+    gamma = _gamma(gamma, GAMMA, "focal_risk_minimizer")
     eta_array = as_numpy(eta, "eta")
     single_row = eta_array.ndim == 1
     eta2d = check_probs(eta_array[None, :] if single_row else eta_array, "eta").astype(np.float64)
@@ -559,7 +545,7 @@ def binary_focal_calibration_logit(logit, gamma):
     This is u(s) - u(-s) with u = log h^γ of the two classes, evaluated from
     log σ(±s) = -softplus(∓s), so it is exact for any finite s. ``gamma`` > -1.
     """
-    gamma = _check_gamma(gamma, minimum=_MIN_PSI_GAMMA, strict=True)
+    gamma = _gamma(gamma, PSI_GAMMA, "binary_focal_calibration_logit")
     s = as_numpy(logit, "logit")
     if not np.issubdtype(s.dtype, np.number):
         raise ValueError(f"logit must be numeric, got dtype {s.dtype}")
@@ -588,7 +574,7 @@ def temperature_bounds(gamma):
     For s > 0, σ(s/T_high) < FC(s) < σ(s/T_low), reversed for s < 0 (the paper's display writes
     e^{-s/(γ+1)}; its proof, logit FC = (γ+1)s - log f_γ(s), shows the map is σ(s/T)).
     """
-    gamma = _check_gamma(gamma, minimum=0.0, scalar=False)
+    gamma = _gamma(gamma, GAMMA, "temperature_bounds", scalar=False)
     low = 1 / (gamma + 1)
     high = 1 / (gamma + 1 - np.log1p(gamma) / 2)
     return (low[()], high[()]) if low.ndim == 0 else (low, high)
@@ -660,7 +646,7 @@ def closest_temperature(gamma, num_classes: int, *, max_logit_gap=None, logit_st
     step 0.061 for K = 4, 0.71 for K = 10). Grids above 2e6 vectors are refused.
     Returns ``(temperature, max_error)``, scalars for scalar γ >= 0, else arrays.
     """
-    gammas = _check_gamma(gamma, minimum=0.0, scalar=False)
+    gammas = _gamma(gamma, GAMMA, "closest_temperature", scalar=False)
     if isinstance(num_classes, bool) or not isinstance(num_classes, (int, np.integer)) or num_classes < 2:
         raise ValueError(f"num_classes must be an integer >= 2, got {num_classes!r}")
     num_classes = int(num_classes)

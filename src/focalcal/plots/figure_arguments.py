@@ -8,18 +8,18 @@ from __future__ import annotations
 
 import numpy as np
 
+from focalcal._constraints import GAMMA, Interval, SequenceOf, validate_parameters
+
 
 def gamma_label(gamma: float) -> str:
     return f"γ = {gamma:g}"
 
 
-def check_gammas(gammas, name: str = "gammas", *, minimum: float = 0.0) -> np.ndarray:
-    values = np.atleast_1d(np.asarray(gammas, dtype=np.float64))
-    if values.ndim != 1 or values.size == 0:
-        raise ValueError(f"{name} must be a non-empty 1-D sequence of numbers, got {gammas!r}")
-    if not np.all(np.isfinite(values)) or np.any(values < minimum):
-        raise ValueError(f"{name} must be finite and >= {minimum:g}, got {values.tolist()}")
-    return values
+def check_gammas(gammas, name: str = "gammas", *, owner: str, domain: Interval = GAMMA) -> np.ndarray:
+    """``gammas`` (one γ or a non-empty 1-D sequence, each in ``domain``) as a float64 array;
+    else the validator's error naming ``owner`` and ``name``."""
+    validate_parameters({name: [domain, SequenceOf(domain)]}, {name: gammas}, owner)
+    return np.atleast_1d(np.asarray(gammas, dtype=np.float64))
 
 
 def check_points(n_points, name: str = "n_points", minimum: int = 10) -> int:

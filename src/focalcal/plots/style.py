@@ -31,6 +31,7 @@ from matplotlib.figure import Figure
 from matplotlib.text import Text
 
 from focalcal import catalog
+from focalcal._constraints import REAL, validate_parameters
 from focalcal._io import atomic_write
 from focalcal.training.health import HEALTHY
 
@@ -69,9 +70,8 @@ def gamma_color(gamma: float) -> str:
     (``_GAMMA_KNOTS``), evenly spaced in colour, so γ = 0.5, 1, 2, 3 are told apart;
     γ = 0 is darkest, γ >= 10 lightest. Negative γ (γ_ev) get a separate green-blue scale.
     """
+    validate_parameters({"gamma": [REAL]}, {"gamma": gamma}, "gamma_color")
     gamma = float(gamma)
-    if not np.isfinite(gamma):
-        raise ValueError(f"gamma must be finite, got {gamma!r}")
     if gamma < 0:
         return to_hex(mpl.colormaps["viridis"](0.45 + 0.4 * min(-gamma, 1.0)))
     position = np.interp(gamma, _GAMMA_KNOTS, np.linspace(0.0, 1.0, len(_GAMMA_KNOTS)))

@@ -22,8 +22,8 @@ def phi_figure(gammas: Sequence[float] = (0.5, 1, 2, 3, 5), *, highlight_gamma: 
     η-underconfident, in between ambiguous. The two vertical lines sit at
     ``theory.tau_oc(highlight_gamma)`` and ``theory.tau_uc(highlight_gamma)``.
     """
-    gammas = check_gammas(gammas)
-    highlight = float(check_gammas([highlight_gamma], "highlight_gamma")[0])
+    gammas = check_gammas(gammas, owner="phi_figure")
+    highlight = float(check_gammas([highlight_gamma], "highlight_gamma", owner="phi_figure")[0])
     if highlight <= 0:
         raise ValueError(f"highlight_gamma must be > 0 (τ_oc, τ_uc need γ > 0), got {highlight_gamma!r}")
     v = np.linspace(0.0, 1.0, check_points(n_points))
@@ -76,7 +76,7 @@ def posterior_vs_minimizer_figure(gammas: Sequence[float] = (0.5, 1, 2, 3, 5), n
 
     Below the diagonal q* is η-underconfident, above it η-overconfident.
     """
-    gammas = check_gammas(gammas)
+    gammas = check_gammas(gammas, owner="posterior_vs_minimizer_figure")
     num_classes = [int(k) for k in num_classes]
     largest = max(num_classes)
     show_difference = largest > 2

@@ -11,6 +11,7 @@ import numpy as np
 from scipy import special
 
 from focalcal import theory
+from focalcal._constraints import PSI_GAMMA
 from focalcal.papers.komisarenko2024.simplex import (  # noqa: F401 (Figs 5, 7, 4)
     calibration_arrows_figure,
     calibration_difference_figure,
@@ -50,8 +51,8 @@ def focal_calibration_map_figure(loss_gammas: Sequence[float] = (0.5, 3.0),
     (same γ) and cross-entropy, on a positive instance. Right: the binary focal calibration map
     p̂_γ(q) = Ψ^γ([q, 1-q])_1 (Prop 2); negative γ gives the inverse-sigmoid shape.
     """
-    loss_gammas = check_gammas(loss_gammas, "loss_gammas")
-    map_gammas = check_gammas(map_gammas, "map_gammas", minimum=-0.99)
+    loss_gammas = check_gammas(loss_gammas, "loss_gammas", owner="focal_calibration_map_figure")
+    map_gammas = check_gammas(map_gammas, "map_gammas", domain=PSI_GAMMA, owner="focal_calibration_map_figure")
     n_points = check_points(n_points)
     q = np.linspace(0.0, 1.0, n_points + 2)[1:-1]  # open interval: the losses are infinite at 0
     figure, axes = new_figure(1, 2, height=4.0)
@@ -97,7 +98,7 @@ def closest_temperature_figure(num_classes: int = 2, gammas: Sequence[float] | N
     """
     if gammas is None:
         gammas = np.linspace(0.0, 10.0, 41 if num_classes == 2 else 21)
-    gammas = check_gammas(gammas)
+    gammas = check_gammas(gammas, owner="closest_temperature_figure")
     if gammas.size < 2:
         raise ValueError("gammas needs at least two values to fit a line")
     if example_gammas is None and num_classes == 2:
@@ -123,7 +124,8 @@ def closest_temperature_figure(num_classes: int = 2, gammas: Sequence[float] | N
     ax_error.set(xlabel="focal parameter γ", ylabel="max |focal map − TS| (probability)",
                  title="(b) largest approximation error")
     if example_gammas:
-        _logit_scale_panel(axes[0, 2], check_gammas(example_gammas, "example_gammas"))
+        examples = check_gammas(example_gammas, "example_gammas", owner="closest_temperature_figure")
+        _logit_scale_panel(axes[0, 2], examples)
     which = {2: "komisarenko2024 Fig. 2", 3: "komisarenko2024 Fig. 6"}.get(num_classes, "komisarenko2024 §3.3 (K = 4)")
     paper_title(figure, f"Temperature scaling closest to the focal calibration map, K = {num_classes}", which)
     return figure
@@ -153,7 +155,7 @@ def numerical_temperature_bounds(gammas, *, max_logit: float = 20.0, logit_step:
     max of that ratio (exact on the grid; the paper scanned T in steps of 0.001 in probability
     space, where float64 saturation hides the largest logits).
     """
-    gammas = check_gammas(gammas)
+    gammas = check_gammas(gammas, owner="numerical_temperature_bounds")
     if not (np.isfinite(max_logit) and max_logit > 0 and np.isfinite(logit_step) and 0 < logit_step <= max_logit):
         raise ValueError(f"need 0 < logit_step <= max_logit, got logit_step={logit_step!r}, max_logit={max_logit!r}")
     s = np.arange(1, round(max_logit / logit_step) + 1) * logit_step
@@ -171,7 +173,7 @@ def temperature_bounds_figure(gammas: Sequence[float] | None = None, *, max_logi
 
     Left: T_low, T_high against γ (theory solid, numerical dashed); right: their widths.
     """
-    gammas = check_gammas(np.linspace(0.1, 10.0, 100) if gammas is None else gammas)
+    gammas = check_gammas(np.linspace(0.1, 10.0, 100) if gammas is None else gammas, owner="temperature_bounds_figure")
     theory_low, theory_high = theory.temperature_bounds(gammas)
     numeric_low, numeric_high = numerical_temperature_bounds(gammas, max_logit=max_logit, logit_step=logit_step)
     figure, axes = new_figure(1, 2, height=3.8)

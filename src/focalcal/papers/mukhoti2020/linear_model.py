@@ -9,8 +9,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import special
 
+from focalcal._constraints import GAMMA, Each, validate_parameters
 from focalcal._validation import as_numpy
-from focalcal.theory import _check_gamma
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,7 @@ def _check_int(value, name: str, minimum: int, maximum: float = math.inf) -> int
 
 def _check_real(value, name: str, *, low: float, high: float = math.inf, open_low: bool = False) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise ValueError(f"{name} must be a real number, got {value!r}")  # noqa: TRY004  as _check_gamma and _check_int
+        raise ValueError(f"{name} must be a real number, got {value!r}")  # noqa: TRY004  as _check_int
     value = float(value)
     bad_low = value <= low if open_low else value < low
     if not math.isfinite(value) or bad_low or value > high:
@@ -155,7 +155,8 @@ def linear_model_loss(w, x, y, gamma) -> tuple[float, np.ndarray]:
     w = as_numpy(w, "w").astype(np.float64)
     if w.shape != (x.shape[1],):
         raise ValueError(f"w must have shape ({x.shape[1]},), got {w.shape}")
-    return _linear_focal(w, x, 2.0 * y - 1.0, _check_gamma(gamma))
+    validate_parameters({"gamma": [GAMMA]}, {"gamma": gamma}, "linear_model_loss")
+    return _linear_focal(w, x, 2.0 * y - 1.0, float(gamma))
 
 
 @dataclass(frozen=True)
@@ -193,7 +194,8 @@ def train_linear_model(x, y, gamma, *, lr: float = 0.1, iterations: int = 1000, 
     1e-12 for both after 2000).
     """
     x, y = _check_features_labels(x, y)
-    gamma = _check_gamma(gamma)
+    validate_parameters({"gamma": [GAMMA]}, {"gamma": gamma}, "train_linear_model")
+    gamma = float(gamma)
     lr = _check_real(lr, "lr", low=0.0, open_low=True)
     iterations = _check_int(iterations, "iterations", 0)
     record_every = _check_int(record_every, "record_every", 1)
@@ -234,7 +236,8 @@ def linear_model_experiment(gammas=(0.0, 1.0), seed: int = 0, *, n_train: int = 
                             record_every: int = 1) -> LinearModelExperiment:
     """M20 App. B (Figs 7, 8): draw :func:`linear_model_data` once and train each γ on it with
     :func:`train_linear_model`; keys of the returned dicts are the γ values as floats."""
-    gammas = [float(g) for g in _check_gamma(gammas, scalar=False).reshape(-1)]
+    validate_parameters({"gammas": [Each(GAMMA)]}, {"gammas": gammas}, "linear_model_experiment")
+    gammas = [float(g) for g in np.asarray(gammas, dtype=np.float64).reshape(-1)]
     if not gammas:
         raise ValueError("gammas must hold at least one value")
     data = linear_model_data(n_train, n_test, flip, side, seed)

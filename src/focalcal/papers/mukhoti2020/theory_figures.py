@@ -22,7 +22,7 @@ def gradient_ratio_figure(gammas: Sequence[float] = (1, 2, 3, 4, 5, 7, 10), *, n
     """M20 Fig 4a: g(p, γ) (Prop 1; ∂L_focal/∂w = g · ∂L_CE/∂w) against p; right: γ*(p0)
     (Prop 2, Lambert W) — the γ at which g(p0, γ) = 1, with FLSD-53's (p0, γ) pairs marked.
     """
-    gammas = check_gammas(gammas)
+    gammas = check_gammas(gammas, owner="gradient_ratio_figure")
     p = np.linspace(0.0, 1.0, check_points(n_points))
     figure, axes = new_figure(1, 2, height=3.8)
     left, right = axes[0]
@@ -57,7 +57,7 @@ def binary_optimum_figure(gammas: Sequence[float] = (0, 1, 2, 3, 5), *, n_points
     Focal loss's optimum lies between q and 1/2: a more entropic prediction for every γ > 0
     (mukhoti2020 §4, "focal loss favours a more entropic solution p̂ that is closer to 0.5").
     """
-    gammas = check_gammas(gammas)
+    gammas = check_gammas(gammas, owner="binary_optimum_figure")
     q = np.linspace(0.0, 1.0, check_points(n_points))
     figure, axes = new_figure(1, 1, height=4.2)
     ax = axes[0, 0]
@@ -75,7 +75,7 @@ def binary_optimum_figure(gammas: Sequence[float] = (0, 1, 2, 3, 5), *, n_points
 
 def _linear_experiment(experiment, focal_gamma: float, seed: int, iterations: int, lr: float):
     """The App. B experiment for CE (γ = 0) and FL (``focal_gamma``), or ``experiment`` if given."""
-    focal_gamma = float(check_gammas([focal_gamma], "focal_gamma")[0])
+    focal_gamma = float(check_gammas([focal_gamma], "focal_gamma", owner="_linear_experiment")[0])
     if focal_gamma == 0:
         raise ValueError("focal_gamma must be > 0 (γ = 0 is the cross-entropy curve already drawn)")
     if experiment is None:
