@@ -29,13 +29,13 @@ def problems_of(config: dict) -> str:
 # what the message must say: the key path, the problem, and what is allowed).
 BAD_ENTRIES = {
     "quoted number": ("losses", "focal_s", {"name": "focal", "gamma": "1"},
-                      ["losses.focal_s.gamma:", "must be a finite number, got '1'"]),
+                      ["losses.focal_s.gamma:", "must be a real number in [0, inf), got '1'"]),
     "negative gamma": ("losses", "focal_s", {"name": "focal", "gamma": -2},
-                       ["losses.focal_s.gamma:", "must be >= 0", "got -2"]),
+                       ["losses.focal_s.gamma:", "FocalLoss: gamma must be a real number in [0, inf)", "got -2"]),
     "misspelt parameter": ("losses", "focal_s", {"name": "focal", "gama": 2},
                            ["losses.focal_s.gama:", "did you mean 'gamma'", "accepted: gamma, alpha, smoothing"]),
     "unknown objective": ("calibrators", "ts", {"name": "temperature_scaling", "objective": "nlll"},
-                          ["calibrators.ts.objective:", "'nlll'", "('nll', 'ece', 'focal')"]),
+                          ["calibrators.ts.objective:", "'nlll'", "one of 'nll', 'ece', 'focal'"]),
     "misspelt dataset option": ("datasets", "mnist", {"name": "mnist1d", "n_sampls": 500},
                                 ["datasets.mnist.n_sampls:", "did you mean 'n_samples'", "n_samples, data_seed"]),
     "misspelt model option": ("models", "cnn", {"name": "cnn_small", "widht": 8},
@@ -95,17 +95,21 @@ def test_from_loss_and_after_are_workflow_level_not_calibrator_parameters(ci_con
 
 
 @pytest.mark.parametrize(("table", "entry", "expected"), [
-    ("losses", {"name": "focal", "gamma": True}, "losses.x.gamma: gamma must be a finite number, got True"),
-    ("losses", {"name": "focal", "alpha": [1, "2"]}, "losses.x.alpha: alpha must hold real numbers"),
-    ("losses", {"name": "weighted_cross_entropy", "weights": [True, False]}, "losses.x.weights: weights must hold real"),
+    ("losses", {"name": "focal", "gamma": True},
+     "losses.x.gamma: FocalLoss: gamma must be a real number in [0, inf), got True"),
+    ("losses", {"name": "focal", "alpha": [1, "2"]},
+     "losses.x.alpha: FocalLoss: alpha must be a real number in [0, inf), a sequence of at least 2 real numbers"),
+    ("losses", {"name": "weighted_cross_entropy", "weights": [True, False]},
+     "losses.x.weights: WeightedCrossEntropyLoss: weights must be a sequence of at least 2 real numbers in [0, inf)"),
     ("calibrators", {"name": "temperature_scaling", "objective": "focal", "gamma": "1"},
-     "calibrators.x.gamma: gamma must be a finite number >= 0, got '1'"),
+     "calibrators.x.gamma: TemperatureScaling: gamma must be a real number in [0, inf), got '1'"),
     ("calibrators", {"name": "temperature_scaling", "temperatures": ["0.5", 2]},
-     "calibrators.x.temperatures: temperatures must hold real numbers"),
+     "calibrators.x.temperatures: TemperatureScaling: temperatures must be a non-empty sequence of real numbers"),
     ("calibrators", {"name": "temperature_scaling", "temperature_bounds": ["0.01", 100]},
-     "calibrators.x.temperature_bounds: temperature_bounds must be a pair of numbers"),
+     ("calibrators.x.temperature_bounds: TemperatureScaling: temperature_bounds must be a strictly increasing "
+      "sequence of 2 real numbers in (0, inf)")),
     ("calibrators", {"name": "focal_temperature_scaling", "gammas": [0, True]},
-     "calibrators.x.gammas: gammas must hold real numbers"),
+     "calibrators.x.gammas: FocalTemperatureScaling: gammas must be a non-empty sequence of real numbers in (-1, inf)"),
     ("datasets", {"name": "mnist1d", "n_samples": "5000"}, "datasets.x.n_samples: expected int, got '5000' (str)"),
     ("datasets", {"name": "mnist1d", "subset_fraction": True}, "datasets.x.subset_fraction: expected float | None"),
     ("datasets", {"name": "cifar10", "val_size": "5000"}, "datasets.x.val_size: expected a number, got '5000'"),
@@ -146,14 +150,14 @@ def test_without_torch_the_check_fails_saying_so(ci_config, monkeypatch):
 
 # ---------------------------------------------------------------- the library's own number checks
 def test_library_number_checks_refuse_text_and_booleans():
+    from focalcal import losses
     from focalcal._validation import real_array
     from focalcal.calibration.registry import build_checked
-    from focalcal.losses._base import check_number
 
     for value in ("1", True):
-        with pytest.raises(ValueError, match="gamma must be a finite number"):
-            check_number(value, "gamma", low=0.0)
-        with pytest.raises(ValueError, match="gamma must be a finite number >= 0"):
+        with pytest.raises(ValueError, match=r"FocalLoss: gamma must be a real number in \[0, inf\)"):
+            losses.build({"name": "focal", "gamma": value})
+        with pytest.raises(ValueError, match=r"TemperatureScaling: gamma must be a real number in \[0, inf\)"):
             build_checked({"name": "temperature_scaling", "objective": "focal", "gamma": value})
     for values in ("1", ["1", 2], [1, True], [[1.0], ["2"]], np.array([True])):
         with pytest.raises(ValueError, match="xs must hold real numbers"):
@@ -173,7 +177,7 @@ def test_a_bad_entry_fails_the_dry_run_before_any_job(tmp_path):
     result = snakemake(tmp_path, "-n", "--configfile", str(path), check=False)
     output = result.stdout + result.stderr  # Snakemake 9 logs a parse error to stdout
     assert result.returncode != 0
-    assert "losses.focal1.gamma: gamma must be a finite number, got '1'" in output
+    assert "losses.focal1.gamma: FocalLoss: gamma must be a real number in [0, inf), got '1'" in output
     assert "models.cnn_small.widht: unknown option of model 'cnn_small'" in output
     assert "Job stats" not in output  # failed while parsing, before planning any job
     assert not (tmp_path / "results").exists() and not (tmp_path / "data").exists()

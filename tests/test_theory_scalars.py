@@ -110,8 +110,8 @@ def test_gamma_star_paper_value_and_defining_equation():
     [
         (gamma_star, 0.0, r"p0 must lie in \(0, 1\)"),
         (gamma_star, 1.0, r"p0 must lie in \(0, 1\)"),
-        (tau_oc, 0.0, "gamma must be > 0"),
-        (tau_uc, -1.0, "gamma must be > 0"),
+        (tau_oc, 0.0, r"tau_oc: gamma must be a real number in \(0, inf\) or an array of them, got 0.0"),
+        (tau_uc, -1.0, r"tau_uc: gamma must be a real number in \(0, inf\) or an array of them, got -1.0"),
     ],
 )
 def test_scalar_functions_reject_bad_input(func, arg, match):
@@ -122,10 +122,12 @@ def test_scalar_functions_reject_bad_input(func, arg, match):
 def test_phi_and_gradient_ratio_reject_bad_input():
     with pytest.raises(ValueError, match=r"v must lie in \[0, 1\]"):
         phi(1.5, 1.0)
-    with pytest.raises(ValueError, match="gamma must be >= 0"):
+    with pytest.raises(ValueError, match=r"gradient_ratio: gamma must be a real number in \[0, inf\)"):
         gradient_ratio(0.5, -0.5)
-    with pytest.raises(ValueError, match="gamma must be > -1"):
+    with pytest.raises(ValueError, match=r"phi: gamma must be a real number in \(-1, inf\)"):
         phi(0.5, -2.0)
+    with pytest.raises(ValueError, match=r"phi: gamma .* or an array of them, got array\(\[ 1., -3.\]\) \(-3.0 at index 1\)"):
+        phi(0.5, np.array([1.0, -3.0]))
 
 
 # ---------------------------------------------------------- binary focal calibration
@@ -249,7 +251,7 @@ def test_closest_temperature_gamma_zero_and_validation():
     assert closest_temperature(0.0, 3, logit_step=0.5) == (1.0, 0.0)
     with pytest.raises(ValueError, match="num_classes"):
         closest_temperature(1.0, 1)
-    with pytest.raises(ValueError, match="gamma must be >= 0"):
+    with pytest.raises(ValueError, match=r"closest_temperature: gamma must be a real number in \[0, inf\)"):
         closest_temperature(-0.5, 2)
     with pytest.raises(ValueError, match="logit_step"):
         closest_temperature(1.0, 3, logit_step=0.0)
