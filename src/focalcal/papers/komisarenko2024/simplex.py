@@ -15,6 +15,7 @@ from matplotlib.tri import Triangulation
 from scipy import special
 
 from focalcal import theory
+from focalcal.plots.figure_arguments import check_gammas
 from focalcal.plots.style import color_for, gamma_color, new_figure, paper_title, styled
 
 CORNERS = np.array([[0.0, 0.0], [1.0, 0.0], [0.5, np.sqrt(3.0) / 2.0]])
@@ -83,13 +84,6 @@ def _closest_temperatures(gammas, temperatures, max_logit_gap, logit_step) -> np
     return np.atleast_1d(found)
 
 
-def _gammas(gammas, name="gammas") -> np.ndarray:
-    values = np.atleast_1d(np.asarray(gammas, dtype=np.float64))
-    if values.ndim != 1 or values.size == 0 or np.any(~np.isfinite(values)) or np.any(values < 0):
-        raise ValueError(f"{name} must be a non-empty sequence of numbers >= 0, got {gammas!r}")
-    return values
-
-
 # ------------------------------------------------------------------------------ K24 Fig 4
 
 
@@ -126,7 +120,7 @@ def conditional_risk_isolines_figure(eta: Sequence[float] = (0.55, 0.3, 0.15), g
     eta = np.asarray(eta, dtype=np.float64)
     if eta.shape != (3,) or np.any(eta <= 0) or abs(eta.sum() - 1) > 1e-9:
         raise ValueError(f"eta must be 3 positive probabilities summing to 1, got {eta.tolist()}")
-    gammas = _gammas(gammas)
+    gammas = check_gammas(gammas, owner="conditional_risk_isolines_figure")
     percentiles = np.sort(np.asarray(percentiles, dtype=np.float64))
     if percentiles.size == 0 or np.any((percentiles <= 0) | (percentiles >= 100)):
         raise ValueError(f"percentiles must lie in (0, 100), got {percentiles.tolist()}")
@@ -177,7 +171,7 @@ def calibration_arrows_figure(gammas: Sequence[float] = (1.0, 3.0), *, temperatu
     ``temperatures`` default to :func:`focalcal.theory.closest_temperature` for K = 3
     (``max_logit_gap``/``logit_step`` are passed on).
     """
-    gammas = _gammas(gammas)
+    gammas = check_gammas(gammas, owner="calibration_arrows_figure")
     temperatures = _closest_temperatures(gammas, temperatures, max_logit_gap, logit_step)
     starts = interior_grid(subdivisions)
     figure, axes = new_figure(2, len(gammas), width=min(9.0, 3.6 * len(gammas) + 0.6), height=6.6)
@@ -218,7 +212,7 @@ def calibration_difference_figure(gammas: Sequence[float] = (0.5, 2.0), *, tempe
     """K24 Fig 7: heat map over Δ³ of temperature scaling minus focal calibration for (γ, closest
     T) pairs (the paper's pairs are (0.5, 0.8) and (2, 0.46)). See :func:`map_difference`.
     """
-    gammas = _gammas(gammas)
+    gammas = check_gammas(gammas, owner="calibration_difference_figure")
     temperatures = _closest_temperatures(gammas, temperatures, max_logit_gap, logit_step)
     grid = barycentric_grid(subdivisions)
     triangulation = _triangulation(grid)

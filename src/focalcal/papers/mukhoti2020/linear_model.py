@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import special
 
-from focalcal._constraints import GAMMA, Each, validate_parameters
+from focalcal._constraints import GAMMA, SequenceOf, validate_parameters
 from focalcal._validation import as_numpy
 
 
@@ -236,10 +236,8 @@ def linear_model_experiment(gammas=(0.0, 1.0), seed: int = 0, *, n_train: int = 
                             record_every: int = 1) -> LinearModelExperiment:
     """M20 App. B (Figs 7, 8): draw :func:`linear_model_data` once and train each γ on it with
     :func:`train_linear_model`; keys of the returned dicts are the γ values as floats."""
-    validate_parameters({"gammas": [Each(GAMMA)]}, {"gammas": gammas}, "linear_model_experiment")
-    gammas = [float(g) for g in np.asarray(gammas, dtype=np.float64).reshape(-1)]
-    if not gammas:
-        raise ValueError("gammas must hold at least one value")
+    validate_parameters({"gammas": [GAMMA, SequenceOf(GAMMA)]}, {"gammas": gammas}, "linear_model_experiment")
+    gammas = [float(g) for g in np.atleast_1d(np.asarray(gammas, dtype=np.float64))]
     data = linear_model_data(n_train, n_test, flip, side, seed)
     fits, confidence, correct = {}, {}, {}
     for gamma in gammas:
