@@ -106,6 +106,13 @@ def test_loss_recipe_is_a_module_a_catalog_entry_and_a_config_line_that_reach_th
             assert "losses.poly2.epsilom: unknown parameter of loss 'poly1' (did you mean 'epsilon'?)" in str(error), error
         else:
             raise AssertionError("a misspelt parameter must fail")
+        try:
+            check_entries({"losses": {"poly2": {"name": "poly1", "epsilon": -2.0}}})
+        except ConfigError as error:
+            assert ("losses.poly2.epsilon: PolyLoss: epsilon must be a real number in [-1, inf), got -2.0"
+                    in str(error)), error
+        else:
+            raise AssertionError("an epsilon outside its constraint must fail")
     """)
     env = {**os.environ, "PYTHONPATH": str(checkout / "src")}
     result = subprocess.run([sys.executable, "-c", checks], cwd=checkout, env=env, capture_output=True, text=True,
