@@ -102,7 +102,8 @@ def test_every_calibrator_checks_every_parameter_in_fit(name, key):
     (torch.tensor(1.0), r"tensor\(1.\)"),
 ])
 def test_gamma_refuses_each_bad_kind_naming_owner_key_rule_and_value(value, shown):
-    with pytest.raises(InvalidParameterError, match=rf"^FocalLoss: gamma must be a real number in \[0, inf\), got {shown}$"):
+    expected = rf"^FocalLoss: gamma must be a real number in \[0, inf\), got {shown}$"
+    with pytest.raises(InvalidParameterError, match=expected):
         validate_parameters({"gamma": [GAMMA]}, {"gamma": value}, "FocalLoss")
 
 
