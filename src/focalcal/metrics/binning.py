@@ -37,7 +37,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from focalcal._constraints import POSITIVE_INT, Options
+from focalcal._constraints import POSITIVE_INT, Options, validate_parameters
 
 BINNINGS = ("width", "mass")
 #: What a class's ``n_bins`` and ``binning`` parameters may hold (:mod:`focalcal._constraints`).
@@ -53,16 +53,15 @@ class BinStatistics(NamedTuple):
     hit_sum: np.ndarray  # (M,) float64: number of hits (correct predictions) in each bin
 
 
-def check_n_bins(n_bins) -> int:
-    """Return ``n_bins`` as an int >= 1, or raise ValueError."""
-    if isinstance(n_bins, bool) or not isinstance(n_bins, (int, np.integer)) or n_bins < 1:
-        raise ValueError(f"n_bins must be a positive integer, got {n_bins!r}")
+def check_n_bins(n_bins, owner: str = "metrics") -> int:
+    """``n_bins`` (see :data:`N_BINS`) as an int, or the validator's error naming ``owner``."""
+    validate_parameters({"n_bins": [N_BINS]}, {"n_bins": n_bins}, owner)
     return int(n_bins)
 
 
-def check_binning(binning) -> str:
-    if binning not in BINNINGS:
-        raise ValueError(f"binning must be one of {BINNINGS}, got {binning!r}")
+def check_binning(binning, owner: str = "metrics") -> str:
+    """``binning`` (see :data:`BINNING`), or the validator's error naming ``owner``."""
+    validate_parameters({"binning": [BINNING]}, {"binning": binning}, owner)
     return binning
 
 
