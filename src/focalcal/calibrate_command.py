@@ -48,6 +48,13 @@ PSI_KEY = "psi"
 _OFFERED = {key: role for key, role in catalog.ROLES.items() if role.cli}
 CALIBRATORS: dict[str, dict] = {key: {name: value for name, value in role.spec.items() if value != catalog.FROM_LOSS}
                                 for key, role in _OFFERED.items()}
+# Focal TS's (γ, T) grid is searched coarse to fine here (about a third of its pairs; the
+# tolerance against the whole grid: calibration._focal_grid.SEARCHES); the workflow's specs score
+# the papers' whole grid.
+FOCAL_TS_SEARCH = "refine"
+for _spec in CALIBRATORS.values():
+    if _spec["name"] == "focal_temperature_scaling":
+        _spec["search"] = FOCAL_TS_SEARCH
 PAPER_CALIBRATORS = tuple(key for key, role in _OFFERED.items() if role.in_papers)
 DEFAULT_CALIBRATORS = tuple(key for key, role in _OFFERED.items() if role.cli == "default")
 COSTS = {key: role.cost for key, role in _OFFERED.items()}
