@@ -51,9 +51,11 @@ def reliability_diagram(probs, labels, *, n_bins: int = 15, binning: str = "widt
     """
     bins = metrics.reliability_bins(probs, labels, n_bins=n_bins, binning=binning)
     ece = metrics.ece(probs, labels, n_bins=n_bins, binning=binning)
-    figure, axes = new_figure(2, 1, width=4.8, height=5.6, sharex=True)
+    # Fixed margins (figure fractions, room for 3-digit ticks and the legend above the title): the
+    # command draws one diagram per calibrator, and constrained layout would measure each twice.
+    figure, axes = new_figure(2, 1, width=4.8, height=5.6, sharex=True, layout=None)
+    figure.subplots_adjust(left=0.135, right=0.97, bottom=0.09, top=0.895 if smooth else 0.94, hspace=0.085)
     top, bottom = axes[0, 0], axes[1, 0]
-    figure.get_layout_engine().set(h_pad=0.05)
     draw_reliability(top, bins, color=color, label="accuracy (bins)")
     top.set_xlabel("")
     text = f"ECE = {100 * ece:.2f} %  ({n_bins} {binning} bins)"
@@ -62,7 +64,7 @@ def reliability_diagram(probs, labels, *, n_bins: int = 15, binning: str = "widt
         top.plot(*observed_part(curve, probs), color="0.1", lw=1.6, label="smoothed accuracy")
         text += f"\nsmECE = {100 * curve.smooth_ece:.2f} %"
         # above the panel: inside it, some model's bars are under any corner
-        figure.legend(loc="outside upper center", ncol=2, frameon=False, fontsize="small")
+        figure.legend(loc="upper center", bbox_to_anchor=(0.5, 0.995), ncol=2, frameon=False, fontsize="small")
     corner_text(top, text, loc="upper left")
     counts = bins["count"].to_numpy(dtype=np.float64)
     width = (bins["upper"] - bins["lower"]).to_numpy()
