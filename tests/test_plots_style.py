@@ -36,10 +36,10 @@ def test_a_diagram_is_drawn_as_under_seaborns_theme(tmp_path, monkeypatch):
     assert (tmp_path / "ours.png").read_bytes() == (tmp_path / "seaborn.png").read_bytes()
 
 
-def test_drawing_a_diagram_imports_neither_seaborn_nor_scipy_stats():
+def test_drawing_a_diagram_imports_neither_seaborn_nor_scipy_stats_nor_pandas():
     code = ("import sys, numpy as np\nfrom focalcal.plots import reliability_diagram\n"
             "reliability_diagram(np.full((4, 2), 0.5), np.array([0, 1, 0, 1]))\n"
-            "print(sorted(m for m in ('seaborn', 'scipy.stats', 'sklearn') if m in sys.modules))")
+            "print(sorted(m for m in ('seaborn', 'scipy.stats', 'sklearn', 'pandas') if m in sys.modules))")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "[]"
 
@@ -60,3 +60,16 @@ def test_the_diagrams_fixed_margins_keep_every_text_whole_and_apart():
         assert top.get_window_extent(renderer).y0 > bottom.get_window_extent(renderer).y1
         if smooth:
             assert not figure.legends[0].get_window_extent(renderer).overlaps(title)
+
+
+def test_the_diagrams_columns_are_the_bin_tables():
+    from focalcal import metrics
+
+    rng = np.random.default_rng(4)
+    probs, labels = rng.dirichlet(np.ones(4), size=300), rng.integers(0, 4, 300)
+    for binning in ("width", "mass"):
+        table = metrics.reliability_bins(probs, labels, n_bins=12, binning=binning)
+        columns = metrics.reliability_columns(probs, labels, n_bins=12, binning=binning)
+        assert list(columns) == list(table.columns)
+        for name, values in columns.items():
+            np.testing.assert_array_equal(values, table[name].to_numpy())
