@@ -94,6 +94,10 @@ def main(quick: bool = False) -> None:
             first = [tmp / f"out0_{name.split()[0]}" for name in sources]
             same = {str(path.relative_to(first[0])): path.read_bytes() == (first[1] / path.relative_to(first[0])).read_bytes()
                     for path in sorted(first[0].rglob("*")) if path.is_file() and path.suffix != ".sha256"}
+            entries = {}  # per calibrator: which results are equal
+            for name in ("calibration.json", "metrics.csv"):
+                base_entries, ours = (_by_calibrator(folder / name) for folder in first)
+                entries[name] = (len(base_entries), sorted(k for k in base_entries if base_entries[k] != ours.get(k)))
         finally:
             git("worktree", "remove", "--force", str(tmp / "base"))
     print(f"focalcal calibrate, {n_test:,} test + {n_val:,} val samples x 100 classes, "
@@ -109,10 +113,8 @@ def main(quick: bool = False) -> None:
     differ = [name for name, equal in same.items() if not equal]
     print(f"outputs of base and checkout: {len(same) - len(differ)} of {len(same)} files byte for byte equal"
           + (f"; differ: {', '.join(differ)}" if differ else ""))
-    for name in ("calibration.json", "metrics.csv"):  # per calibrator: which results are equal
-        entries = [_by_calibrator(folder / name) for folder in first]
-        unequal = sorted(key for key in entries[0] if entries[0][key] != entries[1].get(key))
-        print(f"{name}: {len(entries[0]) - len(unequal)} of {len(entries[0])} calibrators' entries equal"
+    for name, (count, unequal) in entries.items():
+        print(f"{name}: {count - len(unequal)} of {count} calibrators' entries equal"
               + (f"; differ: {', '.join(unequal)}" if unequal else ""))
     print(f"{'calibrator':20s} {'fit s':>7s} {'measure+draw s':>15s}   (checkout's last run)")
     for name, fit, measure in PROGRESS.findall(stdout):

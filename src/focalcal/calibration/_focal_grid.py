@@ -220,8 +220,8 @@ class _ScoreTable:
     fitting focal TS by ECE and then by NLL on the same validation logits (the workflow's and
     `focalcal calibrate`'s pairs) scores each pair once."""
 
-    def __init__(self, key, logits, labels, gammas, temperatures, n_bins, binning, dtype):
-        self.key, self.logits, self.labels = key, logits, labels
+    def __init__(self, logits, labels, gammas, temperatures, n_bins, binning, dtype):
+        self.logits, self.labels = logits, labels
         self.gammas, self.temperatures, self.n_bins, self.binning, self.dtype = gammas, temperatures, n_bins, binning, dtype
         self.correct = logits.argmax(axis=1) == labels
         self.scores = {name: np.full((len(gammas), len(temperatures)), np.nan) for name in ("ece", "nll")}
@@ -270,7 +270,7 @@ def focal_grid_scores(logits, labels, gammas, temperatures, objective, *, n_bins
     table = _LAST_SCORES.get(key)
     if table is None or (search == "grid" and not table.complete()):
         # the whole grid in one pass, whatever was scored before: each score as the papers' grid gives it
-        table = _ScoreTable(key, logits, labels, gammas, temperatures, n_bins, binning, dtype)
+        table = _ScoreTable(logits, labels, gammas, temperatures, n_bins, binning, dtype)
         _LAST_SCORES.clear()
         _LAST_SCORES[key] = table
     every_gamma = np.arange(len(gammas))
