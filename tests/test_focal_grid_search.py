@@ -83,3 +83,14 @@ def test_the_command_refines_and_the_workflow_scores_the_whole_grid():
     assert CALIBRATORS["fts_ece"]["search"] == CALIBRATORS["fts_nll"]["search"] == "refine"
     workflow = catalog.default_calibrators()
     assert "search" not in workflow["fts_ece"] and FocalTemperatureScaling().search == "grid"
+
+
+def test_a_whole_grids_json_names_no_search_and_reads_back_as_the_whole_grid():
+    """The workflow's focal TS (the papers' whole grid) is stored with the parameters it always had."""
+    arrays = stand_in_logits(300, 10, 4, temperature=2.0)
+    fitted = FocalTemperatureScaling(temperatures=np.arange(1, 41) * 0.1, objective="nll").fit(
+        arrays["val_logits"], arrays["val_labels"])
+    data = fitted.to_dict()
+    assert set(data["params"]) == {"gammas", "temperatures", "objective", "n_bins", "binning", "dtype"}
+    back = FocalTemperatureScaling.from_dict(json.loads(json.dumps(data, allow_nan=False)))
+    assert back.search == "grid" and back.to_dict() == data

@@ -113,7 +113,9 @@ class FocalTemperatureScaling(Calibrator):
 
     def to_dict(self) -> dict:
         data = super().to_dict()
-        if self.search != "grid":  # JSON has no NaN: a pair not scored is null (read back as NaN)
+        if self.search == "grid":  # the default, read back as such: a whole grid's JSON reads as the papers' grid
+            del data["params"]["search"]
+        else:  # JSON has no NaN: a pair not scored is null (read back as NaN)
             data["fitted"]["grid_scores_"] = [[None if np.isnan(v) else v for v in row]
                                               for row in data["fitted"]["grid_scores_"]]
         return data
