@@ -5,8 +5,9 @@ worktree`` and each command runs in its own interpreter with its own ``src`` fir
 of 100 classes (the default calibrators). Printed: each run's wall time and CPU time (user +
 system of the command and its second process: on a machine shared with other jobs the wall
 time follows their load, the CPU time much less), the best of each, the ratios base / checkout,
-each calibrator's fit and measure times from the checkout's last run, and which output files
-differ between the two commands' first runs (none, where the results are equal). Goal: <= 3 s wall.
+each calibrator's fit and measure times from the checkout's last run, which output files
+differ between the two commands' first runs (none, where the results are equal), and which
+calibrators' entries of calibration.json and metrics.csv differ. Goal: <= 3 s wall.
 
 ``python -m bench calibrate_command [--quick]``. ``BENCH_BASE=<commit>`` picks another baseline,
 ``BENCH_CALIBRATORS=raw,fts_ece`` a ``--calibrators`` subset, ``BENCH_REPEATS=n`` the runs
@@ -54,6 +55,20 @@ def run(src: Path, logits: Path, out: Path, calibrators: str | None) -> tuple[fl
     return time.perf_counter() - start, children_cpu() - cpu, result.stdout
 
 
+def _by_calibrator(path: Path) -> dict:
+    """calibration.json's entries, or metrics.csv's rows, by calibrator (as text: equal means equal)."""
+    import csv
+    import json
+
+    if path.suffix == ".json":
+        return {key: json.dumps(value, sort_keys=True) for key, value in json.loads(path.read_text()).items()}
+    rows: dict[str, list] = {}
+    with open(path) as handle:
+        for row in csv.DictReader(handle):
+            rows.setdefault(row["calibrator"], []).append(row)
+    return rows
+
+
 def main(quick: bool = False) -> None:
     base = os.environ.get("BENCH_BASE") or git("merge-base", "HEAD", "main")
     calibrators = os.environ.get("BENCH_CALIBRATORS")
@@ -79,6 +94,10 @@ def main(quick: bool = False) -> None:
             first = [tmp / f"out0_{name.split()[0]}" for name in sources]
             same = {str(path.relative_to(first[0])): path.read_bytes() == (first[1] / path.relative_to(first[0])).read_bytes()
                     for path in sorted(first[0].rglob("*")) if path.is_file() and path.suffix != ".sha256"}
+            entries = {}  # per calibrator: which results are equal
+            for name in ("calibration.json", "metrics.csv"):
+                base_entries, ours = (_by_calibrator(folder / name) for folder in first)
+                entries[name] = (len(base_entries), sorted(k for k in base_entries if base_entries[k] != ours.get(k)))
         finally:
             git("worktree", "remove", "--force", str(tmp / "base"))
     print(f"focalcal calibrate, {n_test:,} test + {n_val:,} val samples x 100 classes, "
@@ -94,6 +113,9 @@ def main(quick: bool = False) -> None:
     differ = [name for name, equal in same.items() if not equal]
     print(f"outputs of base and checkout: {len(same) - len(differ)} of {len(same)} files byte for byte equal"
           + (f"; differ: {', '.join(differ)}" if differ else ""))
+    for name, (count, unequal) in entries.items():
+        print(f"{name}: {count - len(unequal)} of {count} calibrators' entries equal"
+              + (f"; differ: {', '.join(unequal)}" if unequal else ""))
     print(f"{'calibrator':20s} {'fit s':>7s} {'measure+draw s':>15s}   (checkout's last run)")
     for name, fit, measure in PROGRESS.findall(stdout):
         print(f"{name:20s} {float(fit):7.2f} {float(measure):15.2f}")

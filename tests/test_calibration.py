@@ -280,6 +280,26 @@ def test_isotonic_matches_netcal_and_sklearn(overconfident):
     np.testing.assert_allclose(unnormalised[:, 2], one_class.predict(test_probs[:, 2]), atol=1e-12)
 
 
+@pytest.mark.parametrize("case", ["spread", "rounded", "near_equal"])
+def test_isotonic_thresholds_are_sklearns_bit_for_bit(case):
+    """The fit without scikit-learn: the same breakpoints to the last bit, ties in x (averaged) and
+    x closer than float64's resolution (merged into their group's first) included."""
+    from focalcal.calibration.binning import isotonic_thresholds
+
+    rng = np.random.default_rng(["spread", "rounded", "near_equal"].index(case))
+    for n in (1, 2, 7, 500, 3000):
+        x = rng.uniform(size=n) ** rng.uniform(0.2, 5)
+        if case == "rounded":
+            x = np.round(x, 2)
+        if case == "near_equal":  # runs of x 1.1e-16 apart, each within 1e-15 of a run's first
+            x = 1 - rng.integers(0, 20, n) * 1.1e-16
+        y = (rng.uniform(size=n) < x).astype(np.float64)
+        theirs = SklearnIsotonicRegression(y_min=0.0, y_max=1.0, increasing=True, out_of_bounds="clip").fit(x, y)
+        ours = isotonic_thresholds(x, y)
+        np.testing.assert_array_equal(ours[0], theirs.X_thresholds_)
+        np.testing.assert_array_equal(ours[1], theirs.y_thresholds_)
+
+
 def test_isotonic_classes_absent_from_the_labels_store_what_sklearn_fits():
     rng = np.random.default_rng(3)
     logits, labels = rng.normal(size=(40, 50)) * 2, rng.integers(0, 5, 40)  # classes 5..49 never seen

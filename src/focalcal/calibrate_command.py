@@ -47,6 +47,13 @@ PSI_KEY = "psi"
 _OFFERED = {key: role for key, role in catalog.ROLES.items() if role.cli}
 CALIBRATORS: dict[str, dict] = {key: {name: value for name, value in role.spec.items() if value != catalog.FROM_LOSS}
                                 for key, role in _OFFERED.items()}
+# Focal TS's (γ, T) grid is searched coarse to fine here (about a third of its pairs; the
+# tolerance against the whole grid: calibration._focal_grid.SEARCHES); the workflow's specs score
+# the papers' whole grid.
+FOCAL_TS_SEARCH = "refine"
+for _spec in CALIBRATORS.values():
+    if _spec["name"] == "focal_temperature_scaling":
+        _spec["search"] = FOCAL_TS_SEARCH
 PAPER_CALIBRATORS = tuple(key for key, role in _OFFERED.items() if role.in_papers)
 DEFAULT_CALIBRATORS = tuple(key for key, role in _OFFERED.items() if role.cli == "default")
 COSTS = {key: role.cost for key, role in _OFFERED.items()}
@@ -54,12 +61,12 @@ LABELS = {key: role.label for key, role in _OFFERED.items()}
 QUADRATIC_IN_K = tuple(key for key, spec in CALIBRATORS.items() if catalog.CALIBRATORS[spec["name"]].quadratic_in_k)
 OUTPUT_FILES = ("calibration.json", "metrics.csv", "index.html", "reliability")
 MAX_CLASSES_QUADRATIC = 200
-# Fitted in a second process beside the others (:class:`_BackgroundFits`), in this order: the
-# (γ, T) grid, most of the command's fitting time, and ahead of it TS by ECE's 100 softmaxes, the
-# costliest fit that imports nothing more there (isotonic's scikit-learn would be imported twice),
-# so that both processes take about as long (100 × 5,000 validation logits: the grid and torch's
-# import are about as much CPU as everything else). Their fits are the same wherever they run.
-BACKGROUND_KEYS = ("ts_ece", "fts_ece", "fts_nll")
+# Fitted in a second process beside the others (:class:`_BackgroundFits`), in this order: TS by
+# ECE's 100 softmaxes and vector scaling's Newton steps, the costliest fits that import nothing more
+# there, then focal TS's (γ, T) grid with torch's import, so that both processes take about as long
+# (on 100 × 5,000 validation logits this process's measures and diagrams are most of the command's
+# CPU). Their fits are the same wherever they run.
+BACKGROUND_KEYS = ("ts_ece", "vector_scaling", "fts_ece", "fts_nll")
 # The calibrators whose fit uses the fused kernels (``calibration._focal_grid.USES_FUSED_KERNELS``,
 # named here so that checking for them does not import torch).
 FUSED_KERNEL_FITS = ("focal_temperature_scaling",)

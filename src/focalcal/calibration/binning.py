@@ -70,30 +70,28 @@ class IsotonicCalibration(Calibrator):
     Each class's fitted step function is stored as its breakpoints ``x_thresholds_`` and
     ``y_thresholds_`` (lists of K arrays) and evaluated by linear interpolation, exactly as
     ``sklearn.isotonic.IsotonicRegression.predict`` does, so the JSON form needs no pickle.
+    The fit is scikit-learn's, step for step (:func:`isotonic_thresholds`), without importing
+    scikit-learn (~1 s).
     """
 
     name = "isotonic"
     _fitted_attributes = ("x_thresholds_", "y_thresholds_")
 
     def _fit(self, logits, labels):
-        from sklearn.isotonic import IsotonicRegression  # here: importing sklearn costs ~1 s per job
-
         probs = softmax(logits, axis=1)
         seen = np.bincount(labels, minlength=probs.shape[1]) > 0
         self.x_thresholds_, self.y_thresholds_ = [], []
         for k in range(probs.shape[1]):
             if not seen[k]:
                 # No class-k label: the fit is 0 everywhere, which scikit-learn stores as its two end
-                # points. Written directly, since with many classes (10,000 on 100 rows) most are unseen
-                # and each scikit-learn fit costs ~6 ms.
+                # points. Written directly, since with many classes (10,000 on 100 rows) most are unseen.
                 x = np.unique([probs[:, k].min(), probs[:, k].max()])
                 self.x_thresholds_.append(x)
                 self.y_thresholds_.append(np.zeros_like(x))
                 continue
-            model = IsotonicRegression(y_min=0.0, y_max=1.0, increasing=True, out_of_bounds="clip")
-            model.fit(probs[:, k], (labels == k).astype(np.float64))
-            self.x_thresholds_.append(np.asarray(model.X_thresholds_, dtype=np.float64))
-            self.y_thresholds_.append(np.asarray(model.y_thresholds_, dtype=np.float64))
+            x, y = isotonic_thresholds(probs[:, k], (labels == k).astype(np.float64))
+            self.x_thresholds_.append(x)
+            self.y_thresholds_.append(y)
 
     def _restore(self, attr, value):
         if attr in ("x_thresholds_", "y_thresholds_"):
@@ -106,3 +104,33 @@ class IsotonicCalibration(Calibrator):
             [np.interp(probs[:, k], x, y) for k, (x, y) in enumerate(zip(self.x_thresholds_, self.y_thresholds_))]
         )
         return _renormalise(calibrated)
+
+
+def isotonic_thresholds(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``X_thresholds_`` and ``y_thresholds_`` of scikit-learn's ``IsotonicRegression(y_min=0,
+    y_max=1, increasing=True).fit(x, y)`` for labels ``y`` of 0s and 1s (float64), computed as it computes them
+    (``sklearn/isotonic.py`` ``_build_y``, ``sklearn/_isotonic.pyx`` ``_make_unique``, both 1.9):
+    sort by (x, y); merge x closer than float64's resolution (1e-15) to its group's first into
+    one point with the mean y; scipy's pool-adjacent-violators; clip to [0, 1]; drop the points
+    whose y equals both neighbours'."""
+    from scipy.optimize import isotonic_regression
+
+    order = np.lexsort((y, x))
+    x, y = x[order], y[order]
+    resolution = np.finfo(np.float64).resolution
+    gaps = np.diff(x)
+    if np.any((gaps > 0) & (gaps < resolution)):  # groups chain through near-equal x: merged one by one
+        starts = [0]
+        for j in range(1, len(x)):
+            if x[j] - x[starts[-1]] >= resolution:
+                starts.append(j)
+        starts = np.asarray(starts)
+    else:
+        starts = np.flatnonzero(np.concatenate([[True], gaps >= resolution]))
+    weights = np.diff(np.append(starts, len(x))).astype(np.float64)
+    unique_x, unique_y = x[starts], np.add.reduceat(y, starts) / weights  # 0/1 labels: exact sums in any order
+    fitted = np.asarray(isotonic_regression(unique_y, weights=weights, increasing=True).x, dtype=np.float64)
+    np.clip(fitted, 0.0, 1.0, out=fitted)
+    keep = np.ones(len(fitted), dtype=bool)
+    keep[1:-1] = (fitted[1:-1] != fitted[:-2]) | (fitted[1:-1] != fitted[2:])
+    return unique_x[keep], fitted[keep]

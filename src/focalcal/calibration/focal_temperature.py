@@ -4,7 +4,9 @@ The focal calibration map Ψ^γ (charoenphakdee2021 Eq 11-13, komisarenko2024 Eq
 composed with temperature scaling, and the pair (γ_ev, T) is picked on a 2-D grid by the
 validation ECE (equal-mass, 15 bins) or NLL. The whole grid is scored in one pass (see
 :mod:`focalcal.calibration._focal_grid`); every score is kept, so the optimal T per γ_ev
-(komisarenko2024 Fig 8) can be plotted from a fitted object.
+(komisarenko2024 Fig 8) can be plotted from a fitted object. ``search="refine"`` scores about a
+third of the pairs, coarse to fine in T (``_focal_grid.SEARCHES``: its tolerance against the
+whole grid); the workflow scores the whole grid, `focalcal calibrate` refines.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ KOMISARENKO_GAMMAS = np.array([-0.5, -0.25, 0.05, 0.25, 0.37, 0.5, 0.75, 1.0, 5.
 KOMISARENKO_TEMPERATURES = np.round(np.arange(1, 501) * 0.01, 10)
 
 OBJECTIVES = ("ece", "nll")
+SEARCHES = ("grid", "refine")  # _focal_grid.SEARCHES, named here so that importing this module does not import torch
 DTYPES = ("float32", "float64")  # names, so that importing this module does not import torch
 
 
@@ -47,10 +50,13 @@ class FocalTemperatureScaling(Calibrator):
     dtype : "float32" or "float64"
         Precision of the grid scoring (float32 is faster and agrees with float64 to ~1e-7;
         ``transform`` always works in float64).
+    search : "grid" or "refine"
+        Score every pair (the paper's procedure) or search coarse to fine in T per γ_ev
+        (:data:`focalcal.calibration._focal_grid.SEARCHES`).
 
     Fitted attributes: ``gamma_``, ``temperature_`` (the chosen pair; ties go to the first in
     γ-major grid order), ``gammas_``, ``temperatures_`` (the grid), ``grid_scores_`` (n_gamma,
-    n_T) validation objective, ``best_temperature_per_gamma_`` and ``best_score_per_gamma_``
+    n_T) validation objective (NaN at the pairs a refined search did not score), ``best_temperature_per_gamma_`` and ``best_score_per_gamma_``
     (n_gamma,).
     """
 
@@ -71,15 +77,18 @@ class FocalTemperatureScaling(Calibrator):
         "n_bins": [N_BINS],
         "binning": [BINNING],
         "dtype": [Options(DTYPES)],
+        "search": [Options(SEARCHES)],
     }
 
-    def __init__(self, gammas=None, temperatures=None, objective="ece", n_bins=15, binning="mass", dtype="float32"):
+    def __init__(self, gammas=None, temperatures=None, objective="ece", n_bins=15, binning="mass", dtype="float32",
+                 search="grid"):
         self.gammas = gammas
         self.temperatures = temperatures
         self.objective = objective
         self.n_bins = n_bins
         self.binning = binning
         self.dtype = dtype
+        self.search = search
 
     def _grids(self) -> tuple[np.ndarray, np.ndarray]:
         gammas = KOMISARENKO_GAMMAS if self.gammas is None else real_array(self.gammas, "gammas")
@@ -92,15 +101,25 @@ class FocalTemperatureScaling(Calibrator):
         gammas, temps = self._grids()
         scores = focal_grid_scores(
             logits, labels, gammas, temps, self.objective,
-            n_bins=self.n_bins, binning=self.binning, dtype=self.dtype,
+            n_bins=self.n_bins, binning=self.binning, dtype=self.dtype, search=self.search,
         )  # fmt: skip
-        best_gamma, best_temp = np.unravel_index(int(np.argmin(scores)), scores.shape)
-        best_per_gamma = scores.argmin(axis=1)
+        scored = np.where(np.isnan(scores), np.inf, scores)  # a refined search: the pairs it scored
+        best_gamma, best_temp = np.unravel_index(int(np.argmin(scored)), scores.shape)
+        best_per_gamma = scored.argmin(axis=1)
         self.gammas_, self.temperatures_, self.grid_scores_ = gammas, temps, scores
         self.gamma_ = float(gammas[best_gamma])
         self.temperature_ = float(temps[best_temp])
         self.best_temperature_per_gamma_ = temps[best_per_gamma]
         self.best_score_per_gamma_ = scores[np.arange(len(gammas)), best_per_gamma]
+
+    def to_dict(self) -> dict:
+        data = super().to_dict()
+        if self.search == "grid":  # the default, read back as such: a whole grid's JSON reads as the papers' grid
+            del data["params"]["search"]
+        else:  # JSON has no NaN: a pair not scored is null (read back as NaN)
+            data["fitted"]["grid_scores_"] = [[None if np.isnan(v) else v for v in row]
+                                              for row in data["fitted"]["grid_scores_"]]
+        return data
 
     def _restore(self, attr, value):
         if attr in ("gamma_", "temperature_"):

@@ -22,6 +22,7 @@ from focalcal.metrics.calibration import (
     ece_of_confidence,
     mce,
     reliability_bins,
+    reliability_columns,
     smooth_ece,
     smooth_reliability_curve,
 )
@@ -67,6 +68,7 @@ __all__ = [
     "pixel_confusion_matrix",
     "pixel_ece",
     "reliability_bins",
+    "reliability_columns",
     "s99",
     "smooth_ece",
     "smooth_reliability_curve",

@@ -87,21 +87,24 @@ def reliability_bins(probs, labels, n_bins: int = 15, binning: str = "width") ->
     """
     import pandas as pd  # here, not at import: jobs that only compute scalar metrics skip its start-up
 
+    frame = pd.DataFrame(reliability_columns(probs, labels, n_bins, binning))
+    frame.index.name = "bin"
+    return frame
+
+
+def reliability_columns(probs, labels, n_bins: int = 15, binning: str = "width") -> dict[str, np.ndarray]:
+    """:func:`reliability_bins`' columns as numpy arrays (no pandas import: ``focalcal calibrate``)."""
     bins = _top_label_bins(probs, labels, n_bins, binning)
     with np.errstate(invalid="ignore", divide="ignore"):
         confidence = bins.score_sum / bins.count
         accuracy = bins.hit_sum / bins.count
-    frame = pd.DataFrame(
-        {
-            "lower": bins.edges[:-1],
-            "upper": bins.edges[1:],
-            "count": bins.count,
-            "confidence": np.where(bins.count > 0, confidence, np.nan),
-            "accuracy": np.where(bins.count > 0, accuracy, np.nan),
-        }
-    )
-    frame.index.name = "bin"
-    return frame
+    return {
+        "lower": bins.edges[:-1],
+        "upper": bins.edges[1:],
+        "count": bins.count,
+        "confidence": np.where(bins.count > 0, confidence, np.nan),
+        "accuracy": np.where(bins.count > 0, accuracy, np.nan),
+    }
 
 
 def classwise_ece(probs, labels, n_bins: int = 15, binning: str = "width") -> float:

@@ -7,13 +7,16 @@ empty bins have no bar height (0).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import pandas as pd
 
 from focalcal import metrics
 
-from .frames import require_columns
 from .style import RAW_COLOR, corner_text, new_figure, styled
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 BIN_COLUMNS = ("lower", "upper", "accuracy")
 
@@ -25,12 +28,20 @@ def draw_reliability(ax, bins: pd.DataFrame, *, color: str, label: str | None = 
     ``part`` = (start, end) fractions of each bin's width the bar covers, so two diagrams can
     share an axes side by side (e.g. raw in (0, 0.5), Ψ^γ in (0.5, 1)).
     """
+    from .frames import require_columns
+
     require_columns(bins, BIN_COLUMNS, "bins")
+    return _draw_bars(ax, {column: bins[column].to_numpy(dtype=np.float64) for column in BIN_COLUMNS}, color=color,
+                      label=label, alpha=alpha, diagonal=diagonal, part=part)
+
+
+def _draw_bars(ax, bins: dict, *, color: str, label: str | None, alpha: float, diagonal: bool,
+               part: tuple[float, float]):
+    """:func:`draw_reliability` on the columns of :func:`focalcal.metrics.reliability_columns`."""
     start, end = part
     if not 0.0 <= start < end <= 1.0:
         raise ValueError(f"part must be (start, end) with 0 <= start < end <= 1, got {part!r}")
-    accuracy = bins["accuracy"].to_numpy(dtype=np.float64)
-    lower, upper = bins["lower"].to_numpy(dtype=np.float64), bins["upper"].to_numpy(dtype=np.float64)
+    lower, upper, accuracy = (np.asarray(bins[column], dtype=np.float64) for column in BIN_COLUMNS)
     width = upper - lower
     bars = ax.bar(lower + start * width, np.nan_to_num(accuracy, nan=0.0), width=(end - start) * width, align="edge",
                   color=color, alpha=alpha, edgecolor="0.2", linewidth=0.5, label=label)
@@ -49,12 +60,14 @@ def reliability_diagram(probs, labels, *, n_bins: int = 15, binning: str = "widt
     with ``smooth``, also the smooth reliability curve and smECE of Błasiok & Nakkiran 2023
     (:func:`focalcal.metrics.smooth_reliability_curve`; pass its result instead of True to reuse it).
     """
-    bins = metrics.reliability_bins(probs, labels, n_bins=n_bins, binning=binning)
+    bins = metrics.reliability_columns(probs, labels, n_bins=n_bins, binning=binning)  # no pandas import
     ece = metrics.ece(probs, labels, n_bins=n_bins, binning=binning)
-    figure, axes = new_figure(2, 1, width=4.8, height=5.6, sharex=True)
+    # Fixed margins (figure fractions, room for 3-digit ticks and the legend above the title): the
+    # command draws one diagram per calibrator, and constrained layout would measure each twice.
+    figure, axes = new_figure(2, 1, width=4.8, height=5.6, sharex=True, layout=None)
+    figure.subplots_adjust(left=0.135, right=0.97, bottom=0.09, top=0.895 if smooth else 0.94, hspace=0.085)
     top, bottom = axes[0, 0], axes[1, 0]
-    figure.get_layout_engine().set(h_pad=0.05)
-    draw_reliability(top, bins, color=color, label="accuracy (bins)")
+    _draw_bars(top, bins, color=color, label="accuracy (bins)", alpha=0.75, diagonal=True, part=(0.0, 1.0))
     top.set_xlabel("")
     text = f"ECE = {100 * ece:.2f} %  ({n_bins} {binning} bins)"
     if smooth:
@@ -62,10 +75,10 @@ def reliability_diagram(probs, labels, *, n_bins: int = 15, binning: str = "widt
         top.plot(*observed_part(curve, probs), color="0.1", lw=1.6, label="smoothed accuracy")
         text += f"\nsmECE = {100 * curve.smooth_ece:.2f} %"
         # above the panel: inside it, some model's bars are under any corner
-        figure.legend(loc="outside upper center", ncol=2, frameon=False, fontsize="small")
+        figure.legend(loc="upper center", bbox_to_anchor=(0.5, 0.995), ncol=2, frameon=False, fontsize="small")
     corner_text(top, text, loc="upper left")
-    counts = bins["count"].to_numpy(dtype=np.float64)
-    width = (bins["upper"] - bins["lower"]).to_numpy()
+    counts = np.asarray(bins["count"], dtype=np.float64)
+    width = bins["upper"] - bins["lower"]
     bottom.bar(bins["lower"], 100 * counts / counts.sum(), width=width, align="edge", color=color, alpha=0.75,
                edgecolor="0.2", linewidth=0.5)
     bottom.set(xlim=(0, 1), xlabel="confidence (max predicted probability)", ylabel="% of samples")

@@ -31,9 +31,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
+
+if TYPE_CHECKING:
+    import pandas as pd  # imported where a history is read: the figures' style names HEALTHY only
 
 HEALTH_STATUSES = ("trained", "diverged", "collapsed", "not converged")
 HEALTHY = "trained"
@@ -128,6 +131,8 @@ def assess_health_from_confusion(history, confusion, *, logits_finite: bool = Tr
 
 
 def _assess(history, collapse, num_classes, logits_finite, stopped_early) -> dict:
+    import pandas as pd
+
     history = history if isinstance(history, pd.DataFrame) else pd.DataFrame(list(history))
     measures = {"epochs": len(history), "logits_finite": bool(logits_finite), "stopped_early": bool(stopped_early)}
     # diverged
