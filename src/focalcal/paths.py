@@ -36,12 +36,19 @@ HISTORY = "history.csv"
 RELIABILITY = "train_reliability.csv"
 GRADIENT_NORMS = "train_gradient_norms.csv"
 LOGITS = "logits.npz"
+TOKEN_LOGITS = "token_logits.npz"  # a translation run's per-token profile (focalcal.translation.token_profile)
+DECODE = "decode"  # a translation run's beam-search decodes of the test set: T<T>.json, T<T>.txt
 RUN_INFO = "run.json"
 STAGED_EXPORT = "staged_export"  # what the training job wrote for the run's next job, before that job publishes it
 # The files of a run's calibration and of a segmentation run's evaluation.
 CALIBRATION_PARAMS = "calibration.json"
 METRICS = "metrics.csv"
 SAMPLES = "samples.npz"
+# The files of a translation run's calibration: the token-level metrics and curves before BLEU
+# joins them, and every temperature's token metrics with its BLEU (the merged sweep).
+TOKEN_METRICS = "token_metrics.csv"
+TOKEN_CURVE = "token_curve.csv"
+TEMPERATURE_SWEEP = "temperature_sweep.csv"
 
 THEORY = "theory"  # the figures folder of the theory figures, which need no runs
 CLAIMS = "claims"
@@ -74,6 +81,36 @@ def run_file(run: str, name: str) -> str:
 
 def calibration_dir(run: str = RUN_PATTERN) -> str:
     return f"{CALIBRATION}/{run}"
+
+
+def token_logits(run: str = RUN_PATTERN) -> str:
+    """A translation run's ``token_logits.npz``: per target token of val and test, what ECE,
+    NLL and temperature scaling on a fixed grid need."""
+    return run_file(run, TOKEN_LOGITS)
+
+
+def _temperature_name(temperature) -> str:
+    """``T1.20`` for a number; a wildcard pattern (``{temperature}``) as ``T{temperature}``."""
+    return f"T{temperature}" if isinstance(temperature, str) else f"T{float(temperature):.2f}"
+
+
+def translation_decode(run: str = RUN_PATTERN, temperature="{temperature}") -> str:
+    """The test-set decode of a translation run at softmax temperature ``temperature``: its BLEU
+    JSON; the hypotheses are the ``.txt`` beside it (:func:`hypotheses`)."""
+    return f"{run_dir(run)}/{DECODE}/{_temperature_name(temperature)}.json"
+
+
+def calibrated_decode(run: str = RUN_PATTERN, calibrator: str = "{calibrator}") -> str:
+    """The test-set decode of a translation run at the temperature calibrator ``calibrator``
+    fitted on its validation tokens (BLEU after temperature scaling)."""
+    return f"{calibration_dir(run)}/{DECODE}/{calibrator}.json"
+
+
+def hypotheses(decode_json: str) -> str:
+    """The hypotheses file (one detokenised sentence a line) beside a decode's JSON."""
+    if not decode_json.endswith(".json"):
+        raise ValueError(f"a decode's file ends in .json, got {decode_json!r}")
+    return decode_json[: -len(".json")] + ".txt"
 
 
 def evaluation_dir(run: str = RUN_PATTERN) -> str:
