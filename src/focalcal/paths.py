@@ -36,6 +36,9 @@ HISTORY = "history.csv"
 RELIABILITY = "train_reliability.csv"
 GRADIENT_NORMS = "train_gradient_norms.csv"
 LOGITS = "logits.npz"
+# A translation run's per-token dump of val/test under teacher forcing (focalcal.translation.token_profile)
+TOKEN_LOGITS = "token_logits.npz"
+DECODE = "decode"  # a translation run's beam-search decodes of its test set, one pair of files per temperature
 RUN_INFO = "run.json"
 STAGED_EXPORT = "staged_export"  # what the training job wrote for the run's next job, before that job publishes it
 # The files of a run's calibration and of a segmentation run's evaluation.
@@ -70,6 +73,27 @@ def run_dir(run: str = RUN_PATTERN) -> str:
 def run_file(run: str, name: str) -> str:
     """A file of the run directory (``name``: one of the run file names above)."""
     return f"{run_dir(run)}/{name}"
+
+
+def token_logits(run: str = RUN_PATTERN) -> str:
+    """A translation run's ``token_logits.npz``: what its token-level calibration reads."""
+    return run_file(run, TOKEN_LOGITS)
+
+
+def translation_decode(run: str = RUN_PATTERN, temperature="{temperature}") -> str:
+    """A translation run's test-set decode at softmax temperature ``temperature`` (BLEU and its
+    sacrebleu signature, JSON); ``temperature`` a number, or a wildcard pattern as it is."""
+    return f"{run_dir(run)}/{DECODE}/T{_temperature(temperature)}.json"
+
+
+def translation_hypotheses(run: str = RUN_PATTERN, temperature="{temperature}") -> str:
+    """The detokenised hypotheses of that decode, one line per test sentence, beside its JSON."""
+    return f"{run_dir(run)}/{DECODE}/T{_temperature(temperature)}.txt"
+
+
+def _temperature(temperature) -> str:
+    """A temperature as its file names write it: two decimals (1 -> "1.00"); a string as it is."""
+    return temperature if isinstance(temperature, str) else f"{float(temperature):.2f}"
 
 
 def calibration_dir(run: str = RUN_PATTERN) -> str:
