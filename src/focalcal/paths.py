@@ -36,8 +36,9 @@ HISTORY = "history.csv"
 RELIABILITY = "train_reliability.csv"
 GRADIENT_NORMS = "train_gradient_norms.csv"
 LOGITS = "logits.npz"
-TOKEN_LOGITS = "token_logits.npz"  # a translation run's per-token profile (focalcal.translation.token_profile)
-DECODE = "decode"  # a translation run's beam-search decodes of the test set: T<T>.json, T<T>.txt
+# A translation run's per-token dump of val/test under teacher forcing (focalcal.translation.token_profile)
+TOKEN_LOGITS = "token_logits.npz"
+DECODE = "decode"  # a translation run's beam-search decodes of its test set, one pair of files per temperature
 RUN_INFO = "run.json"
 STAGED_EXPORT = "staged_export"  # what the training job wrote for the run's next job, before that job publishes it
 # The files of a run's calibration and of a segmentation run's evaluation.
@@ -79,25 +80,29 @@ def run_file(run: str, name: str) -> str:
     return f"{run_dir(run)}/{name}"
 
 
-def calibration_dir(run: str = RUN_PATTERN) -> str:
-    return f"{CALIBRATION}/{run}"
-
-
 def token_logits(run: str = RUN_PATTERN) -> str:
-    """A translation run's ``token_logits.npz``: per target token of val and test, what ECE,
-    NLL and temperature scaling on a fixed grid need."""
+    """A translation run's ``token_logits.npz``: what its token-level calibration reads."""
     return run_file(run, TOKEN_LOGITS)
 
 
-def _temperature_name(temperature) -> str:
-    """``T1.20`` for a number; a wildcard pattern (``{temperature}``) as ``T{temperature}``."""
-    return f"T{temperature}" if isinstance(temperature, str) else f"T{float(temperature):.2f}"
-
-
 def translation_decode(run: str = RUN_PATTERN, temperature="{temperature}") -> str:
-    """The test-set decode of a translation run at softmax temperature ``temperature``: its BLEU
-    JSON; the hypotheses are the ``.txt`` beside it (:func:`hypotheses`)."""
-    return f"{run_dir(run)}/{DECODE}/{_temperature_name(temperature)}.json"
+    """A translation run's test-set decode at softmax temperature ``temperature`` (BLEU and its
+    sacrebleu signature, JSON); ``temperature`` a number, or a wildcard pattern as it is."""
+    return f"{run_dir(run)}/{DECODE}/T{_temperature(temperature)}.json"
+
+
+def translation_hypotheses(run: str = RUN_PATTERN, temperature="{temperature}") -> str:
+    """The detokenised hypotheses of that decode, one line per test sentence, beside its JSON."""
+    return f"{run_dir(run)}/{DECODE}/T{_temperature(temperature)}.txt"
+
+
+def _temperature(temperature) -> str:
+    """A temperature as its file names write it: two decimals (1 -> "1.00"); a string as it is."""
+    return temperature if isinstance(temperature, str) else f"{float(temperature):.2f}"
+
+
+def calibration_dir(run: str = RUN_PATTERN) -> str:
+    return f"{CALIBRATION}/{run}"
 
 
 def calibrated_decode(run: str = RUN_PATTERN, calibrator: str = "{calibrator}") -> str:
@@ -106,11 +111,9 @@ def calibrated_decode(run: str = RUN_PATTERN, calibrator: str = "{calibrator}") 
     return f"{calibration_dir(run)}/{DECODE}/{calibrator}.json"
 
 
-def hypotheses(decode_json: str) -> str:
-    """The hypotheses file (one detokenised sentence a line) beside a decode's JSON."""
-    if not decode_json.endswith(".json"):
-        raise ValueError(f"a decode's file ends in .json, got {decode_json!r}")
-    return decode_json[: -len(".json")] + ".txt"
+def calibrated_hypotheses(run: str = RUN_PATTERN, calibrator: str = "{calibrator}") -> str:
+    """The detokenised hypotheses of that decode, one line per test sentence, beside its JSON."""
+    return f"{calibration_dir(run)}/{DECODE}/{calibrator}.txt"
 
 
 def evaluation_dir(run: str = RUN_PATTERN) -> str:

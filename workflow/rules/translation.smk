@@ -51,7 +51,7 @@ rule decode:
         history=paths.run_file(RUN, paths.HISTORY),
     output:
         result=paths.translation_decode(RUN),
-        hypotheses=paths.hypotheses(paths.translation_decode(RUN)),
+        hypotheses=paths.translation_hypotheses(RUN),
     log:
         paths.log("decode", f"{RUN}/T{{temperature}}"),
     benchmark:
@@ -85,7 +85,7 @@ rule decode_calibrated:
         calibration=f"{paths.calibration_dir(RUN)}/{paths.CALIBRATION_PARAMS}",
     output:
         result=paths.calibrated_decode(RUN),
-        hypotheses=paths.hypotheses(paths.calibrated_decode(RUN)),
+        hypotheses=paths.calibrated_hypotheses(RUN),
     log:
         paths.log("decode_calibrated", f"{RUN}/{{calibrator}}"),
     benchmark:

@@ -12,6 +12,7 @@ with logged(snakemake.log[0]):
             snakemake.input.calibration,
             snakemake.wildcards.calibrator,
             snakemake.output.result,
+            snakemake.output.hypotheses,
             snakemake.threads,
         )
     else:
@@ -20,5 +21,6 @@ with logged(snakemake.log[0]):
             snakemake.params.data_root,
             snakemake.params.temperature,
             snakemake.output.result,
+            snakemake.output.hypotheses,
             snakemake.threads,
         )

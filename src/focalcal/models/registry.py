@@ -211,6 +211,20 @@ def vgg19_fcn(
     return VGG19FCN(num_classes, head_channels=head_channels, in_channels=in_channels, pretrained=pretrained)
 
 
+def transformer_base(num_classes: int, *, dropout: float = 0.1) -> nn.Module:
+    """Vaswani et al. 2017's base Transformer over a shared vocabulary of ``num_classes`` pieces."""
+    from .transformer import transformer_base as build
+
+    return build(num_classes, dropout=dropout)
+
+
+def transformer_small(num_classes: int, *, dropout: float = 0.1) -> nn.Module:
+    """The stand-in's small Transformer over a shared vocabulary of ``num_classes`` pieces."""
+    from .transformer import transformer_small as build
+
+    return build(num_classes, dropout=dropout)
+
+
 resnet8, resnet20, resnet32, resnet44, resnet56, resnet110 = map(_he_cifar_resnet, (8, 20, 32, 44, 56, 110))
 resnet50 = _bottleneck_resnet([3, 4, 6, 3])
 resnet110_bottleneck = _bottleneck_resnet([3, 4, 26, 3])

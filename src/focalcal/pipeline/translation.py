@@ -173,12 +173,9 @@ def beam_settings(beam_size: int = BEAM_SIZE, length_penalty: float = LENGTH_PEN
     return {"beam_size": beam_size, "length_penalty": length_penalty, "max_length": f"source length + {max_extra_length}"}
 
 
-def write_decode(json_path, hypotheses: list[str], score, temperature: float, settings: dict, **extra) -> dict:
-    """The hypotheses (``.txt`` beside ``json_path``) and the JSON of their BLEU."""
-    from focalcal.paths import hypotheses as hypotheses_path
-
-    json_path = str(json_path)
-    text_path = hypotheses_path(json_path)
+def write_decode(json_path, text_path, hypotheses: list[str], score, temperature: float, settings: dict,
+                 **extra) -> dict:
+    """The hypotheses (one a line, at ``text_path``) and the JSON of their BLEU."""
     if any("\n" in line for line in hypotheses):
         raise ValueError("a hypothesis holds a line break; one sentence a line is the hypotheses file's format")
     atomic_write_text("".join(line + "\n" for line in hypotheses), text_path)
@@ -202,12 +199,12 @@ def _finished_model(run_dir, data_root, threads: int):
     return trainer.model, trainer.dataset
 
 
-def decode_run(run_dir, data_root, temperature: float, json_path, threads: int = 1) -> dict:
+def decode_run(run_dir, data_root, temperature: float, json_path, text_path, threads: int = 1) -> dict:
     """Decode the finished run's test set at ``temperature``; write its hypotheses and BLEU."""
     model, corpus = _finished_model(run_dir, data_root, threads)
     hypotheses, score = decode_split(model, corpus.test.source, corpus.test.references, corpus.detokenise,
                                      float(temperature))
-    return write_decode(json_path, hypotheses, score, float(temperature), beam_settings())
+    return write_decode(json_path, text_path, hypotheses, score, float(temperature), beam_settings())
 
 
 def fitted_temperature(calibration_path, calibrator: str) -> float:
@@ -219,12 +216,13 @@ def fitted_temperature(calibration_path, calibrator: str) -> float:
     return float(params[calibrator]["fitted"]["temperature"])
 
 
-def decode_calibrated(run_dir, data_root, calibration_path, calibrator: str, json_path, threads: int = 1) -> dict:
+def decode_calibrated(run_dir, data_root, calibration_path, calibrator: str, json_path, text_path,
+                      threads: int = 1) -> dict:
     """Decode the test set at the temperature ``calibrator`` fitted on the val tokens."""
     temperature = fitted_temperature(calibration_path, calibrator)
     model, corpus = _finished_model(run_dir, data_root, threads)
     hypotheses, score = decode_split(model, corpus.test.source, corpus.test.references, corpus.detokenise, temperature)
-    return write_decode(json_path, hypotheses, score, temperature, beam_settings(), calibrator=calibrator)
+    return write_decode(json_path, text_path, hypotheses, score, temperature, beam_settings(), calibrator=calibrator)
 
 
 # ------------------------------------------------------------------------- the metrics
