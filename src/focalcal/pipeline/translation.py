@@ -46,12 +46,6 @@ CURVE_COLUMNS = ("temperature", "bins", "val_ece", "val_nll", "test_ece", "test_
 SWEEP_COLUMNS = (*CURVE_COLUMNS, "bleu")
 
 
-def is_translation(dataset_spec: dict) -> bool:
-    """Whether a config dataset spec (``{"name": ...}``) is a translation corpus: its runs are
-    calibrated per target token and decoded, not calibrated on ``logits.npz``."""
-    return catalog.dataset(dataset_spec["name"]).task == "translation"
-
-
 def token_objective(key: str, resolved: dict) -> str | None:
     """The temperature objective of calibrator ``key`` (its resolved spec) on a token profile."""
     role = catalog.calibrator_role(resolved)
@@ -114,20 +108,6 @@ def calibrate_tokens(profile_path, calibrators: dict[str, dict], ece_bins, param
 # ---------------------------------------------------------------------------- decoding
 
 
-def strip_special(ids) -> list[int]:
-    """A hypothesis's token ids up to its first end-of-sentence, without BOS and padding."""
-    from focalcal.data.translation import BOS_ID, EOS_ID, PAD_ID
-
-    kept = []
-    for token in ids:
-        token = int(token)
-        if token == EOS_ID:
-            break
-        if token not in (BOS_ID, PAD_ID):
-            kept.append(token)
-    return kept
-
-
 def decode_split(model, sources, references, detokenise, temperature: float, *, beam_size: int = BEAM_SIZE,
                  length_penalty: float = LENGTH_PENALTY, max_extra_length: int = MAX_EXTRA_LENGTH,
                  batch_sentences: int = DECODE_BATCH_SENTENCES):
@@ -140,7 +120,7 @@ def decode_split(model, sources, references, detokenise, temperature: float, *, 
     import numpy as np
     import torch
 
-    from focalcal.data.translation import pad_batch
+    from focalcal.data.translation import pad_batch, strip_special
     from focalcal.translation.beam_search import beam_search
     from focalcal.translation.bleu import corpus_bleu
 
@@ -149,6 +129,7 @@ def decode_split(model, sources, references, detokenise, temperature: float, *, 
     if len(sources) != len(references):
         raise ValueError(f"{len(sources)} source sentences but {len(references)} references")
     order = np.argsort([-len(s) for s in sources], kind="stable")
+    device = next(model.parameters()).device
     hypotheses: list[str | None] = [None] * len(sources)
     was_training = model.training
     model.eval()
@@ -157,7 +138,7 @@ def decode_split(model, sources, references, detokenise, temperature: float, *, 
             for start in range(0, len(order), batch_sentences):
                 chosen = order[start:start + batch_sentences]
                 batch = [sources[i] for i in chosen]
-                source = pad_batch(batch, add_bos=False, add_eos=True)
+                source = pad_batch(batch, add_bos=False, add_eos=True).to(device)  # as the trainer feeds it
                 longest = max(len(s) for s in batch)
                 found = beam_search(model, source, beam_size=beam_size, length_penalty=length_penalty,
                                     temperature=float(temperature), max_length=longest + max_extra_length)
@@ -187,7 +168,7 @@ def write_decode(json_path, text_path, hypotheses: list[str], score, temperature
 
 
 def _finished_model(run_dir, data_root, threads: int):
-    """The finished run's model and its parallel corpus."""
+    """The finished run's model and its parallel corpus (sources fed as in training: ids + EOS)."""
     import torch
 
     from focalcal.paths import RUN_CONFIG
@@ -196,7 +177,8 @@ def _finished_model(run_dir, data_root, threads: int):
     torch.set_num_threads(max(1, int(threads)))
     config = RunConfig.from_dict(read_json(Path(run_dir) / RUN_CONFIG))
     trainer = load_finished_run(config, run_dir, data_root=str(data_root))
-    return trainer.model, trainer.dataset
+    trainer.use_final_weights()  # the weights its token_logits.npz was dumped from
+    return trainer.model, trainer.corpus
 
 
 def decode_run(run_dir, data_root, temperature: float, json_path, text_path, threads: int = 1) -> dict:
@@ -280,12 +262,12 @@ def translation_metrics(token_metrics_path, curve_path, decodes: dict, calibrate
 
 def translation_dataset_keys(config: dict) -> list[str]:
     """The config's dataset keys that name translation corpora."""
-    return [key for key, spec in config["datasets"].items() if is_translation(spec)]
+    return [key for key, spec in config["datasets"].items() if catalog.is_translation(spec)]
 
 
 def other_dataset_keys(config: dict) -> list[str]:
     """The config's dataset keys whose calibrated runs read ``logits.npz``."""
-    return [key for key, spec in config["datasets"].items() if not is_translation(spec)]
+    return [key for key, spec in config["datasets"].items() if not catalog.is_translation(spec)]
 
 
 def calibrated_decodes(plan, run) -> dict[str, str | None]:
