@@ -69,6 +69,12 @@ RUN = paths.RUN_PATTERN
 # run's model key says which of the two makes its files.
 TRAINED_MODELS = one_of(PLAN.model_keys(imported=False))
 IMPORTED_MODELS = one_of(PLAN.model_keys(imported=True))
+# The dataset wildcard of the export rules: a translation corpus's run dumps token_logits.npz
+# (export_token_logits), any other trained run logits.npz (export_logits); both write run.json.
+TRANSLATION_DATASETS = one_of({run.dataset for run in PLAN.translation_runs()})
+LOGITS_DATASETS = one_of(
+    {run.dataset for run in PLAN.runs.values() if not run.translation}
+)
 # A dataset's ready marker, the input of every job that reads the data set
 DATA_READY = paths.ready_marker(DATA_ROOT)
 
