@@ -14,7 +14,6 @@ from focalcal.pipeline import (
 from focalcal._remake import set_workflow
 from focalcal.numerics import pin_workflow
 from focalcal.pipeline.plan import SHARED_GPU_GROUP
-from focalcal.pipeline.translation import other_dataset_keys, translation_dataset_keys
 from focalcal.pipeline.workflow_lock import hold_output_lock, may_write_outputs
 from focalcal.paths import one_of
 from focalcal.report.rules import study_artifact_names
@@ -70,10 +69,13 @@ RUN = paths.RUN_PATTERN
 # run's model key says which of the two makes its files.
 TRAINED_MODELS = one_of(PLAN.model_keys(imported=False))
 IMPORTED_MODELS = one_of(PLAN.model_keys(imported=True))
-# The dataset wildcard of the calibration rules: a translation run is calibrated on its tokens
-# (translation.smk), every other run on its logits.npz (calibrate.smk).
-TRANSLATION_DATASETS = one_of(translation_dataset_keys(config))
-LOGITS_DATASETS = one_of(other_dataset_keys(config))
+# The dataset wildcard of the export and calibration rules: a translation corpus's run dumps
+# token_logits.npz (export_token_logits) and is calibrated on its tokens (translation.smk), any
+# other trained run dumps logits.npz (export_logits) and is calibrated on it (calibrate.smk).
+TRANSLATION_DATASETS = one_of({run.dataset for run in PLAN.translation_runs()})
+LOGITS_DATASETS = one_of(
+    {run.dataset for run in PLAN.runs.values() if not run.translation}
+)
 # A dataset's ready marker, the input of every job that reads the data set
 DATA_READY = paths.ready_marker(DATA_ROOT)
 

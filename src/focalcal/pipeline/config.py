@@ -34,7 +34,7 @@ from typing import Any
 
 import yaml
 
-from focalcal.catalog import is_logits_file, is_segmentation
+from focalcal.catalog import is_logits_file, is_segmentation, is_translation
 
 CONFIG_TABLES = ("datasets", "models", "losses", "recipes", "calibrators")  # the named tables a run's keys point into
 OVERLAID = ("report", "replicates")  # top-level keys a later config file may change (config/examples/)
@@ -265,6 +265,10 @@ def segmentation_keys(config: dict, grid: dict) -> list[str]:
     return [key for key in grid["datasets"] if key in config["datasets"] and is_segmentation(config["datasets"][key])]
 
 
+def translation_keys(config: dict, grid: dict) -> list[str]:
+    return [key for key in grid["datasets"] if key in config["datasets"] and is_translation(config["datasets"][key])]
+
+
 def _check_references(config: dict) -> None:
     problems = []
     for study_key, study in config["studies"].items():
@@ -289,6 +293,11 @@ def _check_references(config: dict) -> None:
             if segmentation and grid.get("calibrators"):
                 problems.append(f"{where}.calibrators: segmentation datasets {segmentation} are evaluated (IoU, Hausdorff "
                                 "distance, pixel ECE), not calibrated; list no calibrators in their grids")
+            translation = translation_keys(config, grid)
+            if translation and (imported or grid.get("calibrators") or len(translation) != len(grid["datasets"])):
+                problems.append(f"{where}: translation corpora {translation} are trained (no logits_file models), "
+                                "calibrated per token by their own rules (list no calibrators) and kept in grids "
+                                "of their own")
             runs = len(grid["datasets"]) * len(grid["models"]) * len(grid["losses"]) * (
                 grid["folds"] if "folds" in grid else len(grid["seeds"]))
             if runs > MAX_GRID_RUNS:

@@ -260,16 +260,6 @@ def translation_metrics(token_metrics_path, curve_path, decodes: dict, calibrate
 # ---------------------------------------------------------------------------- the plan
 
 
-def translation_dataset_keys(config: dict) -> list[str]:
-    """The config's dataset keys that name translation corpora."""
-    return [key for key, spec in config["datasets"].items() if catalog.is_translation(spec)]
-
-
-def other_dataset_keys(config: dict) -> list[str]:
-    """The config's dataset keys whose calibrated runs read ``logits.npz``."""
-    return [key for key, spec in config["datasets"].items() if not catalog.is_translation(spec)]
-
-
 def calibrated_decodes(plan, run) -> dict[str, str | None]:
     """Calibrator key -> the JSON of the run's decode at its fitted temperature (None for the
     uncalibrated model, whose BLEU is the T = 1 decode's), for every calibrator the plan gives it."""

@@ -151,7 +151,7 @@ class TranslationTrainer(Trainer):
 
         recipe, part = self.config.recipe, self.corpus.train
         if recipe.max_tokens is not None:
-            return token_batches(_lengths(part.source), _lengths(part.target), recipe.max_tokens, True, seed)
+            return token_batches(_lengths(part.source) + 1, _lengths(part.target) + 1, recipe.max_tokens, True, seed)
         order = np.random.default_rng(seed).permutation(len(part.source))
         return [order[i : i + recipe.batch_size] for i in range(0, len(order), recipe.batch_size)]
 

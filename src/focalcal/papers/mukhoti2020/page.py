@@ -91,7 +91,7 @@ def _in_table(table: int, info: LossInfo) -> bool:
 def plan(study: StudyView) -> tuple[list[Artifact], list[str]]:
     """Tables 1-13 and Figs 1-4, 9, 10 from the study's classification runs; Table 3 and Fig 5
     (§5.2) from its translation runs."""
-    words = [v for v in study.runs if translation.is_translation_run(study, v)]
+    words = [v for v in study.runs if v.run.translation]
     others = [v for v in study.runs if v not in words]
     artifacts, notes = [], []
     if others:

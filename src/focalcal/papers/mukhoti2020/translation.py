@@ -31,10 +31,6 @@ PUBLISHED_DATASET = "WMT 2014 English-German"  # the published table's setting
 BINS = 15
 
 
-def is_translation_run(study, view) -> bool:
-    return catalog.is_translation(study.plan.config["datasets"][view.run.dataset])
-
-
 def table3_name(info: LossInfo) -> str | None:
     """The column Table 3 prints for a loss: "CE (alpha=0.0)", "LS (alpha=0.1)", "FL (gamma=1.0)"."""
     if info.name == "cross_entropy" or (info.name == "focal" and info.gamma == 0 and not info.smoothing):
