@@ -3,6 +3,8 @@
 # test set per (run, temperature) of the decode grid, each its own job and target (parallel,
 # re-made alone), one more decode per fitted temperature (BLEU after scaling), and the run's
 # metrics.csv joining token metrics and BLEU, read by the study table like any run's.
+# None of them is in the run's cluster group: each decode is a submission of its own, so the
+# sweep runs in parallel across nodes.
 
 from focalcal.pipeline.translation import (
     DECODE_TEMPERATURES,
@@ -27,15 +29,12 @@ rule calibrate_tokens:
         paths.benchmark("calibrate_tokens", RUN)
     wildcard_constraints:
         dataset=TRANSLATION_DATASETS,
-    group:
-        RUN_GROUP
     conda:
         "../envs/analysis.yaml"
     threads: 1
     resources:
         mem_mb=4000,
         runtime=30,
-        gres=run_resource("gres"),
     params:
         calibrators=lambda wildcards: PLAN.calibrators[PLAN.run(wildcards).path],
         ece_bins=config["ece_bins"],
@@ -127,15 +126,12 @@ rule translation_metrics:
         paths.log("translation_metrics", RUN),
     wildcard_constraints:
         dataset=TRANSLATION_DATASETS,
-    group:
-        RUN_GROUP
     conda:
         "../envs/analysis.yaml"
     threads: 1
     resources:
         mem_mb=1000,
         runtime=10,
-        gres=run_resource("gres"),
     params:
         decodes=lambda wildcards: grid_decodes(PLAN.run(wildcards).path),
         calibrated=lambda wildcards: calibrated_decodes(PLAN, PLAN.run(wildcards)),

@@ -269,6 +269,20 @@ def translation_keys(config: dict, grid: dict) -> list[str]:
     return [key for key in grid["datasets"] if key in config["datasets"] and is_translation(config["datasets"][key])]
 
 
+def _token_calibrator_problems(config: dict, grid: dict, where: str) -> list[str]:
+    """A translation grid's calibrators must be fittable on its token profile (uncalibrated, TS by val ECE or NLL)."""
+    from focalcal.pipeline.translation import token_objective
+
+    problems = []
+    for key in grid.get("calibrators", []):
+        if key in config["calibrators"]:
+            try:
+                token_objective(key, {"build": config["calibrators"][key]})
+            except ValueError as error:
+                problems.append(f"{where}.calibrators: {error}")
+    return problems
+
+
 def _check_references(config: dict) -> None:
     problems = []
     for study_key, study in config["studies"].items():
@@ -294,10 +308,11 @@ def _check_references(config: dict) -> None:
                 problems.append(f"{where}.calibrators: segmentation datasets {segmentation} are evaluated (IoU, Hausdorff "
                                 "distance, pixel ECE), not calibrated; list no calibrators in their grids")
             translation = translation_keys(config, grid)
-            if translation and (imported or grid.get("calibrators") or len(translation) != len(grid["datasets"])):
-                problems.append(f"{where}: translation corpora {translation} are trained (no logits_file models), "
-                                "calibrated per token by their own rules (list no calibrators) and kept in grids "
-                                "of their own")
+            if translation and (imported or len(translation) != len(grid["datasets"])):
+                problems.append(f"{where}: translation corpora {translation} are trained (no logits_file models) and "
+                                "kept in grids of their own")
+            if translation:
+                problems += _token_calibrator_problems(config, grid, where)
             runs = len(grid["datasets"]) * len(grid["models"]) * len(grid["losses"]) * (
                 grid["folds"] if "folds" in grid else len(grid["seeds"]))
             if runs > MAX_GRID_RUNS:

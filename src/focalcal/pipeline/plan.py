@@ -216,7 +216,7 @@ class Plan:
 
     def logits_targets(self) -> list[str]:
         """Every calibrated run's logits: a deleted logits file is re-dumped by a plain ``snakemake``."""
-        return [f"{run.run_dir}/{LOGITS}" for run in self.calibrated_runs()]
+        return [f"{run.run_dir}/{LOGITS}" for run in self.calibrated_runs() if not run.translation]
 
     def translation_runs(self) -> list[Run]:
         return [run for run in self.runs.values() if run.translation]
