@@ -12,6 +12,7 @@ import yaml
 from conftest import BIN, ROOT, SNAKEFILE, planned_jobs, snakemake
 
 from focalcal.pipeline import build_plan, load_config_files, validate_config
+from focalcal.pipeline.translation import DECODE_TEMPERATURES, calibrated_decodes
 from focalcal.report.targets import CLAIMS_INDEX, PAPER_TITLES, report_plan
 
 STUDIES = ROOT / "config" / "studies"
@@ -28,16 +29,22 @@ def dry_run(tmp_path: Path, *configfiles: Path) -> dict[str, int]:
 def jobs_from_plan(*configfiles: Path) -> dict[str, int]:
     """The jobs a dry run must plan, counted from the library's plan (focalcal.pipeline.plan and
     focalcal.report.targets) rather than from Snakemake's DAG: one job per data set trained on,
-    per trained run, per calibrated run's export and calibration, per segmentation run's
-    evaluation, per study table, figure and table, per claims page and report notebook."""
+    per trained run, per calibrated run's export and calibration, per translation run's token
+    export, calibration, decodes and metrics, per segmentation run's evaluation, per study table, figure and table, per claims page and report notebook."""
     plan = build_plan(validate_config(load_config_files(configfiles or [ROOT / "config" / "config.yaml"]), SCHEMA))
     report = report_plan(plan)
     trained = [run for run in plan.runs.values() if not run.imported]
+    words = [run for run in plan.calibrated_runs() if run.translation]
     counts = {
         "prepare_data": len({run.dataset for run in trained}),
         "train": len(trained),
-        "export_logits": len([run for run in plan.calibrated_runs() if not run.imported]),
-        "calibrate": len(plan.calibrated_runs()),
+        "export_logits": len([run for run in plan.calibrated_runs() if not run.imported and not run.translation]),
+        "calibrate": len(plan.calibrated_runs()) - len(words),
+        "export_token_logits": len(words),
+        "calibrate_tokens": len(words),
+        "decode": len(words) * len(DECODE_TEMPERATURES),
+        "decode_calibrated": sum(path is not None for run in words for path in calibrated_decodes(plan, run).values()),
+        "translation_metrics": len(words),
         "evaluate_segmentation": len(plan.segmentation_runs()),
         "study_table": len(plan.table_targets()),
         "theory_figure": len(report.theory),
