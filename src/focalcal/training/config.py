@@ -31,7 +31,8 @@ PER_BATCH_SCHEDULES = ("inverse_sqrt",)
 # trained with exactly these defaults) still resumes.
 LATER_RECIPE_DEFAULTS = {"loss_reduction": "mean", "grad_clip_norm": None, "gradient_norm_epochs": [],
                          "select": "final", "embedding_lr": None, "drop_last": False, "flsd_threshold": None,
-                         "lr_schedule": "epoch", "warmup_steps": None, "max_tokens": None}
+                         "lr_schedule": "epoch", "warmup_steps": None, "max_tokens": None,
+                         "max_steps": None}
 LATER_OPTIMIZER_DEFAULTS = {"eps": 1e-8}  # the same, for recipe.optimizer
 
 
@@ -109,6 +110,9 @@ class Recipe:
     # (focalcal.data.translation.token_batches; Vaswani et al. 2017 §5.1: about 25,000 source and
     # 25,000 target tokens), in place of batch_size sentences. None: batch_size sentences.
     max_tokens: int | None = None
+    # Translation runs: stop after this many batches (Vaswani et al. 2017 §5.2: 100,000 for the
+    # base model), the last epoch then a partial one; ``epochs`` stays the upper bound. None: epochs.
+    max_steps: int | None = None
 
 
 @dataclass
@@ -208,6 +212,8 @@ class RunConfig:
         elif recipe.warmup_steps is not None:
             raise ValueError(f"recipe.warmup_steps is for recipe.lr_schedule = 'inverse_sqrt', not "
                              f"{recipe.lr_schedule!r}")
+        if recipe.max_steps is not None and not _positive_int(recipe.max_steps):
+            raise ValueError(f"recipe.max_steps must be an integer >= 1 or null, got {recipe.max_steps!r}")
         if recipe.max_tokens is not None and not _positive_int(recipe.max_tokens):
             raise ValueError(f"recipe.max_tokens must be an integer >= 1 or null, got {recipe.max_tokens!r}")
         eps = recipe.optimizer.eps

@@ -185,6 +185,8 @@ class TranslationTrainer(Trainer):
         self.step.begin_epoch()
         per_batch = steps_per_batch(self.config)
         tokens = 0
+        if recipe.max_steps is not None:  # the run's last, partial epoch (Vaswani et al.: 100,000 steps in all)
+            batches = batches[: recipe.max_steps - self.steps_done]
         for indices in batches:
             source, target_in, target_out = self.teacher_forcing(self.corpus.train, indices)
             self.step.step((source, target_in), target_out.reshape(-1))
@@ -203,7 +205,18 @@ class TranslationTrainer(Trainer):
             "train_nll": totals["nll_sum"] / tokens,
             "train_error": 1.0 - totals["correct"] / tokens,
             "train_tokens": tokens,
+            "steps": self.steps_done + len(batches),
         }
+
+    @property
+    def steps_done(self) -> int:
+        """Batches trained so far, as the history records them (so a resumed run counts them too)."""
+        return int(self.history[-1]["steps"]) if self.history else 0
+
+    @property
+    def finished(self) -> bool:
+        max_steps = self.config.recipe.max_steps
+        return super().finished or (max_steps is not None and self.steps_done >= max_steps)
 
     def objective(self, loss: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         return descended(loss, targets, self.config.recipe.loss_reduction, TOKEN_IGNORE_INDEX)
