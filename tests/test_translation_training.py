@@ -2,15 +2,21 @@
 that never see padding, an end-to-end stand-in run whose token_logits.npz equals an independent
 teacher-forced pass, and resume."""
 
+import json
 from types import SimpleNamespace
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
-from focalcal.training import RunConfig
+from focalcal import _sidecar
+from focalcal.data.translation import BOS_ID, EOS_ID, synthetic_translation
+from focalcal.models import build
+from focalcal.training import RunConfig, TranslationTrainer, train_run
 from focalcal.training.trainer import InverseSqrt, build_loss, build_scheduler
 from focalcal.training.translation import TOKEN_IGNORE_INDEX
+from focalcal.translation.token_profile import TOKEN_TEMPERATURES, profile_from_logits, read_token_profile
 
 # mukhoti2020 §5.2's three losses as config/config.yaml declares them
 LOSSES = {
@@ -134,3 +140,92 @@ def test_label_smoothing_0_1_is_muller_et_al_uniform_target():
     smoothed = torch.full((5, 11), 0.1 / 11, dtype=torch.float64).scatter_(1, targets[:, None], 0.9 + 0.1 / 11)
     expected = -(smoothed * torch.log_softmax(logits, 1)).sum(1).mean()
     assert float(loss_fn(logits, targets)) == pytest.approx(float(expected), rel=1e-12)
+
+
+# ------------------------------------------------------------------------------ end to end
+
+
+@pytest.fixture(scope="module")
+def data_root(tmp_path_factory):
+    return tmp_path_factory.mktemp("data")
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory, data_root):
+    run_dir = tmp_path_factory.mktemp("translation")
+    train_run(make_config(LOSSES["focal1"]), run_dir, data_root=data_root, progress=False)
+    return run_dir
+
+
+def test_a_stand_in_run_trains_through_the_trainer_and_records_per_token_history(uninterrupted):
+    history = pd.read_csv(uninterrupted / "history.csv")
+    assert list(history["epoch"]) == [1, 2]
+    corpus = synthetic_translation(160, 24, 24, 0)
+    assert list(history["train_tokens"]) == [sum(len(y) + 1 for y in corpus.train.target)] * 2  # y + EOS, no PAD
+    assert history["steps"].iloc[-1] == 2 * history["steps"].iloc[0]
+    # per-batch schedule: the first epoch starts at step 1 of the warm-up, the second after its batches
+    steps = int(history["steps"].iloc[0])
+    assert history["lr"].iloc[0] == pytest.approx(64**-0.5 * 10**-1.5)
+    assert history["lr"].iloc[1] == pytest.approx(64**-0.5 * min((steps + 1) ** -0.5, (steps + 1) * 10**-1.5))
+    for column in ("train_loss", "val_nll", "val_error", "val_ece", "test_nll", "weight_norm"):
+        assert np.isfinite(history[column]).all(), column
+    info = json.loads((uninterrupted / "run.json").read_text())
+    assert info["split_sizes"] == {"train": 160, "val": 24, "test": 24}
+    assert info["num_classes"] == len(corpus.pieces)
+    assert info["health"]["status"] in ("trained", "collapsed", "not converged")
+    assert info["token_logits_sha256"] == _sidecar.digest_file(uninterrupted / "token_logits.npz").sha256
+    assert _sidecar.read(uninterrupted / "token_logits.npz") == _sidecar.digest_file(uninterrupted / "token_logits.npz")
+    assert not (uninterrupted / "logits.npz").exists()
+
+
+def test_token_logits_equal_an_independent_teacher_forced_pass(uninterrupted, data_root):
+    """Every array of token_logits.npz from one sentence at a time through the checkpoint's model:
+    source + EOS in, BOS + y as the decoder's input, y + EOS the labels, no padding anywhere."""
+    config = make_config(LOSSES["focal1"])
+    model = build("transformer-small", num_classes=455)
+    model.load_state_dict(torch.load(uninterrupted / "checkpoint.pt", weights_only=False)["model"])
+    model.eval()
+    corpus = synthetic_translation(160, 24, 24, 0)
+    stored = read_token_profile(uninterrupted / "token_logits.npz")
+    assert config.recipe.max_tokens and len(stored["val"]) == sum(len(y) + 1 for y in corpus.val.target)
+    for split in ("val", "test"):
+        part = getattr(corpus, split)
+        logits, labels, sentence = [], [], []
+        with torch.no_grad():
+            for index, (x, y) in enumerate(zip(part.source, part.target, strict=True)):
+                source = torch.tensor([[*x, EOS_ID]])
+                target_in = torch.tensor([[BOS_ID, *y]])
+                logits.append(model(source, target_in)[0])
+                labels += [*y, EOS_ID]
+                sentence += [index] * (len(y) + 1)
+        alone = profile_from_logits(torch.cat(logits), labels, sentence, TOKEN_TEMPERATURES)
+        for field in ("labels", "sentence", "top_index"):
+            assert np.array_equal(getattr(stored[split], field), getattr(alone, field)), (split, field)
+        for field in ("top_logit", "label_logit", "logsumexp"):
+            assert np.allclose(getattr(stored[split], field), getattr(alone, field), rtol=1e-5, atol=1e-5), (split, field)
+        assert stored[split].nll(1.0) == pytest.approx(alone.nll(1.0), rel=1e-6)
+
+
+def test_a_run_stopped_after_epoch_1_resumes_to_the_same_weights_and_token_logits(uninterrupted, tmp_path, data_root):
+    config = make_config(LOSSES["focal1"])
+    TranslationTrainer(config, tmp_path, data_root=data_root, progress=False).fit(stop_after_epoch=1)
+    assert len(pd.read_csv(tmp_path / "history.csv")) == 1 and not (tmp_path / "token_logits.npz").exists()
+    train_run(config, tmp_path, data_root=data_root, progress=False)  # a fresh process resumes it
+    full = torch.load(uninterrupted / "checkpoint.pt", weights_only=False)
+    resumed = torch.load(tmp_path / "checkpoint.pt", weights_only=False)
+    for name, weight in full["model"].items():
+        assert torch.equal(weight, resumed["model"][name]), name
+    assert full["scheduler"]["last_epoch"] == resumed["scheduler"]["last_epoch"]
+    one, other = np.load(uninterrupted / "token_logits.npz"), np.load(tmp_path / "token_logits.npz")
+    for key in one.files:
+        assert np.array_equal(one[key], other[key]), key
+    columns = ["lr", "train_loss", "val_nll", "val_ece", "steps"]
+    pd.testing.assert_frame_equal(pd.read_csv(uninterrupted / "history.csv")[columns],
+                                  pd.read_csv(tmp_path / "history.csv")[columns])
+
+
+def test_max_steps_ends_the_run_inside_an_epoch(tmp_path, data_root):
+    trainer = train_run(make_config(epochs=20, max_steps=5), tmp_path, data_root=data_root, progress=False, export=False)
+    history = pd.read_csv(tmp_path / "history.csv")
+    assert history["steps"].iloc[-1] == 5 and len(history) < 20
+    assert trainer.finished and trainer.scheduler.last_epoch == 5

@@ -204,8 +204,8 @@ class TranslationTrainer(Trainer):
             "train_loss": totals["loss_sum"] / tokens,
             "train_nll": totals["nll_sum"] / tokens,
             "train_error": 1.0 - totals["correct"] / tokens,
-            "train_tokens": tokens,
-            "steps": self.steps_done + len(batches),
+            "train_tokens": int(tokens),
+            "steps": int(self.steps_done + len(batches)),
         }
 
     @property
@@ -250,7 +250,7 @@ class TranslationTrainer(Trainer):
                 correct.append((predicted == labels).numpy())
                 n += len(labels)
             confidence, hit = np.concatenate(confidences), np.concatenate(correct)
-            row.update({f"{split}_loss": loss_sum / n, f"{split}_nll": nll_sum / n, f"{split}_error": 1.0 - hit.mean(),
+            row.update({f"{split}_loss": loss_sum / n, f"{split}_nll": nll_sum / n, f"{split}_error": 1.0 - float(hit.mean()),
                         f"{split}_ece": float(metrics.ece_of_confidence(confidence, hit, n_bins=ECE_BINS))})
         return row
 
@@ -293,18 +293,12 @@ class TranslationTrainer(Trainer):
         return to.token_logits
 
     def token_profile(self, split: str):
-        """The split's :class:`~focalcal.translation.token_profile.TokenProfile`, built chunk by chunk."""
-        from focalcal.translation.token_profile import concatenate_profiles, profile_from_logits
+        """The split's :class:`~focalcal.translation.token_profile.TokenProfile` on the token
+        temperature grid, built chunk by chunk (memory: one chunk's logits)."""
+        from focalcal.translation.token_profile import TOKEN_TEMPERATURES, TokenProfile, profile_from_logits
 
-        parts = [profile_from_logits(logits, labels, sentence, self.temperatures)
-                 for logits, labels, sentence in self.split_logits(getattr(self.corpus, split))]
-        return concatenate_profiles(parts)
-
-    @property
-    def temperatures(self) -> np.ndarray:
-        from focalcal.translation.token_profile import TEMPERATURES
-
-        return np.asarray(TEMPERATURES, dtype=np.float64)
+        return TokenProfile.concatenate(profile_from_logits(logits, labels, sentence, TOKEN_TEMPERATURES)
+                                        for logits, labels, sentence in self.split_logits(getattr(self.corpus, split)))
 
     def split_sizes(self) -> dict[str, int]:
         return self.dataset.sizes()
