@@ -90,3 +90,44 @@ def test_a_calibrator_a_token_profile_cannot_fit_is_refused_by_its_key(tmp_path,
                                          r"profile; use one of the roles \['raw', 'ts_ece', 'ts_nll'\]"):
         calibrate_tokens(profile, psi, [15], tmp_path / "c.json", tmp_path / "m.csv", tmp_path / "k.csv")
     assert not (tmp_path / "c.json").exists()
+
+
+# -------------------------------------------------------------------------------- decoding
+
+def test_a_decode_of_a_trained_run_writes_sacrebleus_bleu_of_its_own_hypotheses(tmp_path):
+    from sacrebleu.metrics import BLEU
+
+    from focalcal.data.translation import pad_batch
+    from focalcal.pipeline.translation import BEAM_SIZE, LENGTH_PENALTY, decode_run
+    from focalcal.training import RunConfig, load_finished_run, train_run
+    from focalcal.translation.beam_search import beam_search
+
+    # a small vocabulary, so that four epochs (about 10 s) translate some n-grams right
+    config = RunConfig.from_dict({
+        "dataset": {"name": "synthetic-translation", "n_train": 600, "n_val": 20, "n_test": 30, "seed": 0,
+                    "n_nouns": 4, "n_adjectives": 2, "n_verbs": 3},
+        "model": {"name": "transformer-small"}, "loss": {"name": "focal", "gamma": 1},
+        "recipe": {"epochs": 4, "max_tokens": 300, "lr_schedule": "inverse_sqrt", "warmup_steps": 30,
+                   "optimizer": {"name": "adam", "lr": 0.01, "betas": [0.9, 0.98], "eps": 1e-9, "weight_decay": 0.0}},
+        "seed": 0, "device": "cpu"})
+    run_dir, data_root = tmp_path / "run", tmp_path / "data"
+    torch.set_num_threads(1)
+    train_run(config, run_dir, data_root=data_root, progress=False, export=False)
+    (run_dir / "run_config.json").write_text(json.dumps(config.to_dict()))
+
+    record = decode_run(run_dir, data_root, 1.2, tmp_path / "T1.20.json", tmp_path / "T1.20.txt", threads=1)
+    assert json.loads((tmp_path / "T1.20.json").read_text()) == record
+    hypotheses = (tmp_path / "T1.20.txt").read_text().split("\n")[:-1]
+    corpus = load_finished_run(config, run_dir, data_root=data_root).corpus
+    assert len(hypotheses) == record["sentences"] == 30
+    metric = BLEU()
+    score = metric.corpus_score(hypotheses, [list(corpus.test.references)])
+    assert record["bleu"] == pytest.approx(score.score, abs=1e-12) and record["signature"] == str(metric.get_signature())
+    assert 0 < record["bleu"] < 100  # a model that translates some n-grams right, not all
+    assert (record["temperature"], record["beam_size"], record["length_penalty"]) == (1.2, BEAM_SIZE, LENGTH_PENALTY)
+    # length-sorted batches keep each hypothesis with its source: as one sentence decoded alone
+    model = load_finished_run(config, run_dir, data_root=data_root).model
+    for index in (0, 7, 29):
+        alone = beam_search(model, pad_batch([corpus.test.source[index]], add_bos=False, add_eos=True), BEAM_SIZE,
+                            LENGTH_PENALTY, 1.2)
+        assert hypotheses[index] == corpus.detokenise(alone[0])

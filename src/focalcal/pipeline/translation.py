@@ -34,10 +34,10 @@ from focalcal._io import atomic_write_json, atomic_write_text, read_csv, read_js
 # its Table 3 reports (1.0, 1.2) with room on both sides.
 DECODE_TEMPERATURES = tuple(round(0.8 + 0.1 * step, 1) for step in range(9))
 # Beam search as Vaswani et al. 2017 §6.1, the set-up mukhoti2020 §5.2 follows: beam size 4,
-# length penalty alpha = 0.6 (Wu et al. 2016), at most the source length + 50 target tokens.
+# length penalty alpha = 0.6 (Wu et al. 2016); each sentence at most its source length + 50
+# tokens (focalcal.translation.beam_search.EXTRA_LENGTH).
 BEAM_SIZE = 4
 LENGTH_PENALTY = 0.6
-MAX_EXTRA_LENGTH = 50
 DECODE_BATCH_SENTENCES = 64  # sentences beam-searched together (memory, not results)
 # The calibrators a token profile supports: role -> the objective of its temperature, fitted on
 # the profile's grid (None: the model as trained, T = 1).
@@ -109,18 +109,16 @@ def calibrate_tokens(profile_path, calibrators: dict[str, dict], ece_bins, param
 
 
 def decode_split(model, sources, references, detokenise, temperature: float, *, beam_size: int = BEAM_SIZE,
-                 length_penalty: float = LENGTH_PENALTY, max_extra_length: int = MAX_EXTRA_LENGTH,
-                 batch_sentences: int = DECODE_BATCH_SENTENCES):
+                 length_penalty: float = LENGTH_PENALTY, batch_sentences: int = DECODE_BATCH_SENTENCES):
     """Beam-search every source sentence (int id arrays, no BOS/EOS) at softmax temperature
     ``temperature``; return the detokenised hypotheses in input order and their corpus BLEU
     against ``references`` (:class:`focalcal.translation.bleu.BleuScore`).
 
-    Sentences are batched by length (longest first); each batch may run to its longest source
-    + ``max_extra_length`` tokens."""
+    Sentences are batched by length (longest first) and fed as the trainer feeds them (ids + EOS)."""
     import numpy as np
     import torch
 
-    from focalcal.data.translation import pad_batch, strip_special
+    from focalcal.data.translation import pad_batch
     from focalcal.translation.beam_search import beam_search
     from focalcal.translation.bleu import corpus_bleu
 
@@ -131,27 +129,22 @@ def decode_split(model, sources, references, detokenise, temperature: float, *, 
     order = np.argsort([-len(s) for s in sources], kind="stable")
     device = next(model.parameters()).device
     hypotheses: list[str | None] = [None] * len(sources)
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.no_grad():
-            for start in range(0, len(order), batch_sentences):
-                chosen = order[start:start + batch_sentences]
-                batch = [sources[i] for i in chosen]
-                source = pad_batch(batch, add_bos=False, add_eos=True).to(device)  # as the trainer feeds it
-                longest = max(len(s) for s in batch)
-                found = beam_search(model, source, beam_size=beam_size, length_penalty=length_penalty,
-                                    temperature=float(temperature), max_length=longest + max_extra_length)
-                for index, ids in zip(chosen, found, strict=True):
-                    hypotheses[int(index)] = detokenise(strip_special(ids))
-    finally:
-        model.train(was_training)
+    with torch.no_grad():
+        for start in range(0, len(order), batch_sentences):
+            chosen = order[start:start + batch_sentences]
+            source = pad_batch([sources[i] for i in chosen], add_bos=False, add_eos=True).to(device)
+            found = beam_search(model, source, beam_size=beam_size, length_penalty=length_penalty,
+                                temperature=float(temperature))
+            for index, ids in zip(chosen, found, strict=True):
+                hypotheses[int(index)] = detokenise(ids)
     return hypotheses, corpus_bleu(hypotheses, list(references))
 
 
-def beam_settings(beam_size: int = BEAM_SIZE, length_penalty: float = LENGTH_PENALTY,
-                  max_extra_length: int = MAX_EXTRA_LENGTH) -> dict:
-    return {"beam_size": beam_size, "length_penalty": length_penalty, "max_length": f"source length + {max_extra_length}"}
+def beam_settings(beam_size: int = BEAM_SIZE, length_penalty: float = LENGTH_PENALTY) -> dict:
+    from focalcal.translation.beam_search import EXTRA_LENGTH
+
+    return {"beam_size": beam_size, "length_penalty": length_penalty,
+            "max_length": f"source length + {EXTRA_LENGTH} (EOS included)"}
 
 
 def write_decode(json_path, text_path, hypotheses: list[str], score, temperature: float, settings: dict,
