@@ -17,11 +17,10 @@ import numpy as np
 import pandas as pd
 import torch
 
-from focalcal import catalog
+from focalcal import catalog, numerics
 from focalcal import data as data_lib
 from focalcal import losses as loss_lib
 from focalcal import models as model_lib
-from focalcal import numerics
 from focalcal._io import atomic_savez, atomic_torch_save, atomic_write_json, atomic_write_text
 from focalcal.training.checkpoint import foreign_checkpoint, load_checkpoint
 from focalcal.training.config import PER_BATCH_SCHEDULES, RunConfig

@@ -68,7 +68,7 @@ class TokenTotals(EpochTotals):
 class TranslationTrainer(Trainer):
     """Train one translation run; :meth:`export_logits` writes ``token_logits.npz``."""
 
-    def __init__(self, config, run_dir, data_root="data", progress: bool | None = None):  # noqa: PLR0915
+    def __init__(self, config, run_dir, data_root="data", progress: bool | None = None):
         from focalcal.data.translation import PAD_ID
 
         self.config = config
