@@ -12,10 +12,11 @@ import torch
 from focalcal import metrics
 from focalcal._io import read_csv
 from focalcal.calibration.temperature import MUKHOTI_TEMPERATURES
-from focalcal.pipeline.translation import DECODE_TEMPERATURES, calibrate_tokens
+from focalcal.pipeline.translation import calibrate_tokens
 from focalcal.translation.token_profile import profile_from_logits, write_token_profile
 
 VOCAB = 40
+CURVE = (0.8, 1.0, 1.25, 2.5)  # decode temperatures: on the token grid, its 0.05 steps too
 ROLES = {"uncalibrated": {"build": {"name": "identity"}},
          "ts_ece": {"build": {"name": "temperature_scaling", "objective": "ece", "temperatures": "mukhoti", "n_bins": 15}},
          "ts_nll": {"build": {"name": "temperature_scaling", "objective": "nll"}}}
@@ -47,7 +48,7 @@ def test_token_calibration_equals_the_full_logits(tmp_path, splits):
     profile = tmp_path / "token_logits.npz"
     write_token_profile(profile, *(profile_from_logits(*splits[s]) for s in ("val", "test")))
     out = {name: tmp_path / name for name in ("calibration.json", "metrics.csv", "curve.csv")}
-    calibrate_tokens(profile, ROLES, [10, 15], out["calibration.json"], out["metrics.csv"], out["curve.csv"])
+    calibrate_tokens(profile, ROLES, [10, 15], out["calibration.json"], out["metrics.csv"], out["curve.csv"], CURVE)
 
     # T of each objective: the first minimiser over the paper's grid, scanned on the full val logits
     val_logits, val_labels, _ = splits["val"]
@@ -75,7 +76,7 @@ def test_token_calibration_equals_the_full_logits(tmp_path, splits):
     assert float(ece_ts["value"].iloc[0]) < float(ece_raw["value"].iloc[0]) - 0.05
 
     curve = read_csv(out["curve.csv"])
-    assert list(curve["temperature"]) == pytest.approx(list(DECODE_TEMPERATURES))
+    assert list(curve["temperature"]) == pytest.approx(list(CURVE))
     for row in curve.itertuples():
         assert (row.val_ece, row.val_nll) == pytest.approx(_independent(val_logits, val_labels, row.temperature), abs=1e-9)
         assert (row.test_ece, row.test_nll) == pytest.approx(_independent(test_logits, test_labels, row.temperature),
@@ -88,8 +89,10 @@ def test_a_calibrator_a_token_profile_cannot_fit_is_refused_by_its_key(tmp_path,
     psi = {"psi": {"build": {"name": "psi", "gamma": 1.0}}}
     with pytest.raises(ValueError, match=r"calibrator 'psi' \(Ψ\^γ\) cannot be fitted on a translation run's token "
                                          r"profile; use one of the roles \['raw', 'ts_ece', 'ts_nll'\]"):
-        calibrate_tokens(profile, psi, [15], tmp_path / "c.json", tmp_path / "m.csv", tmp_path / "k.csv")
+        calibrate_tokens(profile, psi, [15], tmp_path / "c.json", tmp_path / "m.csv", tmp_path / "k.csv", CURVE)
     assert not (tmp_path / "c.json").exists()
+    with pytest.raises(ValueError, match=r"temperature 1.23 is not on the profile's grid"):
+        calibrate_tokens(profile, ROLES, [15], tmp_path / "c.json", tmp_path / "m.csv", tmp_path / "k.csv", (1.0, 1.23))
 
 
 # -------------------------------------------------------------------------------- decoding

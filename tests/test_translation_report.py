@@ -20,7 +20,6 @@ from focalcal.pipeline import build_plan, validate_config
 from focalcal.pipeline.calibrate import rows_to_csv
 from focalcal.pipeline.translation import (
     CURVE_COLUMNS,
-    DECODE_TEMPERATURES,
     calibrated_decodes,
     grid_decodes,
     translation_metrics,
@@ -50,6 +49,9 @@ def translation_config() -> dict:
         "grids": [{"datasets": ["words"], "models": ["transformer_tiny"], "losses": list(LOSSES), "recipe": "tiny",
                    "seeds": list(SEEDS), "calibrators": ["uncalibrated", "ts_ece", "ts_nll"]}]}}
     return validate_config(config, str(SCHEMA))
+
+
+DECODE_TEMPERATURES = tuple(translation_config()["decode_temperatures"])  # the schema's default grid
 
 
 @pytest.fixture(scope="module")
@@ -85,13 +87,13 @@ def fixture_run(root: Path, plan, run, *, peak: float = 1.1, top: float = 30.0, 
     curve = [{"temperature": t, "bins": 15, "val_ece": 0.01 + 0.1 * abs(t - ece_t), "val_nll": 2.0, "test_ece": 0.02,
               "test_nll": 2.1} for t in DECODE_TEMPERATURES]
     (calibration / paths.TOKEN_CURVE).write_text(rows_to_csv(curve, header=CURVE_COLUMNS))
-    for t, path in grid_decodes(run.path).items():
+    for t, path in grid_decodes(run.path, DECODE_TEMPERATURES).items():
         _write_decode(str(root / path), t, _bleu_at(t, peak, top))
     for key, path in calibrated_decodes(plan, run).items():
         if path:
             _write_decode(str(root / path), ece_t, _bleu_at(ece_t, peak, top) - 0.5)
     translation_metrics(calibration / paths.TOKEN_METRICS, calibration / paths.TOKEN_CURVE,
-                        {t: root / p for t, p in grid_decodes(run.path).items()},
+                        {t: root / p for t, p in grid_decodes(run.path, DECODE_TEMPERATURES).items()},
                         {k: p and root / p for k, p in calibrated_decodes(plan, run).items()},
                         calibration / paths.METRICS, calibration / paths.TEMPERATURE_SWEEP)
 
@@ -117,7 +119,7 @@ def test_a_decode_grid_without_t1_or_a_curve_without_a_decode_temperature_is_ref
     run = next(iter(plan.runs.values()))
     fixture_run(tmp_path, plan, run)
     calibration = tmp_path / run.calibration_dir
-    decodes = {t: tmp_path / p for t, p in grid_decodes(run.path).items()}
+    decodes = {t: tmp_path / p for t, p in grid_decodes(run.path, DECODE_TEMPERATURES).items()}
     calibrated = {k: p and tmp_path / p for k, p in calibrated_decodes(plan, run).items()}
     without_one = {t: p for t, p in decodes.items() if t != 1.0}
     with pytest.raises(ValueError, match="lacks T = 1"):

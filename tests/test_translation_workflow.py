@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import yaml
 from conftest import planned_jobs, snakemake
-from test_translation_report import translation_config
+from test_translation_report import SCHEMA, translation_config
 from test_workflow import jobs_from_plan
 
 from focalcal import paths
 from focalcal.pipeline import build_plan
-from focalcal.pipeline.translation import DECODE_TEMPERATURES
+from focalcal.pipeline.config import ConfigError
 
 
 def test_a_translation_study_plans_a_decode_per_run_and_temperature(tmp_path):
@@ -35,7 +36,7 @@ def test_one_decode_is_re_made_alone(tmp_path):
     (tmp_path / run.run_dir).mkdir(parents=True)
     (tmp_path / paths.run_file(run.path, paths.RUN_CONFIG)).write_text(json.dumps(plan.run_config(run)))
     for made in (paths.ready_marker("data", run.dataset), paths.run_file(run.path, paths.HISTORY),
-                 *(paths.translation_decode(run.path, t) for t in DECODE_TEMPERATURES if t != 1.2)):
+                 *(paths.translation_decode(run.path, t) for t in config["decode_temperatures"] if t != 1.2)):
         (tmp_path / made).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / made).write_text("{}")
     target = paths.translation_decode(run.path, 1.2)
@@ -48,3 +49,17 @@ def test_one_decode_is_re_made_alone(tmp_path):
     off_grid = snakemake(tmp_path, "-n", paths.translation_decode(run.path, 1.25), "--configfile",
                          str(configfile), check=False)
     assert off_grid.returncode != 0 and "MissingRuleException" in off_grid.stdout + off_grid.stderr
+
+
+def test_a_decode_grid_without_t1_is_refused_naming_the_key():
+    config = translation_config()
+    config["decode_temperatures"] = [0.8, 1.2]
+    with pytest.raises(ConfigError, match=r"decode_temperatures: \[0.8, 1.2\] lacks 1, the temperature of the model "
+                                          r"as trained, which studies.test_translation.grids\[0\] decodes"):
+        translation_config_validated(config)
+
+
+def translation_config_validated(config):
+    from focalcal.pipeline import validate_config
+
+    return validate_config(config, str(SCHEMA))

@@ -12,7 +12,7 @@ import yaml
 from conftest import BIN, ROOT, SNAKEFILE, planned_jobs, snakemake
 
 from focalcal.pipeline import build_plan, load_config_files, validate_config
-from focalcal.pipeline.translation import DECODE_TEMPERATURES, calibrated_decodes
+from focalcal.pipeline.translation import calibrated_decodes
 from focalcal.report.targets import CLAIMS_INDEX, PAPER_TITLES, report_plan
 
 STUDIES = ROOT / "config" / "studies"
@@ -42,7 +42,7 @@ def jobs_from_plan(*configfiles: Path) -> dict[str, int]:
         "calibrate": len(plan.calibrated_runs()) - len(words),
         "export_token_logits": len(words),
         "calibrate_tokens": len(words),
-        "decode": len(words) * len(DECODE_TEMPERATURES),
+        "decode": len(words) * len(plan.config["decode_temperatures"]),
         "decode_calibrated": sum(path is not None for run in words for path in calibrated_decodes(plan, run).values()),
         "translation_metrics": len(words),
         "evaluate_segmentation": len(plan.segmentation_runs()),

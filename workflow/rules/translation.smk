@@ -1,17 +1,15 @@
 # Stage 4 of a translation run (focalcal.pipeline.translation): temperature scaling fitted on
 # its validation tokens from token_logits.npz (never the model), a beam-search decode of the
-# test set per (run, temperature) of the decode grid, each its own job and target (parallel,
-# re-made alone), one more decode per fitted temperature (BLEU after scaling), and the run's
-# metrics.csv joining token metrics and BLEU, read by the study table like any run's.
+# test set per (run, temperature) of the config's decode_temperatures, each its own job and
+# target (parallel, re-made alone), one more decode per fitted temperature (BLEU after
+# scaling), and the run's metrics.csv joining token metrics and BLEU, read by the study table
+# like any run's.
 # None of them is in the run's cluster group: each decode is a submission of its own, so the
 # sweep runs in parallel across nodes.
 
-from focalcal.pipeline.translation import (
-    DECODE_TEMPERATURES,
-    calibrated_decodes,
-    grid_decodes,
-)
+from focalcal.pipeline.translation import calibrated_decodes, grid_decodes
 
+DECODE_TEMPERATURES = [float(t) for t in config["decode_temperatures"]]
 DECODE_TEMPERATURE_NAMES = one_of(f"{t:.2f}" for t in DECODE_TEMPERATURES)
 CALIBRATOR_KEYS = one_of(key for keys in PLAN.calibrators.values() for key in keys)
 
@@ -38,6 +36,7 @@ rule calibrate_tokens:
     params:
         calibrators=lambda wildcards: PLAN.calibrators[PLAN.run(wildcards).path],
         ece_bins=config["ece_bins"],
+        temperatures=DECODE_TEMPERATURES,
     script:
         "../scripts/calibrate_tokens.py"
 
@@ -113,7 +112,9 @@ rule translation_metrics:
     input:
         token_metrics=f"{paths.calibration_dir(RUN)}/{paths.TOKEN_METRICS}",
         curve=f"{paths.calibration_dir(RUN)}/{paths.TOKEN_CURVE}",
-        decodes=lambda wildcards: list(grid_decodes(PLAN.run(wildcards).path).values()),
+        decodes=lambda wildcards: list(
+            grid_decodes(PLAN.run(wildcards).path, DECODE_TEMPERATURES).values()
+        ),
         calibrated=lambda wildcards: [
             path
             for path in calibrated_decodes(PLAN, PLAN.run(wildcards)).values()
@@ -133,7 +134,9 @@ rule translation_metrics:
         mem_mb=1000,
         runtime=10,
     params:
-        decodes=lambda wildcards: grid_decodes(PLAN.run(wildcards).path),
+        decodes=lambda wildcards: grid_decodes(
+            PLAN.run(wildcards).path, DECODE_TEMPERATURES
+        ),
         calibrated=lambda wildcards: calibrated_decodes(PLAN, PLAN.run(wildcards)),
     script:
         "../scripts/translation_metrics.py"

@@ -11,4 +11,5 @@ with logged(snakemake.log[0]):
         snakemake.output.params,
         snakemake.output.metrics,
         snakemake.output.curve,
+        snakemake.params.temperatures,
     )

@@ -313,6 +313,9 @@ def _check_references(config: dict) -> None:
                                 "kept in grids of their own")
             if translation:
                 problems += _token_calibrator_problems(config, grid, where)
+                if 1.0 not in [float(t) for t in config.get("decode_temperatures", [1.0])]:
+                    problems.append(f"decode_temperatures: {config['decode_temperatures']} lacks 1, the temperature of "
+                                    f"the model as trained, which {where} decodes")
             runs = len(grid["datasets"]) * len(grid["models"]) * len(grid["losses"]) * (
                 grid["folds"] if "folds" in grid else len(grid["seeds"]))
             if runs > MAX_GRID_RUNS:

@@ -16,7 +16,8 @@ of its test set at a grid of temperatures, and its metrics.
   table, the paper tables and the claims read a translation run as any other, and
   ``temperature_sweep.csv`` (token ECE, NLL and BLEU per decode temperature).
 
-Torch-free at import: the Snakefile reads :data:`DECODE_TEMPERATURES` at parse time.
+The decode grid is the config's ``decode_temperatures``. Torch-free at import: the Snakefile
+plans with it at parse time.
 """
 
 from __future__ import annotations
@@ -28,11 +29,6 @@ from pathlib import Path
 from focalcal import catalog
 from focalcal._io import atomic_write_json, atomic_write_text, read_csv, read_json
 
-# The decode grid: test BLEU is measured at each of these softmax temperatures. It covers the
-# temperature axis of mukhoti2020 Fig 5 (test BLEU and val ECE against T), whose range the
-# paper's text does not state; 0.8-1.6 in steps of 0.1 holds T = 1 and every temperature
-# its Table 3 reports (1.0, 1.2) with room on both sides.
-DECODE_TEMPERATURES = tuple(round(0.8 + 0.1 * step, 1) for step in range(9))
 # Beam search as Vaswani et al. 2017 §6.1, the set-up mukhoti2020 §5.2 follows: beam size 4,
 # length penalty alpha = 0.6 (Wu et al. 2016); each sentence at most its source length + 50
 # tokens (focalcal.translation.beam_search.EXTRA_LENGTH).
@@ -70,10 +66,10 @@ def _mean(values) -> float:
 
 
 def calibrate_tokens(profile_path, calibrators: dict[str, dict], ece_bins, params_path, metrics_path, curve_path,
-                     curve_temperatures=DECODE_TEMPERATURES) -> list[dict]:
+                     curve_temperatures) -> list[dict]:
     """Fit ``calibrators`` (key -> resolved spec) on the val tokens of ``profile_path``; write
     ``calibration.json``, the test metrics per calibrator and the val/test curves over
-    ``curve_temperatures``. Every value is per target token (top label, padding excluded)."""
+    ``curve_temperatures`` (the config's ``decode_temperatures``). Every value is per target token (top label, padding excluded)."""
     from focalcal import _sidecar
     from focalcal.pipeline.calibrate import LOGITS_SHA256, rows_to_csv
     from focalcal.translation.token_profile import fit_temperature, read_token_profile
@@ -262,8 +258,9 @@ def calibrated_decodes(plan, run) -> dict[str, str | None]:
             for key, spec in plan.calibrators[run.path].items()}
 
 
-def grid_decodes(run_path: str) -> dict[float, str]:
-    """Decode temperature -> the JSON of the run's test decode at it, over :data:`DECODE_TEMPERATURES`."""
+def grid_decodes(run_path: str, temperatures) -> dict[float, str]:
+    """Decode temperature -> the JSON of the run's test decode at it, over ``temperatures`` (the
+    config's ``decode_temperatures``)."""
     from focalcal.paths import translation_decode
 
-    return {t: translation_decode(run_path, t) for t in DECODE_TEMPERATURES}
+    return {float(t): translation_decode(run_path, t) for t in temperatures}
