@@ -3,6 +3,7 @@ that never see padding, an end-to-end stand-in run whose token_logits.npz equals
 teacher-forced pass, and resume."""
 
 import json
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -13,6 +14,7 @@ import torch
 from focalcal import _sidecar
 from focalcal.data.translation import BOS_ID, EOS_ID, synthetic_translation
 from focalcal.models import build
+from focalcal.pipeline import jobs
 from focalcal.training import RunConfig, TranslationTrainer, train_run
 from focalcal.training.trainer import InverseSqrt, build_loss, build_scheduler
 from focalcal.training.translation import TOKEN_IGNORE_INDEX
@@ -229,3 +231,42 @@ def test_max_steps_ends_the_run_inside_an_epoch(tmp_path, data_root):
     history = pd.read_csv(tmp_path / "history.csv")
     assert history["steps"].iloc[-1] == 5 and len(history) < 20
     assert trainer.finished and trainer.scheduler.last_epoch == 5
+
+
+# ------------------------------------------------------------------------------ the workflow's jobs
+
+
+def test_the_training_job_stages_token_logits_and_the_export_job_publishes_or_redumps_them(tmp_path, data_root):
+    config = make_config(LOSSES["ls0.1"], epochs=1).to_dict()
+    identity = {key: config[key] for key in ("dataset", "model", "loss", "recipe", "seed")}
+    run_dir = tmp_path / "run"
+    jobs.train(identity, {"device": "cpu", "compile": "auto"}, run_dir, data_root, threads=1)
+    staged = run_dir / "staged_export" / "token_logits.npz"
+    assert staged.exists() and not (run_dir / "token_logits.npz").exists()
+    jobs.export_token_logits(run_dir, data_root, threads=1)
+    published = read_token_profile(run_dir / "token_logits.npz")  # its sidecar checked
+    assert (run_dir / "token_logits.npz").read_bytes() == staged.read_bytes()
+    info = json.loads((run_dir / "run.json").read_text())
+    assert info["token_logits_sha256"] == _sidecar.digest_file(run_dir / "token_logits.npz").sha256
+    # without the staged copy, the export dumps the same tokens from the checkpoint
+    for name in ("token_logits.npz", "token_logits.npz.sha256", "run.json", "run.json.sha256"):
+        (run_dir / "staged_export" / name).unlink()
+    (run_dir / "token_logits.npz").unlink()
+    jobs.export_token_logits(run_dir, data_root, threads=1)
+    again = read_token_profile(run_dir / "token_logits.npz")
+    for split in ("val", "test"):
+        assert np.array_equal(again[split].logsumexp, published[split].logsumexp)
+
+
+def test_a_translation_grid_lists_no_calibrators_and_no_other_data():
+    from focalcal.pipeline import ConfigError, load_config_file, validate_config
+
+    root = Path(__file__).resolve().parents[1]
+    config = load_config_file(root / "config" / "config.yaml")
+    grid = config["studies"]["mukhoti2020_translation"]["grids"][0]
+    grid["calibrators"] = ["raw"]
+    with pytest.raises(ConfigError, match=r"translation corpora \['translation'\] .*list no calibrators"):
+        validate_config(config, root / "workflow" / "schemas" / "config.schema.yaml")
+    grid["calibrators"], grid["datasets"] = [], ["translation", "digits"]
+    with pytest.raises(ConfigError, match="kept in grids of their own"):
+        validate_config(config, root / "workflow" / "schemas" / "config.schema.yaml")

@@ -40,7 +40,7 @@ def jobs_from_plan(*configfiles: Path) -> dict[str, int]:
         "train": len(trained),
         "export_logits": len([run for run in plan.calibrated_runs() if not run.imported and not run.translation]),
         "calibrate": len(plan.calibrated_runs()) - len(words),
-        "export_token_logits": len(words),
+        "export_token_logits": len(plan.translation_runs()),
         "calibrate_tokens": len(words),
         "decode": len(words) * len(plan.config["decode_temperatures"]),
         "decode_calibrated": sum(path is not None for run in words for path in calibrated_decodes(plan, run).values()),
@@ -71,7 +71,11 @@ def test_default_config_plans_every_stage(tmp_path):
     # what config/config.yaml's header describes: 18 segmentation runs (3 folds x 6 losses), each
     # evaluated, and the miniature studies' classification runs, shared where two studies ask for one
     assert counts["evaluate_segmentation"] == 18
-    assert counts["train"] == counts["calibrate"] + counts["evaluate_segmentation"]
+    assert counts["export_token_logits"] == 3  # mukhoti2020 §5.2's stand-in: CE, LS-0.1, FL-1
+    # each calibrated per token and decoded at the 9 temperatures of decode_temperatures, and at
+    # the two fitted ones (TS by val ECE and by val NLL)
+    assert (counts["calibrate_tokens"], counts["decode"], counts["decode_calibrated"]) == (3, 27, 6)
+    assert counts["train"] == counts["calibrate"] + counts["evaluate_segmentation"] + counts["export_token_logits"]
 
 
 def test_test_config_plans_a_handful_of_runs(tmp_path):
@@ -90,7 +94,9 @@ def test_study_config_dry_runs_to_the_papers_training_jobs(tmp_path, study):
     trainings = stated_training_jobs(configfile)
     assert counts["train"] == trainings
     segmentation = study == "hossain2021"  # evaluated on the test fold, not calibrated
-    assert counts.get("calibrate", 0) == (0 if segmentation else trainings)
+    translation = counts.get("export_token_logits", 0)  # mukhoti2020 §5.2: token logits, not calibrated
+    assert translation == (3 if study == "mukhoti2020" else 0)
+    assert counts.get("calibrate", 0) == (0 if segmentation else trainings - translation)
     assert counts.get("evaluate_segmentation", 0) == (trainings if segmentation else 0)
 
 

@@ -121,7 +121,7 @@ def spec(name: str) -> DatasetSpec:
                        catalog.resolve_value(entry.fixed_shuffle_seed))
 
 
-def _translation_options(entry: DatasetSpec) -> dict:
+def translation_options(entry: DatasetSpec) -> dict:
     """A translation loader's options and defaults: its parameters but ``root`` and ``download``."""
     parameters = inspect.signature(entry.loader).parameters.values()
     return {p.name: p.default for p in parameters if p.name not in ("root", "download")
@@ -190,7 +190,7 @@ def _checked_arguments(name, split_seed, subset_fraction, n_folds, fold, options
         if split_seed or fraction is not None or n_folds is not None or fold is not None:
             raise ValueError(f"dataset {entry.name!r} is a translation corpus with official splits; it takes no "
                              "split_seed, subset_fraction or folds")
-        accepted = _translation_options(entry)
+        accepted = translation_options(entry)
         open_ended = any(p.kind is inspect.Parameter.VAR_KEYWORD
                          for p in inspect.signature(entry.loader).parameters.values())  # **sizes: the loader checks
         unknown = sorted(set(options) - set(accepted))

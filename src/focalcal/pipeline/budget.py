@@ -222,7 +222,8 @@ def translation_lines(budget: StudyBudget) -> list[str]:
     """A study's translation runs: their steps, the published GPU cost of a step and the CPU cost measured here."""
     lines = []
     for model, entry in sorted(budget.steps.items()):
-        line = f"    {model}: {entry['runs']} runs, {entry['steps']:,} steps of {entry['tokens'] or '?'} tokens"
+        tokens = f"about {entry['tokens']:,} tokens" if entry["tokens"] else "batch_size pairs"
+        line = f"    {model}: {entry['runs']} runs, {entry['steps']:,} steps of {tokens}"
         published, cpu = PUBLISHED_STEP.get(model), CPU_STEP.get(model)
         if published is not None:
             hours = entry["steps"] * published.seconds * published.devices / 3600
