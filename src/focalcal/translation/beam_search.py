@@ -5,7 +5,7 @@ Each step scores a hypothesis's next token by log softmax(z / T); a finished hyp
 lp(Y) = ((5 + |Y|) / 6)^α, which Vaswani et al. 2017 §6.1 use with beam 4 and α = 0.6.
 Which hypotheses finish follows fairseq's sequence generator: of the 2K best extensions of a
 sentence's K beams, an EOS among the best K finishes a hypothesis, the best K others carry
-on, and a sentence is done once K hypotheses have finished. So beam size 1 is exactly greedy
+on, and a sentence is done once K hypotheses have finished (or at its length limit). So beam size 1 is exactly greedy
 decoding. A sentence's output is at most ``max_length`` tokens, EOS included: at that length
 EOS is forced (default length: the source's plus 50, Vaswani §6.1, capped by the model's
 positions). PAD and BOS are never generated; the other tokens keep their probabilities.
@@ -108,6 +108,7 @@ def _search(model, source, beam_size: int, alpha: float, temperature: float, lim
         top_scores, top_ids = candidates.view(len(alive), k * vocab).topk(min(2 * k, k * vocab), dim=1)
         top_beams, top_tokens = (top_ids // vocab).tolist(), (top_ids % vocab).tolist()
         top_values = top_scores.tolist()
+        limited = at_limit.tolist()
         keep_rows, keep_tokens, keep_scores, still_alive = [], [], [], []
         penalty = length_penalty(step + 1, alpha)
         for row, sentence in enumerate(alive):
@@ -121,7 +122,8 @@ def _search(model, source, beam_size: int, alpha: float, temperature: float, lim
                     rows.append(row * k + beam)
                     new_tokens.append(token)
                     new_scores.append(value)
-            if len(finished[sentence]) >= k:
+            # done: K finished, EOS forced at its length limit, or no live beam left
+            if len(finished[sentence]) >= k or limited[row] or all(v == -math.inf for v in new_scores):
                 continue
             while len(rows) < k:  # fewer than K live extensions (tiny vocabularies): pad with dead beams
                 rows.append(row * k)
