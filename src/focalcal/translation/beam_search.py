@@ -12,7 +12,9 @@ positions). PAD and BOS are never generated; the other tokens keep their probabi
 
 ``model`` is anything with ``encode(source) -> (memory, source_padding_mask)`` and
 ``decode(memory, source_padding_mask, target_in) -> logits (B, T, V)``
-(:class:`~focalcal.models.transformer.Transformer`); each step re-decodes the whole prefix.
+(:class:`~focalcal.models.transformer.Transformer`). A model with ``decode_step`` (the
+Transformer's) computes only the new position at each step from its cache; otherwise each
+step re-decodes the whole prefix.
 """
 
 from __future__ import annotations
@@ -55,11 +57,15 @@ def _limits(model, source: torch.Tensor, max_length) -> torch.Tensor:
     return limits.clamp(max=cap).cpu() if cap is not None else limits.cpu()
 
 
-def _next_log_probs(model, memory, padding, tokens, temperature: float) -> torch.Tensor:
-    logits = model.decode(memory, padding, tokens)[:, -1]
+def _next_log_probs(model, memory, padding, tokens, temperature: float, cache):
+    """(log softmax(z / T) of the next token (rows, V), the decoder's cache or None)."""
+    if hasattr(model, "decode_step"):
+        logits, cache = model.decode_step(memory, padding, tokens, cache)
+    else:
+        logits = model.decode(memory, padding, tokens)[:, -1]
     log_probs = F.log_softmax(logits.float() / temperature, dim=-1)
     log_probs[:, [PAD_ID, BOS_ID]] = -math.inf  # never generated (as fairseq's PAD)
-    return log_probs
+    return log_probs, cache
 
 
 @torch.no_grad()
@@ -95,9 +101,9 @@ def _search(model, source, beam_size: int, alpha: float, temperature: float, lim
     scores[:, 0] = 0.0  # one live beam at the start: the others would repeat it
     finished: list[list[tuple[float, list[int]]]] = [[] for _ in range(n)]
     alive = list(range(n))  # sentences still decoding, in the order of the rows of memory / tokens
-    step = 0
+    step, cache = 0, None
     while alive:
-        log_probs = _next_log_probs(model, memory, padding, tokens, temperature)
+        log_probs, cache = _next_log_probs(model, memory, padding, tokens, temperature, cache)
         vocab = log_probs.shape[-1]
         candidates = scores[:, :, None] + log_probs.view(len(alive), k, vocab)
         at_limit = limits[alive] <= step + 1
@@ -138,6 +144,7 @@ def _search(model, source, beam_size: int, alpha: float, temperature: float, lim
         index = torch.tensor(keep_rows, dtype=torch.long, device=device)
         tokens = torch.cat([tokens[index], torch.tensor(keep_tokens, device=device)[:, None]], dim=1)
         memory, padding = memory[index], padding[index]
+        cache = None if cache is None else [layer[index] for layer in cache]
         scores = torch.tensor(keep_scores, device=device)
         alive = still_alive
         step += 1
@@ -163,8 +170,10 @@ def greedy_decode(
         tokens = torch.full((source.shape[0], 1), BOS_ID, dtype=torch.long, device=source.device)
         done = torch.zeros(source.shape[0], dtype=torch.bool)
         outputs: list[list[int]] = [[] for _ in range(source.shape[0])]
+        cache = None
         for step in range(int(limits.max())):
-            log_probs = _next_log_probs(model, memory, padding, tokens, float(temperature)).cpu()
+            log_probs, cache = _next_log_probs(model, memory, padding, tokens, float(temperature), cache)
+            log_probs = log_probs.cpu()
             best = log_probs.argmax(-1)
             best[limits <= step + 1] = EOS_ID
             for sentence in torch.nonzero(~done).flatten().tolist():
