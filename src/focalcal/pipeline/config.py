@@ -294,10 +294,9 @@ def _check_references(config: dict) -> None:
                 problems.append(f"{where}.calibrators: segmentation datasets {segmentation} are evaluated (IoU, Hausdorff "
                                 "distance, pixel ECE), not calibrated; list no calibrators in their grids")
             translation = translation_keys(config, grid)
-            if translation and (imported or grid.get("calibrators") or len(translation) != len(grid["datasets"])):
-                problems.append(f"{where}: translation corpora {translation} are trained (no logits_file models), "
-                                "calibrated per token by their own rules (list no calibrators) and kept in grids "
-                                "of their own")
+            if translation and (imported or len(translation) != len(grid["datasets"])):
+                problems.append(f"{where}: translation corpora {translation} are trained (no logits_file models) and "
+                                "kept in grids of their own")
             runs = len(grid["datasets"]) * len(grid["models"]) * len(grid["losses"]) * (
                 grid["folds"] if "folds" in grid else len(grid["seeds"]))
             if runs > MAX_GRID_RUNS:
