@@ -75,7 +75,7 @@ def test_an_epoch_is_the_per_step_time_times_352_steps():
 
 
 def test_a_study_costs_epochs_times_the_measured_epoch_per_run(plan):
-    budget, translation = study_budgets(plan, LEGACY)
+    budget, _ = study_budgets(plan, LEGACY)
     assert budget.study == "mukhoti2020" and budget.runs == 121
     # CIFAR-10 and CIFAR-100, 11 losses each, 350 epochs (the cifar_350 recipe)
     assert budget.by_architecture["resnet50"] == {"runs": 22, "epochs": 22 * 350,

@@ -258,15 +258,11 @@ def test_the_training_job_stages_token_logits_and_the_export_job_publishes_or_re
         assert np.array_equal(again[split].logsumexp, published[split].logsumexp)
 
 
-def test_a_translation_grid_lists_no_calibrators_and_no_other_data():
+def test_a_translation_grid_holds_translation_corpora_only():
     from focalcal.pipeline import ConfigError, load_config_file, validate_config
 
     root = Path(__file__).resolve().parents[1]
     config = load_config_file(root / "config" / "config.yaml")
-    grid = config["studies"]["mukhoti2020_translation"]["grids"][0]
-    grid["calibrators"] = ["raw"]
-    with pytest.raises(ConfigError, match=r"translation corpora \['translation'\] .*list no calibrators"):
-        validate_config(config, root / "workflow" / "schemas" / "config.schema.yaml")
-    grid["calibrators"], grid["datasets"] = [], ["translation", "digits"]
-    with pytest.raises(ConfigError, match="kept in grids of their own"):
+    config["studies"]["mukhoti2020_translation"]["grids"][0]["datasets"] = ["translation", "digits"]
+    with pytest.raises(ConfigError, match=r"translation corpora \['translation'\] .*kept in grids of their own"):
         validate_config(config, root / "workflow" / "schemas" / "config.schema.yaml")

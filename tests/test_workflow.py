@@ -184,7 +184,7 @@ def test_snakemake_in_a_clone_finds_workflow_snakefile_by_itself(workflow_checko
     result = subprocess.run([str(BIN / "snakemake"), *args], cwd=checkout, capture_output=True, text=True,
                             timeout=300, check=False)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert planned_jobs(result)["total"] == (80 if configfile else 313)  # the counts of the two tests above
+    assert planned_jobs(result)["total"] == (80 if configfile else 320)  # the counts of the two tests above
     assert "profiles/default" in result.stdout + result.stderr
 
 

@@ -369,7 +369,8 @@ class PlannedRun:
 def planned_runs(config_files, schema=None) -> list[PlannedRun]:
     """Every distinct trained (data set, model, loss, recipe) of ``config_files`` (each a file, or
     a base file and its overlays, merged as Snakemake merges them), seeds and folds
-    aside, from :func:`build_plan`: what the graph-safety check (:mod:`focalcal.training.graph_safety`)
+    aside, from :func:`build_plan` (translation runs excepted: their trainer never captures a
+    step, :mod:`focalcal.training.translation`): what the graph-safety check (:mod:`focalcal.training.graph_safety`)
     and the GPU recipe benchmark step through. ``schema``: validate (and fill defaults)
     with it, which needs jsonschema; without it the files are planned as written."""
     found: dict[str, PlannedRun] = {}
@@ -388,7 +389,7 @@ def planned_runs(config_files, schema=None) -> list[PlannedRun]:
             apply_overlays(config)
         plan = build_plan(config)
         for run in plan.runs.values():
-            if run.imported:
+            if run.imported or run.translation:  # translation: token batches of varying shape, always eager
                 continue
             run_config = plan.run_config(run)
             run_config["dataset"] = {k: v for k, v in run_config["dataset"].items() if k not in ("fold", "n_folds")}
