@@ -164,6 +164,7 @@ def temperature_sweep_figure(panels: Mapping[str, Sequence[pd.DataFrame]], *, co
         ax.plot(t, bleu.mean(1), color=color, marker="o", ms=3, label="test BLEU")
         ax.fill_between(t, bleu.min(1), bleu.max(1), color=color, alpha=0.2, lw=0)
         right = ax.twinx()
+        right.grid(False)  # the left axis draws the grid
         right.plot(t, ece.mean(1), color="0.25", ls="--", marker="s", ms=3, label="val ECE")
         right.fill_between(t, ece.min(1), ece.max(1), color="0.25", alpha=0.12, lw=0)
         ax.axvline(1.0, color="0.6", ls=":", lw=1)
