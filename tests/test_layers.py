@@ -26,7 +26,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
         # that the catalog and the config schema read; a paper's code is in the "papers" layer
         "papers:declarations",
     })),
-    ("training", frozenset({"data", "models", "training"})),
+    ("training", frozenset({"data", "models", "training", "translation"})),
     ("results", frozenset({"pipeline", "claims", "verify"})),
     ("drawing", frozenset({"plots"})),
     ("report", frozenset({"report", "papers"})),

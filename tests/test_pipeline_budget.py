@@ -9,7 +9,7 @@ import pytest
 
 from focalcal.cli import main
 from focalcal.pipeline import build_plan, load_config_file, validate_config
-from focalcal.pipeline.budget import describe, epoch_figures, seconds_per_epoch, study_budgets
+from focalcal.pipeline.budget import CPU_STEP, describe, epoch_figures, seconds_per_epoch, study_budgets
 
 ROOT = Path(__file__).resolve().parents[1]
 STUDY = ROOT / "config" / "studies" / "mukhoti2020.yaml"
@@ -75,7 +75,7 @@ def test_an_epoch_is_the_per_step_time_times_352_steps():
 
 
 def test_a_study_costs_epochs_times_the_measured_epoch_per_run(plan):
-    (budget,) = study_budgets(plan, LEGACY)
+    budget, _ = study_budgets(plan, LEGACY)
     assert budget.study == "mukhoti2020" and budget.runs == 121
     # CIFAR-10 and CIFAR-100, 11 losses each, 350 epochs (the cifar_350 recipe)
     assert budget.by_architecture["resnet50"] == {"runs": 22, "epochs": 22 * 350,
@@ -96,7 +96,7 @@ def test_a_study_costs_epochs_times_the_measured_epoch_per_run(plan):
 
 
 def test_full_epoch_figures_say_so_and_pack_with_mps(plan):
-    (budget,) = study_budgets(plan, FULL)
+    budget, _ = study_budgets(plan, FULL)
     assert budget.by_architecture["resnet50"]["gpu_hours"] == pytest.approx(22 * 350 * 0.0125 * 352 / 3600)
     text = describe([budget], FULL, "gpu.json")
     assert text.startswith("Training budget on NVIDIA H100 80GB HBM3, one run per GPU, from gpu.json: full epochs of "
@@ -113,6 +113,22 @@ def test_it_says_plainly_when_nothing_was_measured_for_that_gpu(plan):
     none = describe(study_budgets(plan, None), None, "bench/gpu_results.json")
     assert none.startswith("No GPU figures: bench/gpu_results.json does not exist")
     assert study_budgets(plan, None)[0].gpu_hours == 0
+
+
+def test_the_translation_study_counts_steps_with_the_published_and_the_measured_step_cost(plan):
+    """mukhoti2020 §5.2: 3 Transformer-base runs of 100,000 steps (Vaswani et al. §5.2); bench gpu
+    does not time them, so GPU-hours come from Vaswani's 0.4 s per step on 8 P100s."""
+    _, translation = study_budgets(plan, LEGACY)
+    assert (translation.study, translation.runs, translation.estimated) == ("mukhoti2020_translation", 3, 0)
+    assert translation.steps == {"transformer-base": {"runs": 3, "steps": 300_000, "tokens": 25_000}}
+    assert translation.unmeasured == {"WMT14-en-de / transformer-base": 3}
+    text = describe([translation], LEGACY, "bench/gpu_results.json")
+    hours = 300_000 * 0.4 * 8 / 3600
+    assert (f"transformer-base: 3 runs, 300,000 steps of about 25,000 tokens; published: 0.4 s per step on 8 "
+            f"NVIDIA P100 GPUs (Vaswani et al. 2017 §5.2), {hours:,.1f} NVIDIA P100 GPU-hours; measured here: ") in text
+    cpu = CPU_STEP["transformer-base"].seconds
+    assert f"{cpu:,.0f} CPU s per 25,000-token step" in text and f"{300_000 * cpu / 86400:,.0f} CPU-days" in text
+    assert "transformer-base: 3 runs, 300,000 steps" in describe([translation], None, "bench/gpu_results.json")
 
 
 def test_the_plan_command(tmp_path, capsys):

@@ -12,6 +12,7 @@ import yaml
 from conftest import BIN, ROOT, SNAKEFILE, planned_jobs, snakemake
 
 from focalcal.pipeline import build_plan, load_config_files, validate_config
+from focalcal.pipeline.translation import calibrated_decodes
 from focalcal.report.targets import CLAIMS_INDEX, PAPER_TITLES, report_plan
 
 STUDIES = ROOT / "config" / "studies"
@@ -28,16 +29,22 @@ def dry_run(tmp_path: Path, *configfiles: Path) -> dict[str, int]:
 def jobs_from_plan(*configfiles: Path) -> dict[str, int]:
     """The jobs a dry run must plan, counted from the library's plan (focalcal.pipeline.plan and
     focalcal.report.targets) rather than from Snakemake's DAG: one job per data set trained on,
-    per trained run, per calibrated run's export and calibration, per segmentation run's
-    evaluation, per study table, figure and table, per claims page and report notebook."""
+    per trained run, per calibrated run's export and calibration, per translation run's token
+    export, calibration, decodes and metrics, per segmentation run's evaluation, per study table, figure and table, per claims page and report notebook."""
     plan = build_plan(validate_config(load_config_files(configfiles or [ROOT / "config" / "config.yaml"]), SCHEMA))
     report = report_plan(plan)
     trained = [run for run in plan.runs.values() if not run.imported]
+    words = [run for run in plan.calibrated_runs() if run.translation]
     counts = {
         "prepare_data": len({run.dataset for run in trained}),
         "train": len(trained),
-        "export_logits": len([run for run in plan.calibrated_runs() if not run.imported]),
-        "calibrate": len(plan.calibrated_runs()),
+        "export_logits": len([run for run in plan.calibrated_runs() if not run.imported and not run.translation]),
+        "calibrate": len(plan.calibrated_runs()) - len(words),
+        "export_token_logits": len(plan.translation_runs()),
+        "calibrate_tokens": len(words),
+        "decode": len(words) * len(plan.config["decode_temperatures"]),
+        "decode_calibrated": sum(path is not None for run in words for path in calibrated_decodes(plan, run).values()),
+        "translation_metrics": len(words),
         "evaluate_segmentation": len(plan.segmentation_runs()),
         "study_table": len(plan.table_targets()),
         "theory_figure": len(report.theory),
@@ -64,7 +71,11 @@ def test_default_config_plans_every_stage(tmp_path):
     # what config/config.yaml's header describes: 18 segmentation runs (3 folds x 6 losses), each
     # evaluated, and the miniature studies' classification runs, shared where two studies ask for one
     assert counts["evaluate_segmentation"] == 18
-    assert counts["train"] == counts["calibrate"] + counts["evaluate_segmentation"]
+    assert counts["export_token_logits"] == 3  # mukhoti2020 §5.2's stand-in: CE, LS-0.1, FL-1
+    # each calibrated per token and decoded at the 9 temperatures of decode_temperatures, and at
+    # the two fitted ones (TS by val ECE and by val NLL)
+    assert (counts["calibrate_tokens"], counts["decode"], counts["decode_calibrated"]) == (3, 27, 6)
+    assert counts["train"] == counts["calibrate"] + counts["evaluate_segmentation"] + counts["export_token_logits"]
 
 
 def test_test_config_plans_a_handful_of_runs(tmp_path):
@@ -83,7 +94,9 @@ def test_study_config_dry_runs_to_the_papers_training_jobs(tmp_path, study):
     trainings = stated_training_jobs(configfile)
     assert counts["train"] == trainings
     segmentation = study == "hossain2021"  # evaluated on the test fold, not calibrated
-    assert counts.get("calibrate", 0) == (0 if segmentation else trainings)
+    translation = counts.get("export_token_logits", 0)  # mukhoti2020 §5.2: token logits, not calibrated
+    assert translation == (3 if study == "mukhoti2020" else 0)
+    assert counts.get("calibrate", 0) == (0 if segmentation else trainings - translation)
     assert counts.get("evaluate_segmentation", 0) == (trainings if segmentation else 0)
 
 
@@ -171,7 +184,7 @@ def test_snakemake_in_a_clone_finds_workflow_snakefile_by_itself(workflow_checko
     result = subprocess.run([str(BIN / "snakemake"), *args], cwd=checkout, capture_output=True, text=True,
                             timeout=300, check=False)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert planned_jobs(result)["total"] == (80 if configfile else 313)  # the counts of the two tests above
+    assert planned_jobs(result)["total"] == (80 if configfile else 320)  # the counts of the two tests above
     assert "profiles/default" in result.stdout + result.stderr
 
 

@@ -27,6 +27,7 @@ from focalcal.paths import (
     CALIBRATION,
     CHECKPOINT,
     CLAIMS_TABLE,
+    DECODE,
     FIGURES,
     GRADIENT_NORMS,
     HISTORY,
@@ -75,7 +76,12 @@ REMAKE = (
     Remake(f"{RUNS}/*/{GRADIENT_NORMS}", f"{{snakemake}} -f {{run}}/{HISTORY}{{config}}", RECORDS),
     Remake(f"{RUNS}/*/{LOGITS}", FORCE, "rule export_logits re-dumps it from the run's checkpoint; nothing is retrained"),
     Remake(f"{RUNS}/*/{RUN_INFO}", FORCE, "rule export_logits re-writes it from the run's checkpoint; nothing is retrained"),
-    Remake(f"{CALIBRATION}/*", FORCE, "rule calibrate refits the run's calibrators on its logits.npz"),
+    Remake(f"{RUNS}/*/{DECODE}/*", FORCE, "rule decode beam-searches the test set again at its temperature, "
+                                     "from the run's checkpoint; nothing is retrained"),
+    Remake(f"{CALIBRATION}/*/{DECODE}/*", FORCE, "rule decode_calibrated beam-searches the test set again at the "
+                                               "calibrator's fitted temperature; nothing is retrained"),
+    Remake(f"{CALIBRATION}/*", FORCE, "rule calibrate (calibrate_tokens for a translation run) refits the run's "
+                                      "calibrators on its logits.npz (token_logits.npz)"),
     Remake(f"{SEGMENTATION}/*", FORCE, "rule evaluate_segmentation re-scores the run from its checkpoint; "
                                        "nothing is retrained"),
     Remake(f"{TABLES}/*/*.csv", FORCE, "rule paper_table rebuilds it from its study's tidy table"),

@@ -19,7 +19,7 @@ from typing import Any
 
 from focalcal.papers import PAPERS as _PAPERS  # one package per paper (focalcal.papers)
 
-TASKS = ("classification", "segmentation")
+TASKS = ("classification", "segmentation", "translation")
 SUBSET_SUFFIX = "-s"  # "<set>-s": 10 % of each class of the training split (focalcal.data)
 FROM_LOSS = "from_loss"  # a calibrator parameter that takes the run's focal γ (config: gamma: from_loss)
 
@@ -182,6 +182,15 @@ _DATASETS = {
         task="segmentation", loader="focalcal.data.segmentation_folder:load_segmentation_folder", num_classes=2,
         val_size=0.2, test_size=0.2,
         summary="images/ + masks/ PNG folders (prostate MRI/TRUS, Cityscapes with class_map), resized to 224x224"),
+    # mukhoti2020 §5.2: translation corpora (focalcal.data.translation's ParallelCorpus), their
+    # own official train/val/test splits; the classes of a token are the shared vocabulary's pieces.
+    "synthetic-translation": Dataset(
+        task="translation", paper_name="WMT 2014 En-De", stand_in=True,
+        loader="focalcal.data.translation:synthetic_translation",
+        summary="synthetic language pair (word order, agreement, ambiguity), no download"),
+    "WMT14-en-de": Dataset(
+        task="translation", paper_name="WMT 2014 En-De", needs_download=True, loader="focalcal.data.wmt14:wmt14_en_de",
+        summary="WMT 2014 English-German, newstest2013 as val, newstest2014 as test, shared subword vocabulary"),
 }
 
 
@@ -212,6 +221,11 @@ def dataset(name: str) -> Dataset:
         return DATASETS[name]
     except KeyError:
         raise ValueError(f"unknown dataset {name!r}; known: {sorted(DATASETS)}") from None
+
+
+def is_translation(dataset_spec: dict) -> bool:
+    """Whether a config dataset spec is a translation corpus: its runs dump token_logits.npz, not logits.npz."""
+    return dataset(dataset_spec["name"]).task == "translation"
 
 
 def is_segmentation(dataset_spec: dict) -> bool:
@@ -256,6 +270,8 @@ class Model:
     cuda_precision: Precision = CUDA_BF16_CHANNELS_LAST
 
 
+#: Token batches: bf16 autocast (the losses compute in float32 from the logits), no image memory format.
+_TOKEN_BF16 = Precision("bfloat16", "contiguous", "bf16 autocast; token batches are not images")
 _CIFAR = (3, 32, 32)
 _SEGMENTATION_SAMPLE = (3, 64, 64)
 _FACTORIES = "focalcal.models.registry"
@@ -294,6 +310,16 @@ MODELS: dict[str, Model] = {
         paper_name="Tree LSTM", factory="focalcal.models.tree_lstm:BinaryTreeLSTM", sample_shape=(37, 4),
         example="focalcal.models.tree_lstm:example_trees",
         summary="mukhoti2020's SST binary constituency Tree-LSTM (Tai et al. 2015), memory 150; root logits in eval"),
+    # mukhoti2020 §5.2: encoder-decoder Transformers (Vaswani et al. 2017), tied embeddings;
+    # num_classes is the shared vocabulary's size. Not a classifier: no bf16/channels-last default.
+    "transformer-base": Model(
+        task="translation", paper_name="Transformer", factory=f"{_FACTORIES}:transformer_base", sample_shape=(2, 16),
+        summary="Vaswani et al. 2017's Transformer base: 6+6 layers, d_model 512, 8 heads, d_ff 2048, dropout 0.1",
+        cuda_precision=_TOKEN_BF16),
+    "transformer-small": Model(
+        task="translation", paper_name="Transformer", factory=f"{_FACTORIES}:transformer_small", sample_shape=(2, 16),
+        summary="a small Transformer for the synthetic stand-in, trained in about a minute of CPU",
+        cuda_precision=_TOKEN_BF16),
     "unet_small": Model(task="segmentation", factory=f"{_FACTORIES}:unet_small", sample_shape=_SEGMENTATION_SAMPLE,
                         summary="small U-Net for CPU runs"),
     "deeplabv3plus": Model(task="segmentation", paper_name="DeepLabV3+", factory=f"{_FACTORIES}:deeplabv3plus",

@@ -36,12 +36,20 @@ HISTORY = "history.csv"
 RELIABILITY = "train_reliability.csv"
 GRADIENT_NORMS = "train_gradient_norms.csv"
 LOGITS = "logits.npz"
+# A translation run's per-token dump of val/test under teacher forcing (focalcal.translation.token_profile)
+TOKEN_LOGITS = "token_logits.npz"
+DECODE = "decode"  # a translation run's beam-search decodes of its test set, one pair of files per temperature
 RUN_INFO = "run.json"
 STAGED_EXPORT = "staged_export"  # what the training job wrote for the run's next job, before that job publishes it
 # The files of a run's calibration and of a segmentation run's evaluation.
 CALIBRATION_PARAMS = "calibration.json"
 METRICS = "metrics.csv"
 SAMPLES = "samples.npz"
+# The files of a translation run's calibration: the token-level metrics and curves before BLEU
+# joins them, and every temperature's token metrics with its BLEU (the merged sweep).
+TOKEN_METRICS = "token_metrics.csv"
+TOKEN_CURVE = "token_curve.csv"
+TEMPERATURE_SWEEP = "temperature_sweep.csv"
 
 THEORY = "theory"  # the figures folder of the theory figures, which need no runs
 CLAIMS = "claims"
@@ -72,8 +80,40 @@ def run_file(run: str, name: str) -> str:
     return f"{run_dir(run)}/{name}"
 
 
+def token_logits(run: str = RUN_PATTERN) -> str:
+    """A translation run's ``token_logits.npz``: what its token-level calibration reads."""
+    return run_file(run, TOKEN_LOGITS)
+
+
+def translation_decode(run: str = RUN_PATTERN, temperature="{temperature}") -> str:
+    """A translation run's test-set decode at softmax temperature ``temperature`` (BLEU and its
+    sacrebleu signature, JSON); ``temperature`` a number, or a wildcard pattern as it is."""
+    return f"{run_dir(run)}/{DECODE}/T{_temperature(temperature)}.json"
+
+
+def translation_hypotheses(run: str = RUN_PATTERN, temperature="{temperature}") -> str:
+    """The detokenised hypotheses of that decode, one line per test sentence, beside its JSON."""
+    return f"{run_dir(run)}/{DECODE}/T{_temperature(temperature)}.txt"
+
+
+def _temperature(temperature) -> str:
+    """A temperature as its file names write it: two decimals (1 -> "1.00"); a string as it is."""
+    return temperature if isinstance(temperature, str) else f"{float(temperature):.2f}"
+
+
 def calibration_dir(run: str = RUN_PATTERN) -> str:
     return f"{CALIBRATION}/{run}"
+
+
+def calibrated_decode(run: str = RUN_PATTERN, calibrator: str = "{calibrator}") -> str:
+    """The test-set decode of a translation run at the temperature calibrator ``calibrator``
+    fitted on its validation tokens (BLEU after temperature scaling)."""
+    return f"{calibration_dir(run)}/{DECODE}/{calibrator}.json"
+
+
+def calibrated_hypotheses(run: str = RUN_PATTERN, calibrator: str = "{calibrator}") -> str:
+    """The detokenised hypotheses of that decode, one line per test sentence, beside its JSON."""
+    return f"{calibration_dir(run)}/{DECODE}/{calibrator}.txt"
 
 
 def evaluation_dir(run: str = RUN_PATTERN) -> str:

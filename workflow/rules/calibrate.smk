@@ -14,6 +14,8 @@ rule calibrate:
         paths.log("calibrate", RUN),
     benchmark:
         paths.benchmark("calibrate", RUN)
+    wildcard_constraints:
+        dataset=LOGITS_DATASETS,
     group:
         RUN_GROUP
     conda:

@@ -69,6 +69,13 @@ RUN = paths.RUN_PATTERN
 # run's model key says which of the two makes its files.
 TRAINED_MODELS = one_of(PLAN.model_keys(imported=False))
 IMPORTED_MODELS = one_of(PLAN.model_keys(imported=True))
+# The dataset wildcard of the export and calibration rules: a translation corpus's run dumps
+# token_logits.npz (export_token_logits) and is calibrated on its tokens (translation.smk), any
+# other trained run dumps logits.npz (export_logits) and is calibrated on it (calibrate.smk).
+TRANSLATION_DATASETS = one_of({run.dataset for run in PLAN.translation_runs()})
+LOGITS_DATASETS = one_of(
+    {run.dataset for run in PLAN.runs.values() if not run.translation}
+)
 # A dataset's ready marker, the input of every job that reads the data set
 DATA_READY = paths.ready_marker(DATA_ROOT)
 

@@ -29,6 +29,7 @@ rule export_logits:
         paths.benchmark("export_logits", RUN)
     wildcard_constraints:
         model=TRAINED_MODELS,
+        dataset=LOGITS_DATASETS,
     group:
         RUN_GROUP
     conda:
@@ -45,6 +46,44 @@ rule export_logits:
         data_root=lambda wildcards, input: paths.data_root_from_marker(input.data),
     script:
         "../scripts/export_logits.py"
+
+
+# A translation run (mukhoti2020 §5.2): its val/test target tokens under teacher forcing,
+# token_logits.npz (focalcal.translation.token_profile), in place of logits.npz; as
+# export_logits, published from what the training job staged or dumped from the checkpoint.
+rule export_token_logits:
+    input:
+        data=ancient(DATA_READY),
+        run_config=paths.run_file(RUN, paths.RUN_CONFIG),
+        history=paths.run_file(RUN, paths.HISTORY),
+    output:
+        token_logits=update(paths.token_logits(RUN)),
+        info=update(paths.run_file(RUN, paths.RUN_INFO)),
+        token_logits_checksum=update(paths.checksum(paths.token_logits(RUN))),
+        info_checksum=update(paths.checksum(paths.run_file(RUN, paths.RUN_INFO))),
+    log:
+        paths.log("export_token_logits", RUN),
+    benchmark:
+        paths.benchmark("export_token_logits", RUN)
+    wildcard_constraints:
+        model=TRAINED_MODELS,
+        dataset=TRANSLATION_DATASETS,
+    group:
+        RUN_GROUP
+    conda:
+        "../envs/torch.yaml"
+    threads: run_resource("threads")
+    resources:
+        mem_mb=run_resource("mem_mb"),
+        runtime=60,
+        gpu=run_resource("gpu"),
+        gpu_slots=run_resource("gpu_slots"),
+        gres=run_resource("gres"),
+    params:
+        run_dir=lambda wildcards: PLAN.run(wildcards).run_dir,
+        data_root=lambda wildcards, input: paths.data_root_from_marker(input.data),
+    script:
+        "../scripts/export_token_logits.py"
 
 
 rule import_logits:

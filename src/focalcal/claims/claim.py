@@ -67,11 +67,12 @@ def compare_calibrators(evidence: StudyEvidence, losses: Sequence[str], calibrat
 
 
 def compare_with_best(evidence: StudyEvidence, candidate: str, others: Sequence[str], metric: str, calibrator: str | None,
-                      *, bins=None, cls=None, best=min) -> Pairs:
-    """d = metric(candidate) − best(metric of every other loss) on the same unit."""
+                      *, bins=None, cls=None, best=min, datasets=None) -> Pairs:
+    """d = metric(candidate) − best(metric of every other loss) on the same unit (of ``datasets``, if given)."""
     pairs = Pairs()
-    mine = evidence.values(candidate, metric, calibrator, bins, cls=cls)
-    frame = pd.concat({loss: evidence.values(loss, metric, calibrator, bins, cls=cls) for loss in others}, axis=1)
+    mine = evidence.values(candidate, metric, calibrator, bins, cls=cls, datasets=datasets)
+    frame = pd.concat({loss: evidence.values(loss, metric, calibrator, bins, cls=cls, datasets=datasets)
+                       for loss in others}, axis=1)
     frame = frame.dropna()  # a unit counts only where every other loss ran
     if frame.empty:
         return pairs

@@ -8,7 +8,7 @@ CIFAR10-s). Nothing is downloaded unless ``download=True``; a missing dataset ra
 :class:`DatasetNotFoundError` saying which URL to save where.
 """
 
-from ._dataset import RawData, Split, SplitDataset, verify_split
+from ._dataset import ParallelDataset, RawData, Split, SplitDataset, verify_split
 from .augment import apply_augmentation, normalise, random_crop_flip
 from .download import ChecksumError, DatasetNotFoundError
 from .registry import DatasetSpec, available, load, register, spec
@@ -19,6 +19,7 @@ __all__ = [
     "ChecksumError",
     "DatasetNotFoundError",
     "DatasetSpec",
+    "ParallelDataset",
     "RawData",
     "Split",
     "SplitDataset",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -56,6 +57,55 @@ class SplitDataset:
             "input_shape": list(self.input_shape),
             **{key: self.meta[key] for key in keys if key in self.meta},
         }
+
+
+@dataclass(frozen=True)
+class ParallelDataset:
+    """What :func:`focalcal.data.load` returns for a translation corpus: the loader's
+    ``ParallelCorpus`` (:mod:`focalcal.data.translation`) as it is, its official splits kept.
+
+    ``num_classes`` is the shared vocabulary's size (a target token's classes); ``split_hash``
+    fingerprints every split's token ids, so a run can tell its corpus from another on resume.
+    """
+
+    name: str
+    corpus: object
+    split_hash: str
+    meta: dict = field(default_factory=dict)
+
+    @property
+    def num_classes(self) -> int:
+        return len(self.corpus.pieces)
+
+    def sizes(self) -> dict[str, int]:
+        """Sentence pairs per split."""
+        return {split: len(getattr(self.corpus, split).source) for split in ("train", "val", "test")}
+
+    def target_tokens(self) -> dict[str, int]:
+        """Target tokens per split, with the EOS each sentence is trained to end with."""
+        return {split: int(sum(len(y) + 1 for y in getattr(self.corpus, split).target))
+                for split in ("train", "val", "test")}
+
+    def record(self) -> dict:
+        """A JSON-serialisable summary of the corpus (for a run's metadata file and the data marker)."""
+        return {"name": self.name, "split_hash": self.split_hash, "sizes": self.sizes(),
+                "target_tokens": self.target_tokens(), "num_classes": self.num_classes,
+                **{key: self.meta[key] for key in ("dataset", "task", "options") if key in self.meta}}
+
+
+def corpus_hash(corpus) -> str:
+    """sha256 of a parallel corpus's token ids, split by split and sentence by sentence, and its vocabulary."""
+    digest = hashlib.sha256()
+    digest.update("\n".join(corpus.pieces).encode())
+    for split in ("train", "val", "test"):
+        part = getattr(corpus, split)
+        for side in (part.source, part.target):
+            digest.update(f"{split}:{len(side)}".encode())
+            for sentence in side:
+                ids = np.ascontiguousarray(sentence, dtype=np.int64)
+                digest.update(len(ids).to_bytes(8, "little"))
+                digest.update(ids.tobytes())
+    return digest.hexdigest()
 
 
 def verify_split(dataset: SplitDataset, expected_hash: str) -> None:

@@ -35,7 +35,7 @@ import torch
 
 from focalcal import catalog
 
-from ._dataset import RawData, Split, SplitDataset
+from ._dataset import ParallelDataset, RawData, Split, SplitDataset, corpus_hash
 from .splits import fold_indices, per_class_subset, resolve_size, split_hash, split_indices
 
 TASKS = catalog.TASKS
@@ -121,6 +121,25 @@ def spec(name: str) -> DatasetSpec:
                        catalog.resolve_value(entry.fixed_shuffle_seed))
 
 
+def translation_options(entry: DatasetSpec) -> dict:
+    """A translation loader's options and defaults: its parameters but ``root`` and ``download``."""
+    parameters = inspect.signature(entry.loader).parameters.values()
+    return {p.name: p.default for p in parameters if p.name not in ("root", "download")
+            and p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)}
+
+
+def _load_translation(entry: DatasetSpec, root, download: bool, options: dict) -> ParallelDataset:
+    """A translation corpus (its official train/val/test splits), loaded by its catalog loader."""
+    missing = sorted(key for key, value in options.items() if value is inspect.Parameter.empty)
+    if missing:
+        raise ValueError(f"dataset {entry.name!r} needs option(s) {missing}")
+    accepted = inspect.signature(entry.loader).parameters
+    where = {key: value for key, value in (("root", str(root)), ("download", bool(download))) if key in accepted}
+    corpus = entry.loader(**where, **options)
+    meta = {"dataset": entry.name, "task": entry.task, "options": dict(options)}
+    return ParallelDataset(name=entry.name, corpus=corpus, split_hash=corpus_hash(corpus), meta=meta)
+
+
 def _check_fraction(subset_fraction) -> float | None:
     if subset_fraction is None:
         return None
@@ -167,6 +186,17 @@ def _checked_arguments(name, split_seed, subset_fraction, n_folds, fold, options
         fraction = SUBSET_ALIAS_FRACTION
     if isinstance(split_seed, bool) or not isinstance(split_seed, (int, np.integer)) or split_seed < 0:
         raise ValueError(f"split_seed must be a non-negative int, got {split_seed!r}")
+    if entry.task == "translation":  # a corpus of official splits: no split options
+        if split_seed or fraction is not None or n_folds is not None or fold is not None:
+            raise ValueError(f"dataset {entry.name!r} is a translation corpus with official splits; it takes no "
+                             "split_seed, subset_fraction or folds")
+        accepted = translation_options(entry)
+        open_ended = any(p.kind is inspect.Parameter.VAR_KEYWORD
+                         for p in inspect.signature(entry.loader).parameters.values())  # **sizes: the loader checks
+        unknown = sorted(set(options) - set(accepted))
+        if unknown and not open_ended:
+            raise ValueError(f"unknown option(s) {unknown} for dataset {entry.name!r}; accepted: {sorted(accepted)}")
+        return entry, None, None, {**accepted, **options}
     folds = _check_folds(n_folds, fold, entry, options)
     accepted = entry.options()
     unknown = sorted(set(options) - set(accepted))
@@ -222,8 +252,10 @@ def fixed_shuffle_split(n: int, sizes: dict[str, int], seed: int) -> dict[str, n
 
 
 def load(name: str, root: str | Path = "data", split_seed: int = 0, subset_fraction: float | None = None,
-         download: bool = False, n_folds: int | None = None, fold: int | None = None, **options) -> SplitDataset:
-    """Load dataset ``name`` from ``root`` and split it deterministically by ``split_seed``.
+         download: bool = False, n_folds: int | None = None, fold: int | None = None,
+         **options) -> SplitDataset | ParallelDataset:
+    """Load dataset ``name`` from ``root`` and split it deterministically by ``split_seed``; a
+    translation corpus (catalog task "translation") is a :class:`ParallelDataset` of its official splits.
 
     ``download=False`` never touches the network: missing files raise
     :class:`~focalcal.data.download.DatasetNotFoundError` saying which URL (and checksum) to
@@ -231,6 +263,8 @@ def load(name: str, root: str | Path = "data", split_seed: int = 0, subset_fract
     docstring for splits, folds, subsets and options.
     """
     entry, fraction, folds, resolved = _checked_arguments(name, split_seed, subset_fraction, n_folds, fold, options)
+    if entry.task == "translation":
+        return _load_translation(entry, root, download, resolved)
     loader_kwargs = {key: resolved[key] for key in entry.loader_options()}
 
     raw = entry.loader(Path(root), download=bool(download), **loader_kwargs)

@@ -211,6 +211,21 @@ def vgg19_fcn(
     return VGG19FCN(num_classes, head_channels=head_channels, in_channels=in_channels, pretrained=pretrained)
 
 
+def transformer_base(num_classes: int, *, max_length: int | None = None) -> nn.Module:
+    """Vaswani et al. 2017's base Transformer over a shared vocabulary of ``num_classes`` pieces
+    (``max_length``: the longest sequence it embeds; None: the builder's)."""
+    from .transformer import transformer_base as build
+
+    return build(num_classes) if max_length is None else build(num_classes, max_length=max_length)
+
+
+def transformer_small(num_classes: int, *, max_length: int | None = None) -> nn.Module:
+    """The stand-in's small Transformer over a shared vocabulary of ``num_classes`` pieces."""
+    from .transformer import transformer_small as build
+
+    return build(num_classes) if max_length is None else build(num_classes, max_length=max_length)
+
+
 resnet8, resnet20, resnet32, resnet44, resnet56, resnet110 = map(_he_cifar_resnet, (8, 20, 32, 44, 56, 110))
 resnet50 = _bottleneck_resnet([3, 4, 6, 3])
 resnet110_bottleneck = _bottleneck_resnet([3, 4, 26, 3])

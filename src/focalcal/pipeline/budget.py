@@ -11,6 +11,12 @@ seconds over its steps. Older results (no ``schema``) timed 100-batch epochs: th
 time is those seconds over 100, the partial batch then counted as a full step. The plan says
 which of the two, and which GPU, its figures come from.
 
+A translation run (mukhoti2020 §5.2) trains ``recipe.max_steps`` batches of about
+``recipe.max_tokens`` tokens, not epochs of images; ``bench gpu`` does not time it. Its lines
+say its steps, the published cost of such a step (Vaswani et al. 2017 §5.2: 0.4 s per step of
+the base model on 8 P100 GPUs, hence P100 GPU-hours) and the CPU cost measured here
+(:data:`CPU_STEP`, ``python -m bench translation``); it is counted as unmeasured on the GPU.
+
 Only runs whose model and data the benchmark measured get a figure (an architecture on
 CIFAR-10/100); the others, and every run when no figures exist for the GPU asked about, are
 counted and named as unmeasured, never guessed. Evaluation, logit export and calibration are
@@ -33,6 +39,25 @@ LEGACY_TRAIN_IMAGES = 45_000
 NOT_OURS = ("reference", "fp32 none")
 
 
+@dataclass(frozen=True)
+class StepCost:
+    """The cost of one training step of a translation model at ``tokens`` tokens a batch."""
+
+    seconds: float
+    devices: int
+    device: str
+    tokens: int
+    source: str
+
+
+#: Vaswani et al. 2017 §5.2: "each training step took about 0.4 seconds" for the base model on
+#: "one machine with 8 NVIDIA P100 GPUs", batches of about 25,000 source and target tokens.
+PUBLISHED_STEP = {"transformer-base": StepCost(0.4, 8, "NVIDIA P100", 25_000, "Vaswani et al. 2017 §5.2")}
+#: ``python -m bench translation`` (bench/README.md): CPU seconds of one step, one thread.
+CPU_STEP = {"transformer-base": StepCost(677.0, 1, "2-core AMD EPYC (AVX2), 1 thread", 25_000,
+                                         "bench/README.md, python -m bench translation")}
+
+
 @dataclass
 class StudyBudget:
     study: str
@@ -41,6 +66,7 @@ class StudyBudget:
     estimated: int = 0  # of which have a measured figure
     by_architecture: dict[str, dict] = field(default_factory=dict)  # model name -> runs, epochs, hours
     unmeasured: dict[str, int] = field(default_factory=dict)  # "dataset / model" -> runs without a figure
+    steps: dict[str, dict] = field(default_factory=dict)  # translation model name -> runs, steps, tokens a step
 
 
 def load_gpu_results(path) -> dict | None:
@@ -121,7 +147,12 @@ def study_budgets(plan, results: dict | None) -> list[StudyBudget]:
             budget.runs += 1
             model = config["models"][run.model]["name"]
             dataset = config["datasets"][run.dataset]["name"]
-            epochs = int(config["recipes"][run.recipe].get("epochs", Recipe.epochs))
+            recipe = config["recipes"][run.recipe]
+            epochs = int(recipe.get("epochs", Recipe.epochs))
+            if run.translation and recipe.get("max_steps"):
+                entry = budget.steps.setdefault(model, {"runs": 0, "steps": 0, "tokens": recipe.get("max_tokens")})
+                entry["runs"] += 1
+                entry["steps"] += int(recipe["max_steps"])
             if model in per_epoch and dataset in MEASURED_DATASETS:
                 hours = epochs * per_epoch[model] / 3600
                 budget.gpu_hours += hours
@@ -143,12 +174,12 @@ def describe(budgets: list[StudyBudget], results: dict | None, results_path, gpu
     if results is None:
         head = (f"No GPU figures: {results_path} does not exist. Run `python -m bench gpu` on the GPU the "
                 "studies will train on; until then no study's GPU-hours can be stated.")
-        return "\n".join([head] + [f"  {b.study}: {b.runs} training runs, GPU-hours not measured" for b in budgets])
+        return "\n".join([head] + unmeasured_lines(budgets))
     measured = results.get("device", "an unnamed GPU")
     if gpu is not None and gpu.lower() not in measured.lower():
         head = (f"No figures were measured on {gpu}: {results_path} holds {measured}'s "
                 f"(torch {results.get('torch')}, {results.get('date')}). Run `python -m bench gpu` on {gpu}.")
-        return "\n".join([head] + [f"  {b.study}: {b.runs} training runs, GPU-hours not measured" for b in budgets])
+        return "\n".join([head] + unmeasured_lines(budgets))
     lines = [(f"Training budget on {measured}, one run per GPU, from {results_path}: {measurement(results)}, "
               f"measured by `python -m bench gpu` (torch {results.get('torch')}, {results.get('date')}, commit "
               f"{results.get('commit')}):")]
@@ -163,6 +194,7 @@ def describe(budgets: list[StudyBudget], results: dict | None, results_path, gpu
                          "per epoch)")
         for name, count in sorted(budget.unmeasured.items()):
             lines.append(f"    {name}: {count} runs not measured (no figure for this architecture and data)")
+        lines += translation_lines(budget)
     best = None  # (speed-up, runs, how) of the best packing measured
     for how, rates in packing_rows(results).items():
         if 1 in rates and len(rates) > 1:
@@ -175,3 +207,30 @@ def describe(budgets: list[StudyBudget], results: dict | None, results_path, gpu
                      f"trained {speedup:.2f}× the images/s of one: divide by that for GPU-hours with "
                      f"training.runs_per_gpu: {runs}.")
     return "\n".join(lines)
+
+
+def unmeasured_lines(budgets: list[StudyBudget]) -> list[str]:
+    """Each study's runs when no GPU figure applies, with its translation runs' step costs."""
+    lines = []
+    for budget in budgets:
+        lines.append(f"  {budget.study}: {budget.runs} training runs, GPU-hours not measured")
+        lines += translation_lines(budget)
+    return lines
+
+
+def translation_lines(budget: StudyBudget) -> list[str]:
+    """A study's translation runs: their steps, the published GPU cost of a step and the CPU cost measured here."""
+    lines = []
+    for model, entry in sorted(budget.steps.items()):
+        tokens = f"about {entry['tokens']:,} tokens" if entry["tokens"] else "batch_size pairs"
+        line = f"    {model}: {entry['runs']} runs, {entry['steps']:,} steps of {tokens}"
+        published, cpu = PUBLISHED_STEP.get(model), CPU_STEP.get(model)
+        if published is not None:
+            hours = entry["steps"] * published.seconds * published.devices / 3600
+            line += (f"; published: {published.seconds} s per step on {published.devices} {published.device} GPUs "
+                     f"({published.source}), {hours:,.1f} {published.device} GPU-hours")
+        if cpu is not None and cpu.seconds > 0:
+            line += (f"; measured here: {cpu.seconds:,.0f} CPU s per {cpu.tokens:,}-token step on {cpu.device} "
+                     f"({cpu.source}), {entry['steps'] * cpu.seconds / 86400:,.0f} CPU-days")
+        lines.append(line)
+    return lines

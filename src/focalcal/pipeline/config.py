@@ -34,7 +34,7 @@ from typing import Any
 
 import yaml
 
-from focalcal.catalog import is_logits_file, is_segmentation
+from focalcal.catalog import is_logits_file, is_segmentation, is_translation
 
 CONFIG_TABLES = ("datasets", "models", "losses", "recipes", "calibrators")  # the named tables a run's keys point into
 OVERLAID = ("report", "replicates")  # top-level keys a later config file may change (config/examples/)
@@ -265,6 +265,24 @@ def segmentation_keys(config: dict, grid: dict) -> list[str]:
     return [key for key in grid["datasets"] if key in config["datasets"] and is_segmentation(config["datasets"][key])]
 
 
+def translation_keys(config: dict, grid: dict) -> list[str]:
+    return [key for key in grid["datasets"] if key in config["datasets"] and is_translation(config["datasets"][key])]
+
+
+def _token_calibrator_problems(config: dict, grid: dict, where: str) -> list[str]:
+    """A translation grid's calibrators must be fittable on its token profile (uncalibrated, TS by val ECE or NLL)."""
+    from focalcal.pipeline.translation import token_objective
+
+    problems = []
+    for key in grid.get("calibrators", []):
+        if key in config["calibrators"]:
+            try:
+                token_objective(key, {"build": config["calibrators"][key]})
+            except ValueError as error:
+                problems.append(f"{where}.calibrators: {error}")
+    return problems
+
+
 def _check_references(config: dict) -> None:
     problems = []
     for study_key, study in config["studies"].items():
@@ -289,6 +307,15 @@ def _check_references(config: dict) -> None:
             if segmentation and grid.get("calibrators"):
                 problems.append(f"{where}.calibrators: segmentation datasets {segmentation} are evaluated (IoU, Hausdorff "
                                 "distance, pixel ECE), not calibrated; list no calibrators in their grids")
+            translation = translation_keys(config, grid)
+            if translation and (imported or len(translation) != len(grid["datasets"])):
+                problems.append(f"{where}: translation corpora {translation} are trained (no logits_file models) and "
+                                "kept in grids of their own")
+            if translation:
+                problems += _token_calibrator_problems(config, grid, where)
+                if 1.0 not in [float(t) for t in config.get("decode_temperatures", [1.0])]:
+                    problems.append(f"decode_temperatures: {config['decode_temperatures']} lacks 1, the temperature of "
+                                    f"the model as trained, which {where} decodes")
             runs = len(grid["datasets"]) * len(grid["models"]) * len(grid["losses"]) * (
                 grid["folds"] if "folds" in grid else len(grid["seeds"]))
             if runs > MAX_GRID_RUNS:

@@ -109,6 +109,14 @@ def _dataset_problems(where: str, entry: dict, library) -> list[str]:
         spec = library.data.spec(entry["name"])
     except ValueError as error:
         return [f"{where}.name: {error}"]
+    if spec.task == "translation":  # a corpus of official splits: its loader's options only
+        hints = _hints(spec.loader)
+        accepted = {key: (hints.get(key, inspect.Parameter.empty), default)
+                    for key, default in library.data.registry.translation_options(spec).items()}
+        problems = _unknown(where, options, accepted, f"dataset {entry['name']!r}", "option")
+        problems += _type_problems(where, options, accepted)
+        return problems or _refused(where, options,
+                                    lambda: library.data.registry.check_arguments(entry["name"], **options))
     load, hints = inspect.signature(library.data.load).parameters.values(), _hints(library.data.load)
     accepted = {p.name: (hints.get(p.name, p.empty), p.default) for p in load
                 if p.name not in ("name", *WORKFLOW_DATASET_KEYS) and p.kind is not p.VAR_KEYWORD}

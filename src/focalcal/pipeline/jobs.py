@@ -72,7 +72,7 @@ def train(run_identity: dict, execution: dict, run_dir, data_root, threads: int,
         trainer.write_records()
     started = time.process_time()
     staged = trainer.paths.staged_export
-    if trainer.is_classifier:
+    if trainer.exports_logits:  # logits.npz, or a translation run's token_logits.npz
         trainer.export_logits(to=staged)
         record_staging(run_dir, time.process_time() - started)
     else:
@@ -96,6 +96,26 @@ def export_logits(run_dir, data_root, threads: int) -> None:
         print(f"{run_dir}: published the logits the training job staged")
         return
     print(f"{run_dir}: {why_not}; dumping the logits from the checkpoint")
+    import torch
+
+    from focalcal.training import RunConfig, export_run_logits
+
+    config = RunConfig.from_dict(read_json(Path(run_dir) / RUN_CONFIG))
+    torch.set_num_threads(max(1, int(threads)))
+    with _checkpoint_problems(run_dir):
+        export_run_logits(config, run_dir, data_root=str(data_root))
+
+
+def export_token_logits(run_dir, data_root, threads: int) -> None:
+    """A translation run's :func:`export_logits`: publish the staged ``token_logits.npz`` and
+    ``run.json``, or dump them from the finished checkpoint."""
+    from focalcal.training.run_files import publish_staged_token_logits
+
+    why_not = publish_staged_token_logits(run_dir)
+    if not why_not:
+        print(f"{run_dir}: published the token logits the training job staged")
+        return
+    print(f"{run_dir}: {why_not}; dumping the token logits from the checkpoint")
     import torch
 
     from focalcal.training import RunConfig, export_run_logits

@@ -15,7 +15,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from focalcal._io import read_json
-from focalcal.catalog import FROM_LOSS, default_calibrators, focal_gamma, is_logits_file, is_segmentation
+from focalcal.catalog import (
+    FROM_LOSS,
+    default_calibrators,
+    focal_gamma,
+    is_logits_file,
+    is_segmentation,
+    is_translation,
+)
 from focalcal.paths import (
     HISTORY,
     LOGITS,
@@ -24,6 +31,7 @@ from focalcal.paths import (
     RUN_INFO,
     RUN_PATTERN,
     SAMPLES,
+    TOKEN_LOGITS,
     calibration_dir,
     evaluation_dir,
     run_dir,
@@ -59,6 +67,7 @@ class Run:
     n_folds: int | None = None
     segmentation: bool = False
     imported: bool = False
+    translation: bool = False  # a translation corpus: its run dumps token_logits.npz
 
     @property
     def path(self) -> str:
@@ -207,12 +216,19 @@ class Plan:
 
     def logits_targets(self) -> list[str]:
         """Every calibrated run's logits: a deleted logits file is re-dumped by a plain ``snakemake``."""
-        return [f"{run.run_dir}/{LOGITS}" for run in self.calibrated_runs()]
+        return [f"{run.run_dir}/{LOGITS}" for run in self.calibrated_runs() if not run.translation]
+
+    def translation_runs(self) -> list[Run]:
+        return [run for run in self.runs.values() if run.translation]
+
+    def token_logits_targets(self) -> list[str]:
+        """Every translation run's token_logits.npz (a deleted one is re-dumped from the checkpoint)."""
+        return [f"{run.run_dir}/{TOKEN_LOGITS}" for run in self.translation_runs()]
 
     def training_targets(self) -> list[str]:
         """Runs no study calibrates or evaluates: train them."""
         return [f"{run.run_dir}/{HISTORY}" for path, run in self.runs.items()
-                if not self.calibrators[path] and not run.segmentation and not run.imported]
+                if not self.calibrators[path] and not run.segmentation and not run.imported and not run.translation]
 
 
 def build_plan(config: dict) -> Plan:
@@ -227,12 +243,13 @@ def build_plan(config: dict) -> Plan:
             seeds = range(n_folds) if n_folds else grid["seeds"]
             for dataset in grid["datasets"]:
                 segmentation = is_segmentation(config["datasets"][dataset])
+                translation = is_translation(config["datasets"][dataset])
                 for model in grid["models"]:
                     imported = is_logits_file(config["models"][model])
                     for loss in grid["losses"]:
                         for seed in seeds:
                             run = Run(dataset, model, loss, grid.get("recipe", IMPORTED_RECIPE), int(seed), n_folds,
-                                      segmentation, imported)
+                                      segmentation, imported, translation)
                             known = runs.setdefault(run.path, run)
                             if known != run:
                                 raise ConfigError(
@@ -246,10 +263,10 @@ def build_plan(config: dict) -> Plan:
                             chosen = view.runs.setdefault(run, [])
                             chosen.extend(c for c in grid["calibrators"] if c not in chosen)
                             view.grid_of.setdefault(run, grid.get("mirrors", study["mirrors"]))
-        kinds = {run.segmentation for run in view.runs}
+        kinds = {(run.segmentation, run.translation) for run in view.runs}
         if len(kinds) > 1:
-            raise ConfigError(f"studies.{study_key} mixes segmentation and classification runs; split it into two "
-                              "studies (their metrics and tables differ)")
+            raise ConfigError(f"studies.{study_key} mixes segmentation, translation or classification runs; split it "
+                              "into studies of one kind (their metrics and tables differ)")
         studies[study_key] = view
     return Plan(config=config, runs=runs, calibrators=calibrators, studies=studies)
 
@@ -352,7 +369,8 @@ class PlannedRun:
 def planned_runs(config_files, schema=None) -> list[PlannedRun]:
     """Every distinct trained (data set, model, loss, recipe) of ``config_files`` (each a file, or
     a base file and its overlays, merged as Snakemake merges them), seeds and folds
-    aside, from :func:`build_plan`: what the graph-safety check (:mod:`focalcal.training.graph_safety`)
+    aside, from :func:`build_plan` (translation runs excepted: their trainer never captures a
+    step, :mod:`focalcal.training.translation`): what the graph-safety check (:mod:`focalcal.training.graph_safety`)
     and the GPU recipe benchmark step through. ``schema``: validate (and fill defaults)
     with it, which needs jsonschema; without it the files are planned as written."""
     found: dict[str, PlannedRun] = {}
@@ -371,7 +389,7 @@ def planned_runs(config_files, schema=None) -> list[PlannedRun]:
             apply_overlays(config)
         plan = build_plan(config)
         for run in plan.runs.values():
-            if run.imported:
+            if run.imported or run.translation:  # translation: token batches of varying shape, always eager
                 continue
             run_config = plan.run_config(run)
             run_config["dataset"] = {k: v for k, v in run_config["dataset"].items() if k not in ("fold", "n_folds")}

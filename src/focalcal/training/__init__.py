@@ -10,10 +10,11 @@ _EXPORTS = {
     "OptimizerConfig": "config", "Recipe": "config", "RunConfig": "config",
     "evaluate_segmentation": "segmentation_eval",
     "TrainingDiverged": "trainer", "Trainer": "trainer", "export_run_logits": "trainer", "load_finished_run": "trainer",
-    "train_run": "trainer",
+    "train_run": "trainer", "TranslationTrainer": "translation",
 }
 
-__all__ = ["OptimizerConfig", "Recipe", "RunConfig", "Trainer", "TrainingDiverged", "evaluate_segmentation",
+__all__ = ["OptimizerConfig", "Recipe", "RunConfig", "Trainer", "TrainingDiverged", "TranslationTrainer",
+           "evaluate_segmentation",
            "export_run_logits", "load_finished_run", "train_run"]
 
 

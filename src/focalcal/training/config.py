@@ -22,11 +22,18 @@ DEVICES = ("auto", "cpu", "cuda")
 COMPILE_MODES = ("auto", "none", "default", "cudagraphs", "inductor_cudagraphs")
 LOSS_REDUCTIONS = ("mean", "sum", "mean_of_sums")
 SELECTIONS = ("final", "best_val_accuracy")
+# "epoch": lr_milestones / lr_step_every, stepped after each epoch; "inverse_sqrt": Vaswani et
+# al. 2017's warm-up then inverse-square-root decay (eq. 3), stepped after each batch.
+LR_SCHEDULES = ("epoch", "inverse_sqrt")
+PER_BATCH_SCHEDULES = ("inverse_sqrt",)
 # Recipe keys added after runs had been checkpointed, with their defaults: left out of the
 # fingerprint while at the default, so a checkpoint written before they existed (whose run
 # trained with exactly these defaults) still resumes.
 LATER_RECIPE_DEFAULTS = {"loss_reduction": "mean", "grad_clip_norm": None, "gradient_norm_epochs": [],
-                         "select": "final", "embedding_lr": None, "drop_last": False, "flsd_threshold": None}
+                         "select": "final", "embedding_lr": None, "drop_last": False, "flsd_threshold": None,
+                         "lr_schedule": "epoch", "warmup_steps": None, "max_tokens": None,
+                         "max_steps": None}
+LATER_OPTIMIZER_DEFAULTS = {"eps": 1e-8}  # the same, for recipe.optimizer
 
 
 @dataclass
@@ -37,6 +44,7 @@ class OptimizerConfig:
     weight_decay: float = 5e-4
     nesterov: bool = False
     betas: tuple[float, float] = (0.9, 0.999)  # adam only
+    eps: float = 1e-8  # adam only: torch's default; 1e-9 in Vaswani et al. 2017 §5.3
 
 
 @dataclass
@@ -92,6 +100,19 @@ class Recipe:
     # in place of the loss's own first threshold (0.2, mukhoti2020's vision code); None (default):
     # the loss's own. 0.19 in mukhoti2020's released text code. Other losses ignore it.
     flsd_threshold: float | None = None
+    # How the learning rate moves: "epoch" (default) by lr_milestones or lr_step_every after each
+    # epoch; "inverse_sqrt" after each batch, Vaswani et al. 2017 §5.3 (eq. 3):
+    # lr = optimizer.lr · min(step^-0.5, step · warmup_steps^-1.5), step = 1 on the first batch,
+    # with optimizer.lr = d_model^-0.5 for the paper's rate (0.0442 for d_model 512).
+    lr_schedule: str = "epoch"
+    warmup_steps: int | None = None  # "inverse_sqrt" only: 4000 in Vaswani et al. 2017 §5.3
+    # Translation runs: batches of sentence pairs of about this many tokens
+    # (focalcal.data.translation.token_batches; Vaswani et al. 2017 §5.1: about 25,000 source and
+    # 25,000 target tokens), in place of batch_size sentences. None: batch_size sentences.
+    max_tokens: int | None = None
+    # Translation runs: stop after this many batches (Vaswani et al. 2017 §5.2: 100,000 for the
+    # base model), the last epoch then a partial one; ``epochs`` stays the upper bound. None: epochs.
+    max_steps: int | None = None
 
 
 @dataclass
@@ -117,6 +138,9 @@ class RunConfig:
         for key, default in LATER_RECIPE_DEFAULTS.items():
             if settings["recipe"][key] == default:
                 settings["recipe"].pop(key)
+        for key, default in LATER_OPTIMIZER_DEFAULTS.items():
+            if settings["recipe"]["optimizer"][key] == default:
+                settings["recipe"]["optimizer"].pop(key)
         return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]
 
     @classmethod
@@ -177,10 +201,32 @@ class RunConfig:
         if threshold is not None and (isinstance(threshold, bool) or not isinstance(threshold, (int, float))
                                       or not 0 < threshold < 1):
             raise ValueError(f"recipe.flsd_threshold must be a number in (0, 1) or null, got {threshold!r}")
+        _check_choice("recipe.lr_schedule", recipe.lr_schedule, LR_SCHEDULES)
+        if recipe.lr_schedule == "inverse_sqrt":
+            if not _positive_int(recipe.warmup_steps):
+                raise ValueError(f"recipe.lr_schedule = 'inverse_sqrt' needs recipe.warmup_steps, an integer >= 1, "
+                                 f"got {recipe.warmup_steps!r}")
+            if recipe.lr_milestones or recipe.lr_step_every:
+                raise ValueError("recipe.lr_schedule = 'inverse_sqrt' sets the rate of every batch; leave "
+                                 "recipe.lr_milestones and recipe.lr_step_every unset")
+        elif recipe.warmup_steps is not None:
+            raise ValueError(f"recipe.warmup_steps is for recipe.lr_schedule = 'inverse_sqrt', not "
+                             f"{recipe.lr_schedule!r}")
+        if recipe.max_steps is not None and not _positive_int(recipe.max_steps):
+            raise ValueError(f"recipe.max_steps must be an integer >= 1 or null, got {recipe.max_steps!r}")
+        if recipe.max_tokens is not None and not _positive_int(recipe.max_tokens):
+            raise ValueError(f"recipe.max_tokens must be an integer >= 1 or null, got {recipe.max_tokens!r}")
+        eps = recipe.optimizer.eps
+        if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not math.isfinite(eps) or eps <= 0:
+            raise ValueError(f"recipe.optimizer.eps must be a finite number > 0, got {eps!r}")
         for key in ("reliability_epochs", "gradient_norm_epochs"):
             bad = [e for e in getattr(recipe, key) if not 1 <= e <= recipe.epochs]
             if bad:
                 raise ValueError(f"recipe.{key} {bad} outside 1..{recipe.epochs}")
+
+
+def _positive_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
 
 
 def _reject_unknown(raw: dict, cls, where: str) -> None:

@@ -26,13 +26,23 @@ from focalcal._io import (
     read_json,
     verified_bytes,
 )
-from focalcal.paths import CHECKPOINT, GRADIENT_NORMS, HISTORY, LOGITS, RELIABILITY, RUN_INFO, STAGED_EXPORT
+from focalcal.paths import (
+    CHECKPOINT,
+    GRADIENT_NORMS,
+    HISTORY,
+    LOGITS,
+    RELIABILITY,
+    RUN_INFO,
+    STAGED_EXPORT,
+    TOKEN_LOGITS,
+)
 from focalcal.paths import METRICS as SEGMENTATION_METRICS
 from focalcal.paths import SAMPLES as SEGMENTATION_SAMPLES
 
 STAGED_RECORD = "staged"  # run.json key: the staging's cost and settings
 CHECKPOINT_SHA256 = "checkpoint_sha256"  # run.json key: the checkpoint its files were made from
 LOGITS_SHA256 = "logits_sha256"  # run.json key: the logits.npz written with it (focalcal verify pairs them)
+TOKEN_LOGITS_SHA256 = "token_logits_sha256"  # run.json key of a translation run: its token_logits.npz
 
 
 @dataclass
@@ -60,6 +70,10 @@ class RunPaths:
         return self.root / LOGITS
 
     @property
+    def token_logits(self) -> Path:
+        return self.root / TOKEN_LOGITS
+
+    @property
     def info(self) -> Path:
         return self.root / RUN_INFO
 
@@ -78,6 +92,11 @@ def logits_record(logits_path) -> dict:
     """``run.json``'s record of the ``logits.npz`` written with it, so that a logits file from
     another run (or another checkpoint of this one) is told apart."""
     return {LOGITS_SHA256: _sidecar.digest_file(logits_path).sha256}
+
+
+def token_logits_record(path) -> dict:
+    """``run.json``'s record of a translation run's ``token_logits.npz``, as :func:`logits_record`."""
+    return {TOKEN_LOGITS_SHA256: _sidecar.digest_file(path).sha256}
 
 
 def record_staging(run_dir, cpu_s: float, **settings) -> None:
@@ -169,6 +188,12 @@ def publish_staged_export(run_dir) -> str:
     """Publish the staged ``logits.npz`` and ``run.json`` into the run directory (:func:`publish_staged`)."""
     paths = RunPaths(Path(run_dir))
     return publish_staged(run_dir, {LOGITS: paths.logits, RUN_INFO: paths.info})
+
+
+def publish_staged_token_logits(run_dir) -> str:
+    """Publish a translation run's staged ``token_logits.npz`` and ``run.json`` (:func:`publish_staged`)."""
+    paths = RunPaths(Path(run_dir))
+    return publish_staged(run_dir, {TOKEN_LOGITS: paths.token_logits, RUN_INFO: paths.info})
 
 
 def publish_staged_segmentation(run_dir, metrics_path, samples_path, info_path, n_bins: int) -> str:

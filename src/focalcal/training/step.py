@@ -153,10 +153,15 @@ class EpochTotals:
         self.bad_logits.copy_(torch.where(newly_bad, ~torch.isfinite(logits).all(), self.bad_logits))
         self.first_bad.copy_(torch.where(newly_bad, self.batch, self.first_bad))
         self.bad_loss.copy_(torch.where(newly_bad, loss.float(), self.bad_loss))
-        self.loss_sum.add_(loss.double() * targets.shape[0])
+        self.loss_sum.add_(loss.double() * self.rows(targets, ignore_index))
         self.nll_sum.add_(F.cross_entropy(logits.double(), targets, reduction="sum", ignore_index=ignore_index))
         self.correct.add_((logits.argmax(1) == targets).sum())
         self.batch.add_(1)
+
+    @staticmethod
+    def rows(targets: torch.Tensor, ignore_index: int):
+        """What a batch's mean loss is weighed by in ``loss_sum``: its samples (rows of targets)."""
+        return targets.shape[0]
 
     def read(self) -> dict:
         """The totals as Python numbers: the epoch's one read-back."""

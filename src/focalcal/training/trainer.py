@@ -17,13 +17,13 @@ import numpy as np
 import pandas as pd
 import torch
 
+from focalcal import catalog, numerics
 from focalcal import data as data_lib
 from focalcal import losses as loss_lib
 from focalcal import models as model_lib
-from focalcal import numerics
 from focalcal._io import atomic_savez, atomic_torch_save, atomic_write_json, atomic_write_text
 from focalcal.training.checkpoint import foreign_checkpoint, load_checkpoint
-from focalcal.training.config import RunConfig
+from focalcal.training.config import PER_BATCH_SCHEDULES, RunConfig
 from focalcal.training.device import DeviceSetup, choose_device, epoch_seed, seed_everything
 from focalcal.training.diagnostics import (
     IGNORE_INDEX,
@@ -205,10 +205,11 @@ class Trainer:
             row = {"epoch": epoch, "lr": current_lr(self.optimizer)}
             row.update(self.train_one_epoch(epoch))
             row.update(self.evaluate_epoch(epoch))
-            row["weight_norm"] = weight_norm(model_lib.last_layer(self.model))
+            row["weight_norm"] = self.last_layer_weight_norm()
             row["epoch_time_s"] = time.monotonic() - epoch_start
             row["wall_time_s"] = time.monotonic() - wall_start
-            self.scheduler.step()
+            if not steps_per_batch(self.config):  # a per-batch schedule steps in train_one_epoch
+                self.scheduler.step()
             self.history.append(row)
             self.epochs_done = epoch
             self.track_best(row)
@@ -226,6 +227,10 @@ class Trainer:
         if self.stopped_early:
             log(f"[{self.paths.root}] early stop after epoch {self.epochs_done}: best val loss at epoch {self.best['epoch']}")
         return self.history
+
+    def last_layer_weight_norm(self) -> float:
+        """The norm of the layer that maps features to logits (mukhoti2020 Fig 3)."""
+        return weight_norm(model_lib.last_layer(self.model))
 
     @property
     def finished(self) -> bool:
@@ -274,6 +279,8 @@ class Trainer:
             if self.setup.channels_last and inputs.dim() == 4:
                 inputs = inputs.contiguous(memory_format=torch.channels_last)
             self.step.step(inputs, targets)
+            if steps_per_batch(self.config):
+                self.scheduler.step()
             progress.update()
         progress.close()
         # The epoch's one read-back: a non-finite loss stops the run here, naming its first batch
@@ -366,6 +373,15 @@ class Trainer:
         return self.dataset.meta.get("task", "classification") == "classification"
 
     @property
+    def exports_logits(self) -> bool:
+        """Whether the run's next job publishes logits the training job staged (else a segmentation evaluation)."""
+        return self.is_classifier
+
+    def split_sizes(self) -> dict[str, int]:
+        """Samples per split, for ``run.json``."""
+        return {s: int(getattr(self.dataset, s)[1].shape[0]) for s in ("train", "val", "test")}
+
+    @property
     def predicts_training_labels(self) -> bool:
         """Whether the model's eval-mode outputs on the training set line up with its labels: per
         sample or per pixel, but not for a tree model (trained per node, predicting the root)."""
@@ -437,7 +453,7 @@ class Trainer:
             "numerics": numerics.record(),  # what picked the CPU kernels (focalcal.numerics)
             "dataset": self.dataset.record(),
             "num_classes": self.dataset.num_classes,
-            "split_sizes": {s: int(getattr(self.dataset, s)[1].shape[0]) for s in ("train", "val", "test")},
+            "split_sizes": self.split_sizes(),
             "parameters": sum(p.numel() for p in self.model.parameters()),
             "device": self.setup.describe(),
             "compile": self.step.plan.record(),  # the step's mode: asked for, used, and why (a failed capture too)
@@ -457,9 +473,20 @@ class Trainer:
         }
 
 
+def trainer_for(config: RunConfig, run_dir, data_root="data", progress: bool | None = None) -> Trainer:
+    """The run's trainer: :class:`Trainer`, or for a translation corpus its
+    :class:`~focalcal.training.translation.TranslationTrainer` (same loop, checkpoint and health)."""
+    if catalog.is_translation(config.dataset):
+        from focalcal.training.translation import TranslationTrainer
+
+        return TranslationTrainer(config, run_dir, data_root=data_root, progress=progress)
+    return Trainer(config, run_dir, data_root=data_root, progress=progress)
+
+
 def train_run(config: RunConfig, run_dir, data_root="data", progress: bool | None = None, export: bool = True) -> Trainer:
-    """Train (or resume) one run to completion and, by default, dump its logits."""
-    trainer = Trainer(config, run_dir, data_root=data_root, progress=progress)
+    """Train (or resume) one run to completion and, by default, dump its logits (token_logits.npz
+    for a translation run)."""
+    trainer = trainer_for(config, run_dir, data_root=data_root, progress=progress)
     trainer.fit()
     if export:
         trainer.export_logits()
@@ -468,7 +495,7 @@ def train_run(config: RunConfig, run_dir, data_root="data", progress: bool | Non
 
 def load_finished_run(config: RunConfig, run_dir, data_root="data") -> Trainer:
     """A Trainer restored from a finished run's checkpoint (no training), for what reads the model."""
-    trainer = Trainer(config, run_dir, data_root=data_root, progress=False)
+    trainer = trainer_for(config, run_dir, data_root=data_root, progress=False)
     if not trainer.resume_if_possible():
         raise FileNotFoundError(f"no checkpoint at {trainer.paths.checkpoint}; train the run first")
     if not trainer.finished:
@@ -563,7 +590,7 @@ def build_optimizer(model: torch.nn.Module, config: RunConfig, **implementation)
                                nesterov=opt.nesterov, **implementation)
     if opt.name == "adagrad":  # mukhoti2020 App. D's SST recipe (Tai et al. 2015's optimiser)
         return torch.optim.Adagrad(parameters, lr=opt.lr, weight_decay=opt.weight_decay, **implementation)
-    return torch.optim.Adam(parameters, lr=opt.lr, betas=tuple(opt.betas), weight_decay=opt.weight_decay,
+    return torch.optim.Adam(parameters, lr=opt.lr, betas=tuple(opt.betas), eps=opt.eps, weight_decay=opt.weight_decay,
                             **implementation)
 
 
@@ -589,8 +616,28 @@ def _word_vectors(model: torch.nn.Module, config: RunConfig) -> torch.nn.Paramet
     return embedding.weight
 
 
+class InverseSqrt:
+    """Vaswani et al. 2017 eq. 3 without its d_model^-0.5 (that is ``recipe.optimizer.lr``):
+    min(step^-0.5, step · warmup^-1.5), a linear warm-up to step ``warmup``, then 1/sqrt(step).
+    Called by LambdaLR with the batches done so far, so the first batch trains at step 1."""
+
+    def __init__(self, warmup: int) -> None:
+        self.warmup = int(warmup)
+
+    def __call__(self, batches_done: int) -> float:
+        step = batches_done + 1
+        return min(step**-0.5, step * self.warmup**-1.5)
+
+
+def steps_per_batch(config: RunConfig) -> bool:
+    """Whether the run's LR schedule steps after every batch (else after every epoch)."""
+    return config.recipe.lr_schedule in PER_BATCH_SCHEDULES
+
+
 def build_scheduler(optimizer: torch.optim.Optimizer, config: RunConfig):
     recipe = config.recipe
+    if recipe.lr_schedule == "inverse_sqrt":
+        return torch.optim.lr_scheduler.LambdaLR(optimizer, InverseSqrt(recipe.warmup_steps))
     if recipe.lr_step_every:
         return torch.optim.lr_scheduler.StepLR(optimizer, step_size=recipe.lr_step_every, gamma=recipe.lr_decay)
     return torch.optim.lr_scheduler.MultiStepLR(optimizer, milestones=list(recipe.lr_milestones), gamma=recipe.lr_decay)

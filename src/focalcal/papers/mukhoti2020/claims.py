@@ -1,9 +1,12 @@
-"""mukhoti2020's claims (§3 Figs 2-3, §5 Tables 1, 4, Appendix F Table 13), tested on its studies.
+"""mukhoti2020's claims (§3 Figs 2-3, §5 Tables 1, 4, §5.2 Table 3 and Fig 5, Appendix F Table 13),
+tested on its studies.
 
 ECE is the paper's: 15 equal-width bins. "After TS" is temperature scaling with T chosen
 by val ECE on the paper's grid (§5), or by val NLL when the study has only that. The
 baselines of "FLSD-53 … outperforms all the baselines" are the paper's: cross-entropy,
-Brier score, MMCE and label smoothing (§5).
+Brier score, MMCE and label smoothing (§5). The translation claims (§5.2) read a study's
+translation runs only, those with a ``bleu`` row; the training-dynamics claims (§3, §4) leave
+them out.
 """
 
 from __future__ import annotations
@@ -17,6 +20,9 @@ from focalcal.papers.mukhoti2020 import KEY as PAPER
 
 ERROR_MARGIN = 0.01  # ours: "on par" = FL's test error at most 1 point above CE's (the paper gives no margin)
 BINS = 15
+# ours: "around the same temperature" = the grid temperature of the highest test BLEU at most
+# this far from the val-ECE temperature (two steps of the 0.1 grid; the paper gives no margin)
+TEMPERATURE_MARGIN = 0.2
 
 
 def _bins(evidence: StudyEvidence):
@@ -95,7 +101,10 @@ def _history_change(column: str):
         if ce is None or evidence.history is None:
             return NotTestable("needs a cross-entropy run with its per-epoch history")
         pairs, without_drop = Pairs(), []
+        words = _translation_datasets(evidence)
         for unit, path in evidence.runs(ce):
+            if unit[0] in words:
+                continue
             history = evidence.history(path)
             start = _reference_epoch(history)
             if start is None:
@@ -114,9 +123,11 @@ def _weight_norm_end(evidence: StudyEvidence) -> Pairs | NotTestable:
     ce, focal = _ce(evidence), _fixed_focal(evidence)
     if ce is None or not focal or evidence.history is None:
         return NotTestable("needs cross-entropy and fixed-γ focal runs with per-epoch histories")
-    last = {}
+    last, words = {}, _translation_datasets(evidence)
     for loss in [ce, *focal]:
         for unit, path in evidence.runs(loss):
+            if unit[0] in words:
+                continue
             norms = evidence.history(path)["weight_norm"].to_numpy(dtype=float)
             last[(loss, unit)] = norms[-1] if len(norms) and not math.isnan(norms[-1]) else None
     pairs = Pairs()
@@ -124,6 +135,49 @@ def _weight_norm_end(evidence: StudyEvidence) -> Pairs | NotTestable:
         base = last.get((ce, unit))
         if loss != ce and value is not None and base is not None:
             pairs.add(value - base, unit, f"{loss} − {ce}")
+    return pairs
+
+
+def _translation_datasets(evidence: StudyEvidence) -> set[str]:
+    """The study's datasets whose runs were decoded (they have BLEU): its translation runs."""
+    table = evidence.table
+    return set(table.loc[table["metric"] == "bleu", "dataset"])
+
+
+def _translation_losses(evidence: StudyEvidence, accept) -> list[str]:
+    table = evidence.table
+    decoded = set(table.loc[table["metric"] == "bleu", "loss"])
+    return [key for key in evidence.loss_keys(accept) if key in decoded]
+
+
+def _fl1_against_baselines(metric: str, best):
+    """d = metric(FL γ = 1) − best of cross-entropy and label smoothing, the models as trained (T = 1)."""
+    def test(evidence: StudyEvidence) -> Pairs | NotTestable:
+        raw = evidence.calibrator("raw")
+        focal = _translation_losses(evidence, lambda i: i.name == "focal" and i.gamma == 1 and not i.smoothing)
+        baselines = _translation_losses(evidence, lambda i: i.name in ("cross_entropy", "label_smoothing") or (
+            i.name == "focal" and i.gamma == 0 and not i.smoothing))
+        if raw is None or not focal or not baselines:
+            return NotTestable("needs translation runs of focal loss γ = 1 and of cross-entropy or label smoothing, "
+                               "with the uncalibrated model")
+        return compare_with_best(evidence, focal[0], baselines, metric, raw, bins=_bins(evidence) if metric == "ece"
+                                 else None, best=best, datasets=_translation_datasets(evidence))
+    return test
+
+
+def _bleu_peak_near_ece_temperature(evidence: StudyEvidence) -> Pairs | NotTestable:
+    """d = |T of the highest test BLEU − T of the lowest val ECE| per translation run."""
+    raw, ts_ece = evidence.calibrator("raw"), evidence.calibrator("ts_ece")
+    losses = _translation_losses(evidence, lambda i: True)
+    if raw is None or ts_ece is None or not losses:
+        return NotTestable("needs translation runs with the uncalibrated model and temperature scaling by val ECE")
+    pairs = Pairs()
+    datasets = _translation_datasets(evidence)
+    for loss in losses:
+        peak = evidence.values(loss, "bleu_best_temperature", raw, datasets=datasets)
+        lowest = evidence.values(loss, "temperature", ts_ece, datasets=datasets)
+        for unit in peak.index.intersection(lowest.index):
+            pairs.add(abs(float(peak[unit] - lowest[unit])), unit, f"{loss}: |T best BLEU − T lowest val ECE|")
     return pairs
 
 
@@ -168,4 +222,19 @@ CLAIMS = [
           "samples with confidence ≥ 0.99 than cross-entropy.",
           "Appendix F, Table 13", "|S99| share after TS: FL-3 − CE",
           Direction.ABOVE, _versus_ce(_fl3, "s99_share", "post")),
+    Claim("m20-mt-fl-lowest-ece", PAPER,
+          "In machine translation (WMT 2014 En-De, Transformer), focal loss (γ = 1) obtains the lowest test ECE "
+          "of the three models, below cross-entropy and label smoothing (α = 0.1).",
+          "§5.2, Table 3 (pre T)", "token ECE (15 bins) of the model as trained: FL-1 − the lowest of CE and LS",
+          Direction.BELOW, _fl1_against_baselines("ece", min)),
+    Claim("m20-mt-fl-highest-bleu", PAPER,
+          "In machine translation, focal loss (γ = 1) obtains the highest test BLEU of the three models.",
+          "§5.2, Table 3 (pre T)", "test BLEU of beam search at T = 1: FL-1 − the highest of CE and LS",
+          Direction.ABOVE, _fl1_against_baselines("bleu", max)),
+    Claim("m20-mt-bleu-near-low-ece", PAPER,
+          "The translation models obtain the highest BLEU scores at around the same temperatures at which they "
+          "obtain low ECEs.",
+          "§5.2, Fig 5", "|T of the highest test BLEU on the decode grid − T of the lowest val ECE (TS grid)|; "
+          f"'around' = at most {TEMPERATURE_MARGIN:g} (our margin)",
+          Direction.AT_MOST, _bleu_peak_near_ece_temperature, threshold=TEMPERATURE_MARGIN),
 ]

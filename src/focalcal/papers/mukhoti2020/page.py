@@ -1,11 +1,13 @@
 """mukhoti2020 (calibrating with focal loss): Tables 1-13 beside the published numbers, the training
-diagnostics of Figs 1-4 and 10, and Fig 9's test confidences.
+diagnostics of Figs 1-4 and 10, Fig 9's test confidences, and the translation track's Table 3 and
+Fig 5 (:mod:`.translation`).
 
 Its report page; the parts every page has are described in :mod:`focalcal.papers`.
 """
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +17,7 @@ from focalcal import paths
 from focalcal._io import read_csv
 from focalcal.catalog import ROLE_LABELS
 from focalcal.naming import LossInfo, loss_color_key
-from focalcal.papers.mukhoti2020 import confidences, figures
+from focalcal.papers.mukhoti2020 import confidences, figures, translation
 from focalcal.papers.mukhoti2020.labels import mukhoti_name
 from focalcal.plots.style import color_for, status_label
 from focalcal.report import published
@@ -42,7 +44,9 @@ divergence minus γ times the entropy of the prediction; its gradient is that of
 by g(p, γ), which falls below 1 once the true-class probability p exceeds a threshold p0, and γ*(p0)
 follows from the Lambert W function (Fig 4a, Prop 2), motivating the sample-dependent FLSD-53. Focal-loss models are better calibrated (ECE, AdaECE, MCE, NLL) before
 and after temperature scaling, at equal accuracy (Tables 1-12), and keep confident correct predictions
-after scaling (Table 13).
+after scaling (Table 13). In machine translation (§5.2: Transformers on WMT 2014 En-De with cross-entropy,
+label smoothing α = 0.1 and focal loss γ = 1), focal loss gives both the lowest token ECE and the highest
+BLEU, and BLEU peaks near the temperatures of lowest validation ECE (Table 3, Fig 5).
 
 **This page.** Tables show ours (mean over seeds, the chosen temperature in brackets) beside the
 published value of the setting each run stands for; a dash means the paper has no such cell.
@@ -85,6 +89,27 @@ def _in_table(table: int, info: LossInfo) -> bool:
 
 
 def plan(study: StudyView) -> tuple[list[Artifact], list[str]]:
+    """Tables 1-13 and Figs 1-4, 9, 10 from the study's classification runs; Table 3 and Fig 5
+    (§5.2) from its translation runs."""
+    words = [v for v in study.runs if v.run.translation]
+    others = [v for v in study.runs if v not in words]
+    artifacts, notes = [], []
+    if others:
+        artifacts, notes = _classification_plan(_with_runs(study, others))
+    if words:
+        more, more_notes = translation.plan(_with_runs(study, words), words)
+        artifacts, notes = artifacts + more, notes + more_notes
+    return artifacts, notes
+
+
+def _with_runs(study: StudyView, views: list[RunView]) -> StudyView:
+    """The study seen through some of its runs only."""
+    part = copy.copy(study)
+    part.runs = list(views)
+    return part
+
+
+def _classification_plan(study: StudyView) -> tuple[list[Artifact], list[str]]:
     artifacts, notes = [], []
     pre = study.role_key("raw")
     post = study.role_key("ts_ece") or study.role_key("ts_nll")
@@ -359,5 +384,7 @@ def sample_confidences(params: dict, root: Path, study: str):
     return confidences.sample_confidences_figure(signals, labels[chosen], panels, colors=colors)
 
 
-TABLE_BUILDERS = (PaperTable(mukhoti_table, present_mukhoti_table),)
-FIGURE_BUILDERS = (training_reliability, training_curves, training_comparison, gradient_norms, feature_norms, sample_confidences)
+TABLE_BUILDERS = (PaperTable(mukhoti_table, present_mukhoti_table),
+                  PaperTable(translation.table3, translation.present_table3))
+FIGURE_BUILDERS = (training_reliability, training_curves, training_comparison, gradient_norms, feature_norms,
+                   sample_confidences, translation.temperature_sweep)

@@ -1,0 +1,266 @@
+"""A translation run's jobs after training: temperature scaling on its tokens, beam-search decodes
+of its test set at a grid of temperatures, and its metrics.
+
+* :func:`calibrate_tokens` reads the run's ``token_logits.npz``
+  (:mod:`focalcal.translation.token_profile`), fits each temperature-scaling calibrator on the
+  validation tokens over the profile's temperature grid (by val ECE, 15 equal-width bins, or by
+  val NLL) and measures test ECE, NLL and error before and after, per target token. It writes
+  ``calibration.json`` (the fitted temperatures), ``token_metrics.csv`` and ``token_curve.csv``
+  (val and test ECE and NLL at every decode temperature).
+* :func:`decode_run` loads the finished run's model and beam-searches the test set with the
+  softmax at one temperature; it writes the hypotheses (one sentence a line) and a JSON with
+  the corpus BLEU, sacrebleu's signature and the beam settings. :func:`decode_calibrated` does
+  the same at a calibrator's fitted temperature (BLEU after temperature scaling).
+* :func:`translation_metrics` joins them: the run's ``metrics.csv`` (the rows every run's
+  calibration has, plus ``bleu`` per calibrator and ``bleu_best_temperature``), so the study
+  table, the paper tables and the claims read a translation run as any other, and
+  ``temperature_sweep.csv`` (token ECE, NLL and BLEU per decode temperature).
+
+The decode grid is the config's ``decode_temperatures``. Torch-free at import: the Snakefile
+plans with it at parse time.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from focalcal import catalog
+from focalcal._io import atomic_write_json, atomic_write_text, read_csv, read_json
+
+# Beam search as Vaswani et al. 2017 §6.1, the set-up mukhoti2020 §5.2 follows: beam size 4,
+# length penalty alpha = 0.6 (Wu et al. 2016); each sentence at most its source length + 50
+# tokens (focalcal.translation.beam_search.EXTRA_LENGTH).
+BEAM_SIZE = 4
+LENGTH_PENALTY = 0.6
+DECODE_BATCH_SENTENCES = 256  # sentences beam-searched together (memory and speed, not results)
+# The calibrators a token profile supports: role -> the objective of its temperature, fitted on
+# the profile's grid (None: the model as trained, T = 1).
+TOKEN_OBJECTIVES = {"raw": None, "ts_ece": "ece", "ts_nll": "nll"}
+CURVE_COLUMNS = ("temperature", "bins", "val_ece", "val_nll", "test_ece", "test_nll")
+SWEEP_COLUMNS = (*CURVE_COLUMNS, "bleu")
+
+
+def token_objective(key: str, resolved: dict) -> str | None:
+    """The temperature objective of calibrator ``key`` (its resolved spec) on a token profile."""
+    role = catalog.calibrator_role(resolved)
+    if role not in TOKEN_OBJECTIVES:
+        raise ValueError(f"calibrator {key!r} ({catalog.ROLE_LABELS.get(role, role)}) cannot be fitted on a "
+                         f"translation run's token profile; use one of the roles {sorted(TOKEN_OBJECTIVES)}")
+    return TOKEN_OBJECTIVES[role]
+
+
+def _bins_of(ece_bins) -> int:
+    """The bin count of the curves: 15 (mukhoti2020's ECE) when the config reports it, else its first."""
+    bins = [int(b) for b in ece_bins]
+    if not bins:
+        raise ValueError("ece_bins is empty: the token ECE needs a bin count")
+    return 15 if 15 in bins else bins[0]
+
+
+def _mean(values) -> float:
+    import numpy as np
+
+    return float(np.mean(values))
+
+
+def calibrate_tokens(profile_path, calibrators: dict[str, dict], ece_bins, params_path, metrics_path, curve_path,
+                     curve_temperatures) -> list[dict]:
+    """Fit ``calibrators`` (key -> resolved spec) on the val tokens of ``profile_path``; write
+    ``calibration.json``, the test metrics per calibrator and the val/test curves over
+    ``curve_temperatures`` (the config's ``decode_temperatures``). Every value is per target token (top label, padding excluded)."""
+    from focalcal import _sidecar
+    from focalcal.pipeline.calibrate import LOGITS_SHA256, rows_to_csv
+    from focalcal.translation.token_profile import fit_temperature, read_token_profile
+
+    profiles = read_token_profile(profile_path)
+    val, test = profiles["val"], profiles["test"]
+    params: dict[str, object] = {}
+    rows: list[dict] = []
+    error = 1.0 - _mean(test.correct)
+    for key, spec in calibrators.items():
+        objective = token_objective(key, spec)
+        temperature = 1.0 if objective is None else float(fit_temperature(val, objective=objective))
+        params[key] = {"spec": spec, "fitted": {"name": "temperature_scaling", "objective": objective,
+                                                "temperature": temperature, "fitted_on": "val tokens"}}
+        rows.append({"calibrator": key, "metric": "error", "bins": "", "value": error})
+        rows.append({"calibrator": key, "metric": "nll", "bins": "", "value": _mean(test.nll(temperature))})
+        rows += [{"calibrator": key, "metric": "ece", "bins": int(bins), "value": float(test.ece(temperature, n_bins=int(bins)))}
+                 for bins in ece_bins]
+        if objective is not None:
+            rows.append({"calibrator": key, "metric": "temperature", "bins": "", "value": temperature})
+    params[LOGITS_SHA256] = _sidecar.digest_file(profile_path).sha256
+    bins = _bins_of(ece_bins)
+    curve = [{"temperature": float(t), "bins": bins, "val_ece": float(val.ece(t, n_bins=bins)),
+              "val_nll": _mean(val.nll(t)), "test_ece": float(test.ece(t, n_bins=bins)), "test_nll": _mean(test.nll(t))}
+             for t in curve_temperatures]
+    atomic_write_text(json.dumps(params, indent=1, sort_keys=True) + "\n", params_path)
+    atomic_write_text(rows_to_csv(rows), metrics_path)
+    atomic_write_text(rows_to_csv(curve, header=CURVE_COLUMNS), curve_path)
+    return rows
+
+
+# ---------------------------------------------------------------------------- decoding
+
+
+def decode_split(model, sources, references, detokenise, temperature: float, *, beam_size: int = BEAM_SIZE,
+                 length_penalty: float = LENGTH_PENALTY, batch_sentences: int = DECODE_BATCH_SENTENCES):
+    """Beam-search every source sentence (int id arrays, no BOS/EOS) at softmax temperature
+    ``temperature``; return the detokenised hypotheses in input order and their corpus BLEU
+    against ``references`` (:class:`focalcal.translation.bleu.BleuScore`).
+
+    Sentences are batched by length (longest first) and fed as the trainer feeds them (ids + EOS)."""
+    import numpy as np
+    import torch
+
+    from focalcal.data.translation import pad_batch
+    from focalcal.translation.beam_search import beam_search
+    from focalcal.translation.bleu import corpus_bleu
+
+    if not math.isfinite(temperature) or temperature <= 0:
+        raise ValueError(f"temperature must be a positive number, got {temperature!r}")
+    if len(sources) != len(references):
+        raise ValueError(f"{len(sources)} source sentences but {len(references)} references")
+    order = np.argsort([-len(s) for s in sources], kind="stable")
+    device = next(model.parameters()).device
+    hypotheses: list[str | None] = [None] * len(sources)
+    with torch.no_grad():
+        for start in range(0, len(order), batch_sentences):
+            chosen = order[start:start + batch_sentences]
+            source = pad_batch([sources[i] for i in chosen], add_bos=False, add_eos=True).to(device)
+            found = beam_search(model, source, beam_size=beam_size, length_penalty=length_penalty,
+                                temperature=float(temperature))
+            for index, ids in zip(chosen, found, strict=True):
+                hypotheses[int(index)] = detokenise(ids)
+    return hypotheses, corpus_bleu(hypotheses, list(references))
+
+
+def beam_settings(beam_size: int = BEAM_SIZE, length_penalty: float = LENGTH_PENALTY) -> dict:
+    from focalcal.translation.beam_search import EXTRA_LENGTH
+
+    return {"beam_size": beam_size, "length_penalty": length_penalty,
+            "max_length": f"source length + {EXTRA_LENGTH} (EOS included)"}
+
+
+def write_decode(json_path, text_path, hypotheses: list[str], score, temperature: float, settings: dict,
+                 **extra) -> dict:
+    """The hypotheses (one a line, at ``text_path``) and the JSON of their BLEU."""
+    if any("\n" in line for line in hypotheses):
+        raise ValueError("a hypothesis holds a line break; one sentence a line is the hypotheses file's format")
+    atomic_write_text("".join(line + "\n" for line in hypotheses), text_path)
+    record = {"split": "test", "temperature": float(temperature), "bleu": float(score.score),
+              "signature": str(score.signature), "sentences": len(hypotheses), "hypotheses": Path(text_path).name,
+              **settings, **extra}
+    atomic_write_json(record, json_path)
+    return record
+
+
+def _finished_model(run_dir, data_root, threads: int):
+    """The finished run's model and its parallel corpus (sources fed as in training: ids + EOS)."""
+    import torch
+
+    from focalcal.paths import RUN_CONFIG
+    from focalcal.training import RunConfig, load_finished_run
+
+    torch.set_num_threads(max(1, int(threads)))
+    config = RunConfig.from_dict(read_json(Path(run_dir) / RUN_CONFIG))
+    trainer = load_finished_run(config, run_dir, data_root=str(data_root))
+    trainer.use_final_weights()  # the weights its token_logits.npz was dumped from
+    return trainer.model, trainer.corpus
+
+
+def decode_run(run_dir, data_root, temperature: float, json_path, text_path, threads: int = 1) -> dict:
+    """Decode the finished run's test set at ``temperature``; write its hypotheses and BLEU."""
+    model, corpus = _finished_model(run_dir, data_root, threads)
+    hypotheses, score = decode_split(model, corpus.test.source, corpus.test.references, corpus.detokenise,
+                                     float(temperature))
+    return write_decode(json_path, text_path, hypotheses, score, float(temperature), beam_settings())
+
+
+def fitted_temperature(calibration_path, calibrator: str) -> float:
+    """The temperature ``calibrator`` fitted on the val tokens (``calibration.json``)."""
+    params = read_json(calibration_path)
+    if calibrator not in params:
+        raise ValueError(f"{calibration_path} has no calibrator {calibrator!r}; it has "
+                         f"{sorted(k for k in params if not k.startswith('_'))}")
+    return float(params[calibrator]["fitted"]["temperature"])
+
+
+def decode_calibrated(run_dir, data_root, calibration_path, calibrator: str, json_path, text_path,
+                      threads: int = 1) -> dict:
+    """Decode the test set at the temperature ``calibrator`` fitted on the val tokens."""
+    temperature = fitted_temperature(calibration_path, calibrator)
+    model, corpus = _finished_model(run_dir, data_root, threads)
+    hypotheses, score = decode_split(model, corpus.test.source, corpus.test.references, corpus.detokenise, temperature)
+    return write_decode(json_path, text_path, hypotheses, score, temperature, beam_settings(), calibrator=calibrator)
+
+
+# ------------------------------------------------------------------------- the metrics
+
+
+def _bleu(path) -> float:
+    record = read_json(path)
+    if "bleu" not in record:
+        raise ValueError(f"{path} has no BLEU; re-make the decode")
+    return float(record["bleu"])
+
+
+def translation_metrics(token_metrics_path, curve_path, decodes: dict, calibrated: dict, metrics_path,
+                        sweep_path) -> None:
+    """The run's ``metrics.csv`` and ``temperature_sweep.csv``.
+
+    ``decodes``: decode temperature -> its JSON (the grid; it holds T = 1);
+    ``calibrated``: calibrator key -> the JSON of its decode at its fitted temperature, or
+    None for the uncalibrated model (its BLEU is the T = 1 decode's). Each calibrator gets a
+    ``bleu`` row; every one also gets ``bleu_best_temperature``, the grid temperature of the
+    highest test BLEU (the same for all: the model's, not the calibrator's).
+    """
+    import pandas as pd
+
+    from focalcal.pipeline.calibrate import rows_to_csv
+
+    bleu = {round(float(t), 6): _bleu(path) for t, path in decodes.items()}
+    if 1.0 not in bleu:
+        raise ValueError(f"the decode grid {sorted(bleu)} lacks T = 1, the BLEU of the model as trained")
+    metrics = read_csv(token_metrics_path, dtype={"calibrator": str, "metric": str})
+    best = max(sorted(bleu), key=lambda t: bleu[t])  # the lowest temperature among ties
+    rows = metrics.to_dict("records")
+    for key in dict.fromkeys(metrics["calibrator"]):
+        if key not in calibrated:
+            raise ValueError(f"{token_metrics_path} has calibrator {key!r} but no decode for it was given")
+        path = calibrated[key]
+        rows.append({"calibrator": key, "metric": "bleu", "bins": "", "value": bleu[1.0] if path is None else _bleu(path)})
+        rows.append({"calibrator": key, "metric": "bleu_best_temperature", "bins": "", "value": float(best)})
+    for row in rows:
+        bins = row["bins"]
+        row["bins"] = "" if bins == "" or pd.isna(bins) else int(bins)
+    curve = read_csv(curve_path)
+    temperatures = [round(float(t), 6) for t in curve["temperature"]]
+    missing = sorted(set(bleu) - set(temperatures))
+    if missing:
+        raise ValueError(f"{curve_path} has no token metrics at decode temperature(s) {missing}; re-make it")
+    curve["bleu"] = [bleu.get(t, math.nan) for t in temperatures]
+    curve = curve[[t in bleu for t in temperatures]]
+    atomic_write_text(rows_to_csv(rows), metrics_path)
+    atomic_write_text(rows_to_csv(curve.to_dict("records"), header=SWEEP_COLUMNS), sweep_path)
+
+
+# ---------------------------------------------------------------------------- the plan
+
+
+def calibrated_decodes(plan, run) -> dict[str, str | None]:
+    """Calibrator key -> the JSON of the run's decode at its fitted temperature (None for the
+    uncalibrated model, whose BLEU is the T = 1 decode's), for every calibrator the plan gives it."""
+    from focalcal.paths import calibrated_decode
+
+    return {key: None if token_objective(key, spec) is None else calibrated_decode(run.path, key)
+            for key, spec in plan.calibrators[run.path].items()}
+
+
+def grid_decodes(run_path: str, temperatures) -> dict[float, str]:
+    """Decode temperature -> the JSON of the run's test decode at it, over ``temperatures`` (the
+    config's ``decode_temperatures``)."""
+    from focalcal.paths import translation_decode
+
+    return {float(t): translation_decode(run_path, t) for t in temperatures}

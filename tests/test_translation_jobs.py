@@ -1,0 +1,136 @@
+"""The translation jobs: token-level temperature scaling against the full logits, and a decode's
+BLEU against sacrebleu on its own output."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from focalcal import metrics
+from focalcal._io import read_csv
+from focalcal.calibration.temperature import MUKHOTI_TEMPERATURES
+from focalcal.pipeline.translation import calibrate_tokens
+from focalcal.translation.token_profile import profile_from_logits, write_token_profile
+
+VOCAB = 40
+CURVE = (0.8, 1.0, 1.25, 2.5)  # decode temperatures: on the token grid, its 0.05 steps too
+ROLES = {"uncalibrated": {"build": {"name": "identity"}},
+         "ts_ece": {"build": {"name": "temperature_scaling", "objective": "ece", "temperatures": "mukhoti", "n_bins": 15}},
+         "ts_nll": {"build": {"name": "temperature_scaling", "objective": "nll"}}}
+
+
+def _split(generator, n_tokens: int, sharpness: float):
+    """Overconfident logits (scaled by ``sharpness``) whose labels are right about 60 % of the time."""
+    logits = torch.randn(n_tokens, VOCAB, generator=generator, dtype=torch.float64)
+    labels = logits.argmax(1).clone()
+    wrong = torch.rand(n_tokens, generator=generator) < 0.4
+    labels[wrong] = torch.randint(0, VOCAB, (int(wrong.sum()),), generator=generator)
+    return (logits * sharpness).float(), labels, torch.arange(n_tokens) // 7
+
+
+@pytest.fixture(scope="module")
+def splits():
+    generator = torch.Generator().manual_seed(3)
+    return {"val": _split(generator, 3000, 8.0), "test": _split(generator, 2500, 8.0)}
+
+
+def _independent(logits, labels, temperature: float):
+    """(ECE 15 bins, mean NLL) of the full softmax at ``temperature``, from the (N, V) logits."""
+    log_p = torch.log_softmax(logits.double() / temperature, dim=1)
+    nll = float(-log_p.gather(1, labels[:, None]).mean())
+    return metrics.ece(log_p.exp().numpy(), labels.numpy(), n_bins=15), nll
+
+
+def test_token_calibration_equals_the_full_logits(tmp_path, splits):
+    profile = tmp_path / "token_logits.npz"
+    write_token_profile(profile, *(profile_from_logits(*splits[s]) for s in ("val", "test")))
+    out = {name: tmp_path / name for name in ("calibration.json", "metrics.csv", "curve.csv")}
+    calibrate_tokens(profile, ROLES, [10, 15], out["calibration.json"], out["metrics.csv"], out["curve.csv"], CURVE)
+
+    # T of each objective: the first minimiser over the paper's grid, scanned on the full val logits
+    val_logits, val_labels, _ = splits["val"]
+    scores = np.array([_independent(val_logits, val_labels, t) for t in MUKHOTI_TEMPERATURES])
+    expected_t = {"ts_ece": MUKHOTI_TEMPERATURES[np.argmin(scores[:, 0])],
+                  "ts_nll": MUKHOTI_TEMPERATURES[np.argmin(scores[:, 1])], "uncalibrated": 1.0}
+    assert expected_t["ts_ece"] > 1.5  # the fixture is overconfident: TS has work to do
+    fitted = json.loads(out["calibration.json"].read_text())
+    assert {k: fitted[k]["fitted"]["temperature"] for k in ROLES} == pytest.approx(expected_t)
+
+    test_logits, test_labels, _ = splits["test"]
+    table = read_csv(out["metrics.csv"])
+    table["bins"] = table["bins"].fillna(0).astype(int)
+    for key, t in expected_t.items():
+        rows = table[table["calibrator"] == key].set_index(["metric", "bins"])["value"]
+        ece, nll = _independent(test_logits, test_labels, t)
+        assert rows["ece", 15] == pytest.approx(ece, abs=1e-9)
+        assert rows["ece", 10] == pytest.approx(metrics.ece(torch.softmax(test_logits.double() / t, 1).numpy(),
+                                                            test_labels.numpy(), n_bins=10), abs=1e-9)
+        assert rows["nll", 0] == pytest.approx(nll, rel=1e-9)
+        assert rows["error", 0] == pytest.approx(float((test_logits.argmax(1) != test_labels).double().mean()))
+        assert ("temperature", 0) in rows.index if key != "uncalibrated" else ("temperature", 0) not in rows.index
+    ece_raw = table[(table["calibrator"] == "uncalibrated") & (table["metric"] == "ece") & (table["bins"] == 15)]
+    ece_ts = table[(table["calibrator"] == "ts_ece") & (table["metric"] == "ece") & (table["bins"] == 15)]
+    assert float(ece_ts["value"].iloc[0]) < float(ece_raw["value"].iloc[0]) - 0.05
+
+    curve = read_csv(out["curve.csv"])
+    assert list(curve["temperature"]) == pytest.approx(list(CURVE))
+    for row in curve.itertuples():
+        assert (row.val_ece, row.val_nll) == pytest.approx(_independent(val_logits, val_labels, row.temperature), abs=1e-9)
+        assert (row.test_ece, row.test_nll) == pytest.approx(_independent(test_logits, test_labels, row.temperature),
+                                                             abs=1e-9)
+
+
+def test_a_calibrator_a_token_profile_cannot_fit_is_refused_by_its_key(tmp_path, splits):
+    profile = tmp_path / "token_logits.npz"
+    write_token_profile(profile, *(profile_from_logits(*splits[s]) for s in ("val", "test")))
+    psi = {"psi": {"build": {"name": "psi", "gamma": 1.0}}}
+    with pytest.raises(ValueError, match=r"calibrator 'psi' \(Ψ\^γ\) cannot be fitted on a translation run's token "
+                                         r"profile; use one of the roles \['raw', 'ts_ece', 'ts_nll'\]"):
+        calibrate_tokens(profile, psi, [15], tmp_path / "c.json", tmp_path / "m.csv", tmp_path / "k.csv", CURVE)
+    assert not (tmp_path / "c.json").exists()
+    with pytest.raises(ValueError, match=r"temperature 1.23 is not on the profile's grid"):
+        calibrate_tokens(profile, ROLES, [15], tmp_path / "c.json", tmp_path / "m.csv", tmp_path / "k.csv", (1.0, 1.23))
+
+
+# -------------------------------------------------------------------------------- decoding
+
+def test_a_decode_of_a_trained_run_writes_sacrebleus_bleu_of_its_own_hypotheses(tmp_path):
+    from sacrebleu.metrics import BLEU
+
+    from focalcal.data.translation import pad_batch
+    from focalcal.pipeline.translation import BEAM_SIZE, LENGTH_PENALTY, decode_run
+    from focalcal.training import RunConfig, load_finished_run, train_run
+    from focalcal.translation.beam_search import beam_search
+
+    # a small vocabulary, so that four epochs (about 10 s) translate some n-grams right
+    config = RunConfig.from_dict({
+        "dataset": {"name": "synthetic-translation", "n_train": 600, "n_val": 20, "n_test": 30, "seed": 0,
+                    "n_nouns": 4, "n_adjectives": 2, "n_verbs": 3},
+        "model": {"name": "transformer-small"}, "loss": {"name": "focal", "gamma": 1},
+        "recipe": {"epochs": 4, "max_tokens": 300, "lr_schedule": "inverse_sqrt", "warmup_steps": 30,
+                   "optimizer": {"name": "adam", "lr": 0.01, "betas": [0.9, 0.98], "eps": 1e-9, "weight_decay": 0.0}},
+        "seed": 0, "device": "cpu"})
+    run_dir, data_root = tmp_path / "run", tmp_path / "data"
+    torch.set_num_threads(1)
+    train_run(config, run_dir, data_root=data_root, progress=False, export=False)
+    (run_dir / "run_config.json").write_text(json.dumps(config.to_dict()))
+
+    record = decode_run(run_dir, data_root, 1.2, tmp_path / "T1.20.json", tmp_path / "T1.20.txt", threads=1)
+    assert json.loads((tmp_path / "T1.20.json").read_text()) == record
+    hypotheses = (tmp_path / "T1.20.txt").read_text().split("\n")[:-1]
+    corpus = load_finished_run(config, run_dir, data_root=data_root).corpus
+    assert len(hypotheses) == record["sentences"] == 30
+    metric = BLEU()
+    score = metric.corpus_score(hypotheses, [list(corpus.test.references)])
+    assert record["bleu"] == pytest.approx(score.score, abs=1e-12) and record["signature"] == str(metric.get_signature())
+    assert 0 < record["bleu"] < 100  # a model that translates some n-grams right, not all
+    assert (record["temperature"], record["beam_size"], record["length_penalty"]) == (1.2, BEAM_SIZE, LENGTH_PENALTY)
+    # length-sorted batches keep each hypothesis with its source: as one sentence decoded alone
+    model = load_finished_run(config, run_dir, data_root=data_root).model
+    for index in (0, 7, 29):
+        alone = beam_search(model, pad_batch([corpus.test.source[index]], add_bos=False, add_eos=True), BEAM_SIZE,
+                            LENGTH_PENALTY, 1.2)
+        assert hypotheses[index] == corpus.detokenise(alone[0])

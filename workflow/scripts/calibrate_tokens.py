@@ -1,0 +1,15 @@
+"""Rule calibrate_tokens: fit temperature scaling on a translation run's val tokens, measure on its test tokens."""
+
+from focalcal.pipeline.joblog import logged
+from focalcal.pipeline.translation import calibrate_tokens
+
+with logged(snakemake.log[0]):
+    calibrate_tokens(
+        snakemake.input.profile,
+        snakemake.params.calibrators,
+        snakemake.params.ece_bins,
+        snakemake.output.params,
+        snakemake.output.metrics,
+        snakemake.output.curve,
+        snakemake.params.temperatures,
+    )

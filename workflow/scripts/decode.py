@@ -1,0 +1,26 @@
+"""Rules decode and decode_calibrated: beam-search a finished translation run's test set at one
+temperature (the wildcard's, or the one a calibrator fitted) and score it with BLEU."""
+
+from focalcal.pipeline.joblog import logged
+from focalcal.pipeline.translation import decode_calibrated, decode_run
+
+with logged(snakemake.log[0]):
+    if snakemake.rule == "decode_calibrated":
+        decode_calibrated(
+            snakemake.params.run_dir,
+            snakemake.params.data_root,
+            snakemake.input.calibration,
+            snakemake.wildcards.calibrator,
+            snakemake.output.result,
+            snakemake.output.hypotheses,
+            snakemake.threads,
+        )
+    else:
+        decode_run(
+            snakemake.params.run_dir,
+            snakemake.params.data_root,
+            snakemake.params.temperature,
+            snakemake.output.result,
+            snakemake.output.hypotheses,
+            snakemake.threads,
+        )
