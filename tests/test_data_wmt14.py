@@ -111,23 +111,24 @@ def test_the_corpus_from_archives_in_the_real_format(tmp_path, mirror):
 
 def test_the_vocabulary_is_trained_once_and_keyed_by_its_inputs(tmp_path, mirror, monkeypatch):
     root = tmp_path / "data"
+    trained = []
+    real_training = wmt14.train_vocabulary
+    monkeypatch.setattr(wmt14, "train_vocabulary", lambda *args: trained.append(args[2]) or real_training(*args))
     first = wmt14.wmt14_en_de(root, vocab_size=60, download=True)
-    models = sorted(p.name for p in (root / wmt14.FOLDER).glob("spm-*.model"))
-    assert len(models) == 1
-
-    def refuse(*args, **kwargs):
-        raise AssertionError("the cached vocabulary was trained again")
-
-    monkeypatch.setattr(wmt14, "train_vocabulary", refuse)
     again = wmt14.wmt14_en_de(root, vocab_size=60)
+    assert trained == [60]
     assert again.pieces == first.pieces and again.test.references == first.test.references
     assert all(np.array_equal(a, b) for a, b in zip(again.train.target, first.train.target))
-    monkeypatch.undo()
-    other = dict(wmt14.ARCHIVES)
-    assert wmt14.fingerprint(60, 250) != wmt14.fingerprint(70, 250) != wmt14.fingerprint(60, 100)
-    other["dev"] = RemoteFile(other["dev"].url, "dev.tgz", sha256="0" * 64)
-    monkeypatch.setattr(wmt14, "ARCHIVES", other)
-    assert wmt14.fingerprint(60, 250) != models[0][4:-6]
+    shorter = wmt14.wmt14_en_de(root, vocab_size=60, max_pieces=12)  # re-encoded with the same vocabulary
+    assert trained == [60] and shorter.pieces == first.pieces and len(shorter.train) < len(first.train)
+    wmt14.wmt14_en_de(root, vocab_size=70)
+    assert trained == [60, 70]
+    assert len(list((root / wmt14.FOLDER).glob("spm-*.model"))) == 2
+    before = wmt14.fingerprint(60)
+    archives = dict(wmt14.ARCHIVES)
+    archives["dev"] = RemoteFile(archives["dev"].url, "dev.tgz", sha256="0" * 64)
+    monkeypatch.setattr(wmt14, "ARCHIVES", archives)
+    assert wmt14.fingerprint(60) != before
 
 
 def test_a_corrupt_archive_is_refused_by_name(tmp_path, mirror):

@@ -71,6 +71,21 @@ def test_one_embedding_serves_source_target_and_output(model):
     assert (after[..., row] - before[..., row]).abs().min() > 1e-3
 
 
+def test_one_step_with_the_cache_equals_decoding_the_whole_prefix(model):
+    source, target_in = _batch()
+    memory, padding = model.encode(source)
+    full = model.decode(memory, padding, target_in)
+    cache = None
+    for t in range(target_in.shape[1]):
+        logits, cache = model.decode_step(memory, padding, target_in[:, : t + 1], cache)
+        real = target_in[:, t] != 0  # a PAD position's logits are nobody's prediction
+        assert torch.allclose(logits[real], full[real, t], atol=1e-5), t
+        assert [c.shape for c in cache] == [(2, t + 1, 32)] * 2
+    model.train()
+    with pytest.raises(ValueError, match="eval mode only"):
+        model.decode_step(memory, padding, target_in[:, :1])
+
+
 def test_embeddings_are_scaled_and_positioned_as_vaswani(model):
     tokens = torch.tensor([[5, 6, 7]])
     expected = model.embedding.weight[tokens] * math.sqrt(32) + sinusoidal_positions(20, 32)[:3]

@@ -93,6 +93,13 @@ def test_max_length_forces_eos():
     assert len(beam_search(loop, SOURCE, beam_size=2, max_length=6)[0]) <= 5
 
 
+def test_a_beam_wider_than_the_live_extensions_ends_at_the_limit():
+    # 5 tokens besides EOS, PAD and BOS: a beam of 6 keeps dead beams from the first step on
+    assert beam_search(GARDEN_PATH, SOURCE, beam_size=6, length_penalty=0.0, max_length=1) == [[]]
+    for max_length in (2, 3, 5):
+        assert beam_search(GARDEN_PATH, SOURCE, beam_size=6, length_penalty=0.0, max_length=max_length) == [[B]]
+
+
 @pytest.fixture(scope="module")
 def transformer():
     """A random Transformer whose EOS embedding is scaled up, so that some sentences end early."""

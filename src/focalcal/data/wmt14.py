@@ -17,7 +17,8 @@ The vocabulary: one sentencepiece BPE model over the English and German training
 (Vaswani: "a shared source-target vocabulary of about 37000 tokens"), ids 0-3 PAD, BOS,
 EOS, UNK. It is trained once and cached beside the data as ``spm-<fingerprint>.model``, the
 fingerprint hashing the archives' checksums and every training option, so changing either
-trains a new one; the encoded splits are cached under the same fingerprint.
+trains a new one; the encoded splits are cached under the same fingerprint and ``max_pieces``.
+Cached files are read only after their checksum sidecars match.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ import tarfile
 from pathlib import Path
 
 import numpy as np
+
+from focalcal._io import verified_bytes
 
 from .download import DatasetNotFoundError, fetch, manual_download_hint, verify_checksum
 from .sources import RemoteFile
@@ -147,14 +150,13 @@ def _archives(folder: Path, download: bool) -> dict[str, Path]:
     return paths
 
 
-def fingerprint(vocab_size: int, max_pieces: int) -> str:
+def fingerprint(vocab_size: int) -> str:
     """sha256 (first 16 hex digits) of the archives' checksums and the vocabulary's options."""
     import sentencepiece
 
     record = {
         "archives": {name: remote.checksum for name, remote in sorted(ARCHIVES.items())},
         "vocab_size": vocab_size,
-        "max_pieces": max_pieces,
         "options": SPM_OPTIONS,
         "seed": SPM_SEED,
         "sentencepiece": sentencepiece.__version__,
@@ -249,9 +251,9 @@ def wmt14_en_de(
     if isinstance(max_pieces, bool) or not isinstance(max_pieces, int) or max_pieces < 1:
         raise ValueError(f"max_pieces must be a positive integer, got {max_pieces!r}")
     folder = Path(root) / FOLDER
-    key = fingerprint(vocab_size, max_pieces)
+    key = fingerprint(vocab_size)
     model_path = folder / f"spm-{key}.model"
-    split_paths = {name: folder / f"encoded-{key}-{name}.npz" for name in ("train", "val", "test")}
+    split_paths = {name: folder / f"encoded-{key}-max{max_pieces}-{name}.npz" for name in ("train", "val", "test")}
     if not (model_path.exists() and all(p.exists() for p in split_paths.values())):
         archives = _archives(folder, download)
         train_pairs = [_pair(archives[name], members) for name, members in TRAIN_MEMBERS.items()]
@@ -259,7 +261,7 @@ def wmt14_en_de(
         german = [s for pair in train_pairs for s in pair[1]]
         if not model_path.exists():
             train_vocabulary(english + german, model_path, vocab_size)
-        processor = sentencepiece.SentencePieceProcessor(model_proto=model_path.read_bytes())
+        processor = sentencepiece.SentencePieceProcessor(model_proto=verified_bytes(model_path))
         val = _pair(archives["dev"], VAL_MEMBERS)
         test = _pair(archives["dev"], TEST_MEMBERS, sgm=True)
         splits = {
@@ -269,7 +271,7 @@ def wmt14_en_de(
         }
         for name, split in splits.items():
             _save_split(split_paths[name], split)
-    processor = sentencepiece.SentencePieceProcessor(model_proto=model_path.read_bytes())
+    processor = sentencepiece.SentencePieceProcessor(model_proto=verified_bytes(model_path))
     pieces = tuple(processor.id_to_piece(i) for i in range(processor.get_piece_size()))
 
     def detokenise(ids) -> str:

@@ -108,6 +108,40 @@ class Transformer(nn.Module):
         )
         return F.linear(hidden, self.embedding.weight)
 
+    def decode_step(
+        self,
+        memory: torch.Tensor,
+        source_padding_mask: torch.Tensor,
+        target_in: torch.Tensor,
+        cache: list[torch.Tensor] | None = None,
+    ) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """Logits (B, V) after the last token of ``target_in``, and the cache for the next step.
+
+        The same as ``decode(...)[:, -1]`` in eval mode, computing only the last position: in a
+        post-norm decoder a layer's output at position t depends on that layer's inputs at
+        positions <= t alone, so ``cache`` keeps each layer's inputs (B, t, d_model) of the
+        earlier positions (None at the first step). Beam search reorders it with the beams.
+        """
+        if self.training:
+            raise ValueError("decode_step runs in eval mode only (dropout off); call model.eval() first")
+        position = target_in.shape[1] - 1
+        if position >= self.max_length:
+            raise ValueError(f"a sequence of {position + 1} tokens exceeds max_length={self.max_length}")
+        x = self.embedding(target_in[:, -1:]) * math.sqrt(self.d_model) + self.positions[position]
+        layers = self.decoder.layers
+        cache = [None] * len(layers) if cache is None else cache
+        updated = []
+        for layer, past in zip(layers, cache):
+            keys = x if past is None else torch.cat([past, x], dim=1)
+            updated.append(keys)
+            x = layer.norm1(x + layer.self_attn(x, keys, keys, need_weights=False)[0])
+            attended = layer.multihead_attn(
+                x, memory, memory, key_padding_mask=source_padding_mask, need_weights=False
+            )[0]
+            x = layer.norm2(x + attended)
+            x = layer.norm3(x + layer.linear2(layer.activation(layer.linear1(x))))
+        return F.linear(x[:, 0], self.embedding.weight), updated
+
     def forward(self, source: torch.Tensor, target_in: torch.Tensor) -> torch.Tensor:
         memory, padding = self.encode(source)
         return self.decode(memory, padding, target_in)

@@ -5,14 +5,16 @@ Each step scores a hypothesis's next token by log softmax(z / T); a finished hyp
 lp(Y) = ((5 + |Y|) / 6)^α, which Vaswani et al. 2017 §6.1 use with beam 4 and α = 0.6.
 Which hypotheses finish follows fairseq's sequence generator: of the 2K best extensions of a
 sentence's K beams, an EOS among the best K finishes a hypothesis, the best K others carry
-on, and a sentence is done once K hypotheses have finished. So beam size 1 is exactly greedy
+on, and a sentence is done once K hypotheses have finished (or at its length limit). So beam size 1 is exactly greedy
 decoding. A sentence's output is at most ``max_length`` tokens, EOS included: at that length
 EOS is forced (default length: the source's plus 50, Vaswani §6.1, capped by the model's
 positions). PAD and BOS are never generated; the other tokens keep their probabilities.
 
 ``model`` is anything with ``encode(source) -> (memory, source_padding_mask)`` and
 ``decode(memory, source_padding_mask, target_in) -> logits (B, T, V)``
-(:class:`~focalcal.models.transformer.Transformer`); each step re-decodes the whole prefix.
+(:class:`~focalcal.models.transformer.Transformer`). A model with ``decode_step`` (the
+Transformer's) computes only the new position at each step from its cache; otherwise each
+step re-decodes the whole prefix.
 """
 
 from __future__ import annotations
@@ -55,11 +57,15 @@ def _limits(model, source: torch.Tensor, max_length) -> torch.Tensor:
     return limits.clamp(max=cap).cpu() if cap is not None else limits.cpu()
 
 
-def _next_log_probs(model, memory, padding, tokens, temperature: float) -> torch.Tensor:
-    logits = model.decode(memory, padding, tokens)[:, -1]
+def _next_log_probs(model, memory, padding, tokens, temperature: float, cache):
+    """(log softmax(z / T) of the next token (rows, V), the decoder's cache or None)."""
+    if hasattr(model, "decode_step"):
+        logits, cache = model.decode_step(memory, padding, tokens, cache)
+    else:
+        logits = model.decode(memory, padding, tokens)[:, -1]
     log_probs = F.log_softmax(logits.float() / temperature, dim=-1)
     log_probs[:, [PAD_ID, BOS_ID]] = -math.inf  # never generated (as fairseq's PAD)
-    return log_probs
+    return log_probs, cache
 
 
 @torch.no_grad()
@@ -95,9 +101,9 @@ def _search(model, source, beam_size: int, alpha: float, temperature: float, lim
     scores[:, 0] = 0.0  # one live beam at the start: the others would repeat it
     finished: list[list[tuple[float, list[int]]]] = [[] for _ in range(n)]
     alive = list(range(n))  # sentences still decoding, in the order of the rows of memory / tokens
-    step = 0
+    step, cache = 0, None
     while alive:
-        log_probs = _next_log_probs(model, memory, padding, tokens, temperature)
+        log_probs, cache = _next_log_probs(model, memory, padding, tokens, temperature, cache)
         vocab = log_probs.shape[-1]
         candidates = scores[:, :, None] + log_probs.view(len(alive), k, vocab)
         at_limit = limits[alive] <= step + 1
@@ -108,6 +114,7 @@ def _search(model, source, beam_size: int, alpha: float, temperature: float, lim
         top_scores, top_ids = candidates.view(len(alive), k * vocab).topk(min(2 * k, k * vocab), dim=1)
         top_beams, top_tokens = (top_ids // vocab).tolist(), (top_ids % vocab).tolist()
         top_values = top_scores.tolist()
+        limited = at_limit.tolist()
         keep_rows, keep_tokens, keep_scores, still_alive = [], [], [], []
         penalty = length_penalty(step + 1, alpha)
         for row, sentence in enumerate(alive):
@@ -121,7 +128,8 @@ def _search(model, source, beam_size: int, alpha: float, temperature: float, lim
                     rows.append(row * k + beam)
                     new_tokens.append(token)
                     new_scores.append(value)
-            if len(finished[sentence]) >= k:
+            # done: K finished, EOS forced at its length limit, or no live beam left
+            if len(finished[sentence]) >= k or limited[row] or all(v == -math.inf for v in new_scores):
                 continue
             while len(rows) < k:  # fewer than K live extensions (tiny vocabularies): pad with dead beams
                 rows.append(row * k)
@@ -136,6 +144,7 @@ def _search(model, source, beam_size: int, alpha: float, temperature: float, lim
         index = torch.tensor(keep_rows, dtype=torch.long, device=device)
         tokens = torch.cat([tokens[index], torch.tensor(keep_tokens, device=device)[:, None]], dim=1)
         memory, padding = memory[index], padding[index]
+        cache = None if cache is None else [layer[index] for layer in cache]
         scores = torch.tensor(keep_scores, device=device)
         alive = still_alive
         step += 1
@@ -161,8 +170,10 @@ def greedy_decode(
         tokens = torch.full((source.shape[0], 1), BOS_ID, dtype=torch.long, device=source.device)
         done = torch.zeros(source.shape[0], dtype=torch.bool)
         outputs: list[list[int]] = [[] for _ in range(source.shape[0])]
+        cache = None
         for step in range(int(limits.max())):
-            log_probs = _next_log_probs(model, memory, padding, tokens, float(temperature)).cpu()
+            log_probs, cache = _next_log_probs(model, memory, padding, tokens, float(temperature), cache)
+            log_probs = log_probs.cpu()
             best = log_probs.argmax(-1)
             best[limits <= step + 1] = EOS_ID
             for sentence in torch.nonzero(~done).flatten().tolist():
