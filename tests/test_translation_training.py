@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 import torch
 
-from focalcal import _sidecar
+from focalcal import _sidecar, paths
 from focalcal.data.translation import BOS_ID, EOS_ID, synthetic_translation
 from focalcal.models import build
 from focalcal.pipeline import jobs
@@ -266,3 +266,11 @@ def test_a_translation_grid_holds_translation_corpora_only():
     config["studies"]["mukhoti2020_translation"]["grids"][0]["datasets"] = ["translation", "digits"]
     with pytest.raises(ConfigError, match=r"translation corpora \['translation'\] .*kept in grids of their own"):
         validate_config(config, root / "workflow" / "schemas" / "config.schema.yaml")
+
+
+def test_the_paths_of_a_translation_runs_files():
+    run = "translation/transformer_small/ce/translation_standin/seed0"
+    assert paths.token_logits(run) == f"results/runs/{run}/token_logits.npz"
+    assert paths.translation_decode(run, 1) == f"results/runs/{run}/decode/T1.00.json"
+    assert paths.translation_hypotheses(run, 0.85) == f"results/runs/{run}/decode/T0.85.txt"
+    assert paths.translation_decode() == "results/runs/{dataset}/{model}/{loss}/{recipe}/seed{seed}/decode/T{temperature}.json"
