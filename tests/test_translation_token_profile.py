@@ -109,3 +109,17 @@ def test_bad_input_is_named():
         profile_from_logits(logits, labels + 40, np.zeros(20))
     with pytest.raises(ValueError, match="objective must be one of"):
         fit_temperature(profile, "brier")
+
+
+def test_no_confidence_rounds_above_one_at_any_grid_temperature():
+    """A top logit far above the rest makes logsumexp(z / T) equal top / T in float64; the
+    profile's division must then match the confidences' bit for bit, or exp(top / T − lse)
+    exceeds 1 by an ulp at some grid T and every ECE on it is refused."""
+    generator = torch.Generator().manual_seed(3)
+    logits = 2.0 * torch.randn(5000, 1000, generator=generator, dtype=torch.float64)
+    logits[:, 0] += 25.0
+    labels = torch.zeros(5000, dtype=torch.long)
+    profile = profile_from_logits(logits.float(), labels, np.arange(5000))
+    for temperature in profile.temperatures:
+        assert profile.confidences(temperature).max() <= 1.0, temperature
+    assert fit_temperature(profile, "ece") in MUKHOTI_TEMPERATURES

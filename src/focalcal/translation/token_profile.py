@@ -135,7 +135,9 @@ def profile_from_logits(logits, labels, sentence, temperatures=TOKEN_TEMPERATURE
         raise ValueError(f"labels must lie in [0, {logits.shape[1]}), got {int(labels.min())}..{int(labels.max())}")
     if not torch.isfinite(logits).all():
         raise ValueError("logits contain NaN or infinite values")
-    inverse = torch.as_tensor(1.0 / grid, dtype=torch.float64, device=logits.device)
+    # z / T, not z * (1 / T): the same division the confidences repeat on the top logit, so that
+    # logsumexp(z / T) >= top / T holds bit for bit and no confidence rounds above 1.
+    divisors = torch.as_tensor(grid, dtype=torch.float64, device=logits.device)
     with torch.no_grad():
         top_logit, top_index = logits.max(dim=1)
         label_logit = logits.gather(1, labels[:, None])[:, 0]
@@ -143,7 +145,7 @@ def profile_from_logits(logits, labels, sentence, temperatures=TOKEN_TEMPERATURE
         for start in range(0, logits.shape[0], _ROWS_PER_CHUNK):
             rows = logits[start : start + _ROWS_PER_CHUNK].double()
             for g in range(grid.size):
-                lse[start : start + _ROWS_PER_CHUNK, g] = torch.logsumexp(rows * inverse[g], dim=1)
+                lse[start : start + _ROWS_PER_CHUNK, g] = torch.logsumexp(rows / divisors[g], dim=1)
     return TokenProfile(
         temperatures=grid,
         top_logit=top_logit.double().cpu().numpy(),
