@@ -311,7 +311,8 @@ MODELS: dict[str, Model] = {
         example="focalcal.models.tree_lstm:example_trees",
         summary="mukhoti2020's SST binary constituency Tree-LSTM (Tai et al. 2015), memory 150; root logits in eval"),
     # mukhoti2020 §5.2: encoder-decoder Transformers (Vaswani et al. 2017), tied embeddings;
-    # num_classes is the shared vocabulary's size. Not a classifier: no bf16/channels-last default.
+    # num_classes is the shared vocabulary's size. Trained under bf16 autocast on CUDA; the token
+    # logits and the decodes are computed in float32 (focalcal.training.translation).
     "transformer-base": Model(
         task="translation", paper_name="Transformer", factory=f"{_FACTORIES}:transformer_base", sample_shape=(2, 16),
         summary="Vaswani et al. 2017's Transformer base: 6+6 layers, d_model 512, 8 heads, d_ff 2048, dropout 0.1",

@@ -224,12 +224,12 @@ class TranslationTrainer(Trainer):
     @torch.no_grad()
     def split_logits(self, part):
         """Yield (token logits (n, V) float32, labels (n,), sentence index (n,)) of a split's real
-        target tokens under teacher forcing, chunk by chunk (:meth:`evaluation_batches`), in eval mode."""
+        target tokens under teacher forcing, chunk by chunk (:meth:`evaluation_batches`), in eval mode,
+        in float32 on every device: the profile's ECE and NLL and the decodes' BLEU come from one precision."""
         self.model.eval()
         for indices in self.evaluation_batches(part):
             source, target_in, target_out = self.teacher_forcing(part, indices)
-            with self.setup.autocast():
-                logits = self.forward(source, target_in).float()
+            logits = self.forward(source, target_in).float()  # float32, as the decodes: no autocast
             keep = target_out != TOKEN_IGNORE_INDEX
             sentence = torch.as_tensor(indices, device=keep.device)[:, None].expand_as(keep)
             yield logits[keep].cpu(), target_out[keep].cpu(), sentence[keep].cpu()
