@@ -95,6 +95,18 @@ def test_a_calibrator_a_token_profile_cannot_fit_is_refused_by_its_key(tmp_path,
         calibrate_tokens(profile, ROLES, [15], tmp_path / "c.json", tmp_path / "m.csv", tmp_path / "k.csv", (1.0, 1.23))
 
 
+@pytest.mark.parametrize(("option", "value"), [("n_bins", 10), ("temperatures", [1.0, 2.0]), ("binning", "mass")])
+def test_a_token_calibrator_whose_options_differ_from_its_role_is_refused_by_option(tmp_path, splits, option, value):
+    """The profile fits the role's own grid and bins, so a spec asking for other ones is refused, not fitted as the role."""
+    profile = tmp_path / "token_logits.npz"
+    write_token_profile(profile, *(profile_from_logits(*splits[s]) for s in ("val", "test")))
+    spec = {"mine": {"build": {"name": "temperature_scaling", "objective": "ece", "temperatures": "mukhoti",
+                               "n_bins": 15, option: value}}}
+    with pytest.raises(ValueError, match=rf"calibrator 'mine': {option}=.* cannot be fitted on a translation run's token"):
+        calibrate_tokens(profile, spec, [15], tmp_path / "c.json", tmp_path / "m.csv", tmp_path / "k.csv", CURVE)
+    assert not (tmp_path / "c.json").exists()
+
+
 # -------------------------------------------------------------------------------- decoding
 
 def test_a_decode_of_a_trained_run_writes_sacrebleus_bleu_of_its_own_hypotheses(tmp_path):

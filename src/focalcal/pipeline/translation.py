@@ -48,6 +48,15 @@ def token_objective(key: str, resolved: dict) -> str | None:
     if role not in TOKEN_OBJECTIVES:
         raise ValueError(f"calibrator {key!r} ({catalog.ROLE_LABELS.get(role, role)}) cannot be fitted on a "
                          f"translation run's token profile; use one of the roles {sorted(TOKEN_OBJECTIVES)}")
+    # The token profile fits the role's own set-up (mukhoti2020's grid, 15 equal-width bins), so a
+    # spec that changes any of it is refused rather than fitted as something else.
+    build, fixed = resolved["build"], catalog.ROLES[role].spec
+    options = tuple(sorted((set(build) | set(fixed)) - {"name", "after"}))
+    ours, theirs = catalog._identifying(build, options), catalog._identifying(fixed, options)
+    changed = [option for option in options if ours[option] != theirs[option]]
+    if changed:
+        raise ValueError(f"calibrator {key!r}: {', '.join(f'{o}={build.get(o)!r}' for o in changed)} cannot be fitted on "
+                         f"a translation run's token profile, which fits {catalog.ROLE_LABELS[role]} as {fixed}")
     return TOKEN_OBJECTIVES[role]
 
 
