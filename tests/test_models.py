@@ -147,8 +147,10 @@ def test_parameter_count_grows_with_classes_by_one_linear_row_each():
 
 def test_available_partitions_names_by_task():
     classification, segmentation = available("classification"), available("segmentation")
-    assert sorted(classification + segmentation) == available()
-    assert not set(classification) & set(segmentation)
+    translation = available("translation")
+    assert sorted(classification + segmentation + translation) == available()
+    assert not set(classification) & set(segmentation) and not set(translation) & (set(classification) | set(segmentation))
+    assert set(translation) == {"transformer-base", "transformer-small"}
     expected = {"resnet8", "resnet20", "resnet44", "resnet110", "resnet50", "resnet110_bottleneck",
                 "wide_resnet26_10", "densenet121", "mlp", "cnn_small", "cnn1d"}
     assert expected <= set(classification)

@@ -56,7 +56,7 @@ def test_fold_and_study_mistakes_name_the_key(config):
     mixed = copy.deepcopy(config)
     mixed["studies"]["test_segmentation"]["grids"].append({**copy.deepcopy(grid), "datasets": ["digits"],
                                                            "models": ["cnn_small"]})
-    with pytest.raises(ConfigError, match="test_segmentation mixes segmentation and classification runs"):
+    with pytest.raises(ConfigError, match="test_segmentation mixes segmentation, translation or classification runs"):
         build_plan(validate_config(mixed, SCHEMA))
     twice = copy.deepcopy(config)
     twice["studies"]["again"] = copy.deepcopy(twice["studies"]["test_segmentation"])

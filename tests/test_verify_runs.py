@@ -134,7 +134,7 @@ def test_a_calibration_fitted_on_other_logits_is_named(workdir, capsys):
         (f"mismatched: {workdir / CALIBRATIONS[1] / 'calibration.json'}: it was fitted on other logits (it records "
         f"sha256 {fitted_on[:12]}..., {workdir / RUNS[1] / 'logits.npz'} is {logits[:12]}...)"),
         (f"  re-make it: cd {workdir} && snakemake --cores 1 -f {CALIBRATIONS[1]}/calibration.json   (rule calibrate "
-        "refits the run's calibrators on its logits.npz)"),
+        "(calibrate_tokens for a translation run) refits the run's calibrators on its logits.npz (token_logits.npz))"),
         "focalcal verify: 18 artefacts checked, 0 damaged, 1 not of their run",
     ]
 

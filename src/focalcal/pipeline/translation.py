@@ -42,21 +42,30 @@ CURVE_COLUMNS = ("temperature", "bins", "val_ece", "val_nll", "test_ece", "test_
 SWEEP_COLUMNS = (*CURVE_COLUMNS, "bleu")
 
 
+TOKEN_FIT = {"temperatures": "mukhoti", "n_bins": 15, "binning": "width"}  # what fit_temperature does
+
+
+def _same(value, fixed) -> bool:
+    """Whether a spec's option states the token fit's own value (numbers compared as numbers)."""
+    if isinstance(fixed, int) and isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value) == float(fixed)
+    return value == fixed
+
+
 def token_objective(key: str, resolved: dict) -> str | None:
     """The temperature objective of calibrator ``key`` (its resolved spec) on a token profile."""
     role = catalog.calibrator_role(resolved)
     if role not in TOKEN_OBJECTIVES:
         raise ValueError(f"calibrator {key!r} ({catalog.ROLE_LABELS.get(role, role)}) cannot be fitted on a "
                          f"translation run's token profile; use one of the roles {sorted(TOKEN_OBJECTIVES)}")
-    # The token profile fits the role's own set-up (mukhoti2020's grid, 15 equal-width bins), so a
-    # spec that changes any of it is refused rather than fitted as something else.
-    build, fixed = resolved["build"], catalog.ROLES[role].spec
-    options = tuple(sorted((set(build) | set(fixed)) - {"name", "after"}))
-    ours, theirs = catalog._identifying(build, options), catalog._identifying(fixed, options)
-    changed = [option for option in options if ours[option] != theirs[option]]
+    # The token profile fits one set-up (token_profile.fit_temperature: mukhoti2020's grid, 15
+    # equal-width bins); a spec may state it, but one asking for another is refused, not fitted as this one.
+    build = resolved["build"]
+    changed = [option for option, value in build.items() if option not in ("name", "objective")
+               and (option not in TOKEN_FIT or not _same(value, TOKEN_FIT[option]))]
     if changed:
-        raise ValueError(f"calibrator {key!r}: {', '.join(f'{o}={build.get(o)!r}' for o in changed)} cannot be fitted on "
-                         f"a translation run's token profile, which fits {catalog.ROLE_LABELS[role]} as {fixed}")
+        raise ValueError(f"calibrator {key!r}: {', '.join(f'{o}={build[o]!r}' for o in changed)} cannot be fitted on "
+                         f"a translation run's token profile, which fits its temperature with {TOKEN_FIT}")
     return TOKEN_OBJECTIVES[role]
 
 
