@@ -91,19 +91,7 @@ def export_logits(run_dir, data_root, threads: int) -> None:
     missing or from another checkpoint, dump them from the run's finished checkpoint."""
     from focalcal.training.run_files import publish_staged_export
 
-    why_not = publish_staged_export(run_dir)
-    if not why_not:
-        print(f"{run_dir}: published the logits the training job staged")
-        return
-    print(f"{run_dir}: {why_not}; dumping the logits from the checkpoint")
-    import torch
-
-    from focalcal.training import RunConfig, export_run_logits
-
-    config = RunConfig.from_dict(read_json(Path(run_dir) / RUN_CONFIG))
-    torch.set_num_threads(max(1, int(threads)))
-    with _checkpoint_problems(run_dir):
-        export_run_logits(config, run_dir, data_root=str(data_root))
+    _publish_or_dump(run_dir, data_root, threads, publish_staged_export, "logits")
 
 
 def export_token_logits(run_dir, data_root, threads: int) -> None:
@@ -111,11 +99,17 @@ def export_token_logits(run_dir, data_root, threads: int) -> None:
     ``run.json``, or dump them from the finished checkpoint."""
     from focalcal.training.run_files import publish_staged_token_logits
 
-    why_not = publish_staged_token_logits(run_dir)
+    _publish_or_dump(run_dir, data_root, threads, publish_staged_token_logits, "token logits")
+
+
+def _publish_or_dump(run_dir, data_root, threads: int, publish, what: str) -> None:
+    """``publish`` what the training job staged; where it says why it cannot, dump it again from
+    the run's checkpoint (the trainer writes a translation run's token logits itself)."""
+    why_not = publish(run_dir)
     if not why_not:
-        print(f"{run_dir}: published the token logits the training job staged")
+        print(f"{run_dir}: published the {what} the training job staged")
         return
-    print(f"{run_dir}: {why_not}; dumping the token logits from the checkpoint")
+    print(f"{run_dir}: {why_not}; dumping the {what} from the checkpoint")
     import torch
 
     from focalcal.training import RunConfig, export_run_logits

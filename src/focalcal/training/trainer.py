@@ -285,11 +285,7 @@ class Trainer:
         progress.close()
         # The epoch's one read-back: a non-finite loss stops the run here, naming its first batch
         # (the steps after it ran on non-finite weights; the checkpoint of the epoch before is kept).
-        totals = self.step.end_epoch().read()
-        if totals["first_bad"] >= 0:
-            what = ("the model's logits became non-finite" if totals["bad_logits"]
-                    else f"the loss became {totals['bad_loss']}")
-            raise self._diverged(what, epoch, totals["first_bad"], n_batches)
+        totals = self.check_epoch_totals(self.step.end_epoch().read(), epoch, n_batches)
         stepped = self.train_y[order[:n_batches * recipe.batch_size]] if recipe.drop_last else self.train_y
         labelled = int((stepped != self.ignore_index).sum())  # samples, pixels or tree nodes
         return {
@@ -302,6 +298,15 @@ class Trainer:
     def objective(self, loss: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         """What the step descends (:func:`focalcal.training.step.descended`)."""
         return descended(loss, targets, self.config.recipe.loss_reduction, getattr(self.loss_fn, "ignore_index", None))
+
+    def check_epoch_totals(self, totals: dict, epoch: int, n_batches: int) -> dict:
+        """The epoch's totals, or :class:`TrainingDiverged` naming the first batch whose loss or
+        logits were non-finite."""
+        if totals["first_bad"] >= 0:
+            what = ("the model's logits became non-finite" if totals["bad_logits"]
+                    else f"the loss became {totals['bad_loss']}")
+            raise self._diverged(what, epoch, totals["first_bad"], n_batches)
+        return totals
 
     def _diverged(self, what: str, epoch: int, batch: int, n_batches: int) -> TrainingDiverged:
         return TrainingDiverged(

@@ -195,11 +195,7 @@ class TranslationTrainer(Trainer):
                 self.scheduler.step()
             progress.update()
         progress.close()
-        totals = self.step.end_epoch().read()
-        if totals["first_bad"] >= 0:
-            what = ("the model's logits became non-finite" if totals["bad_logits"]
-                    else f"the loss became {totals['bad_loss']}")
-            raise self._diverged(what, epoch, totals["first_bad"], len(batches))
+        totals = self.check_epoch_totals(self.step.end_epoch().read(), epoch, len(batches))
         return {
             "train_loss": totals["loss_sum"] / tokens,
             "train_nll": totals["nll_sum"] / tokens,
