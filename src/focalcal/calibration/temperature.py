@@ -33,6 +33,8 @@ from focalcal.metrics.binning import BINNING, N_BINS
 #: mukhoti2020 §5 ("Temperature Scaling"): T from 0 to 10 in steps of 0.1 — without the
 #: invalid T = 0, i.e. 0.1, 0.2, …, 10.0.
 MUKHOTI_TEMPERATURES = np.round(np.arange(1, 101) * 0.1, 10)
+#: The name a spec gives that grid (``temperatures: mukhoti``).
+MUKHOTI_GRID_NAME = "mukhoti"
 
 OBJECTIVES = ("nll", "ece", "focal")
 #: A grid of temperatures to search: T > 0, any order.
@@ -69,7 +71,7 @@ class TemperatureScaling(Calibrator):
     name = "temperature_scaling"
     _parameter_constraints: ClassVar[dict] = {
         "objective": [Options(OBJECTIVES)],
-        "temperatures": [TEMPERATURE_GRID, Options(("mukhoti",)), None],
+        "temperatures": [TEMPERATURE_GRID, Options((MUKHOTI_GRID_NAME,)), None],
         "gamma": [GAMMA],
         "n_bins": [N_BINS],
         "binning": [BINNING],
@@ -106,7 +108,7 @@ class TemperatureScaling(Calibrator):
         return super()._restore(attr, value)
 
     def _grid(self):
-        if isinstance(self.temperatures, str):  # "mukhoti", the one name _parameter_constraints allows
+        if isinstance(self.temperatures, str):  # MUKHOTI_GRID_NAME, the one name _parameter_constraints allows
             return MUKHOTI_TEMPERATURES
         if self.temperatures is None:
             return MUKHOTI_TEMPERATURES if self.objective == "ece" else None

@@ -28,6 +28,7 @@ from pathlib import Path
 
 from focalcal import catalog
 from focalcal._io import atomic_write_json, atomic_write_text, read_csv, read_json
+from focalcal.calibration.temperature import MUKHOTI_GRID_NAME
 
 # Beam search as Vaswani et al. 2017 §6.1, the set-up mukhoti2020 §5.2 follows: beam size 4,
 # length penalty alpha = 0.6 (Wu et al. 2016); each sentence at most its source length + 50
@@ -42,7 +43,7 @@ CURVE_COLUMNS = ("temperature", "bins", "val_ece", "val_nll", "test_ece", "test_
 SWEEP_COLUMNS = (*CURVE_COLUMNS, "bleu")
 
 
-TOKEN_FIT = {"temperatures": "mukhoti", "n_bins": 15, "binning": "width"}  # what fit_temperature does
+TOKEN_FIT = {"temperatures": MUKHOTI_GRID_NAME, "n_bins": 15, "binning": "width"}  # what fit_temperature does
 
 
 def _same(value, fixed) -> bool:
