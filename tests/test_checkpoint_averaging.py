@@ -168,3 +168,14 @@ def test_the_schema_checks_the_option_naming_the_key():
     config["recipes"][recipe]["average_checkpoints"] = {"count": 5, "every_step": 1500}
     with pytest.raises(ConfigError, match=rf"recipes\.{recipe}\.average_checkpoints"):
         validate_config(config, SCHEMA)
+
+
+def test_the_wmt14_recipe_averages_vaswanis_last_5_checkpoints_in_steps():
+    recipe = yaml.safe_load((ROOT / "config" / "studies" / "mukhoti2020.yaml").read_text())["recipes"]["wmt14_vaswani_base"]
+    assert recipe["average_checkpoints"] == {"count": 5, "every_steps": 1500}  # 10 minutes at 0.4 s a step
+    config = make_config(**{k: v for k, v in recipe.items() if k != "epochs"})
+    average, model = CheckpointAverage.for_recipe(config.recipe), torch.nn.Linear(1, 1)
+    for step in range(1, config.recipe.max_steps + 1):
+        average.after_step(step, model)
+    average.finish(model)
+    assert average.steps == [94_500, 96_000, 97_500, 99_000, 100_000]
