@@ -179,3 +179,32 @@ def test_the_wmt14_recipe_averages_vaswanis_last_5_checkpoints_in_steps():
         average.after_step(step, model)
     average.finish(model)
     assert average.steps == [94_500, 96_000, 97_500, 99_000, 100_000]
+
+
+def test_a_classification_run_averages_too(tmp_path, data_root):
+    from focalcal.training import Trainer
+
+    config = RunConfig.from_dict({
+        "dataset": {"name": "synthetic1d", "n_samples": 300}, "model": {"name": "mlp", "hidden": 8},
+        "loss": {"name": "cross_entropy"}, "seed": 5, "device": "cpu",
+        "recipe": {"epochs": 2, "batch_size": 64, "optimizer": {"name": "sgd", "lr": 0.1},
+                   "average_checkpoints": {"count": 2, "every_steps": 2}},
+    })
+    trainer = Trainer(config, tmp_path, data_root=data_root, progress=False)
+    after_step, seen = trainer.after_step, {}
+
+    def record(step):
+        after_step(step)
+        seen[step] = {k: v.detach().clone() for k, v in trainer.model.state_dict().items()}
+
+    trainer.after_step = record
+    trainer.fit()
+    trainer.export_logits()
+    assert sorted(seen) == list(range(1, 7))  # 180 training samples: 3 batches an epoch
+    assert json.loads((tmp_path / "run.json").read_text())["averaged_steps"] == [4, 6]
+    model = trainer.model
+    model.load_state_dict({k: ((seen[4][k].double() + seen[6][k].double()) / 2).float() for k in seen[6]})
+    model.eval()
+    with torch.no_grad():
+        expected = model(trainer.eval_splits["test"][0]).numpy()
+    assert np.array_equal(np.load(tmp_path / "logits.npz")["test_logits"], expected)
