@@ -20,16 +20,23 @@ SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
 
 def make_config(**recipe) -> RunConfig:
     """The stand-in in miniature: 160 pairs at max_tokens 400 are 4 steps an epoch, 8 in all."""
-    return RunConfig.from_dict({
-        "dataset": {"name": "synthetic-translation", "n_train": 160, "n_val": 24, "n_test": 24, "seed": 0},
-        "model": {"name": "transformer-small"},
-        "loss": {"name": "focal", "gamma": 1},
-        "recipe": {"epochs": 2, "max_tokens": 400, "lr_schedule": "inverse_sqrt", "warmup_steps": 10,
-                   "optimizer": {"name": "adam", "lr": 64**-0.5, "betas": [0.9, 0.98], "eps": 1e-9,
-                                 "weight_decay": 0.0}, **recipe},
-        "seed": 1,
-        "device": "cpu",
-    })
+    return RunConfig.from_dict(
+        {
+            "dataset": {"name": "synthetic-translation", "n_train": 160, "n_val": 24, "n_test": 24, "seed": 0},
+            "model": {"name": "transformer-small"},
+            "loss": {"name": "focal", "gamma": 1},
+            "recipe": {
+                "epochs": 2,
+                "max_tokens": 400,
+                "lr_schedule": "inverse_sqrt",
+                "warmup_steps": 10,
+                "optimizer": {"name": "adam", "lr": 64**-0.5, "betas": [0.9, 0.98], "eps": 1e-9, "weight_decay": 0.0},
+                **recipe,
+            },
+            "seed": 1,
+            "device": "cpu",
+        }
+    )
 
 
 AVERAGED = {"count": 3, "every_steps": 3}  # snapshots after steps 3 and 6 (epochs 1 and 2) and the last, 8
@@ -70,8 +77,9 @@ def data_root(tmp_path_factory):
 def averaged(tmp_path_factory, data_root):
     """An uninterrupted averaged run, and the weights after each of its steps."""
     run_dir = tmp_path_factory.mktemp("averaged")
-    trainer = TranslationTrainer(make_config(average_checkpoints=AVERAGED), run_dir, data_root=data_root,
-                                 progress=False)
+    trainer = TranslationTrainer(
+        make_config(average_checkpoints=AVERAGED), run_dir, data_root=data_root, progress=False
+    )
     after_step, seen = trainer.after_step, {}
 
     def record(step):
@@ -123,8 +131,12 @@ def test_without_the_option_a_run_reports_its_last_weights_and_count_1_is_the_sa
     assert "averaged_steps" not in json.loads((tmp_path / "plain" / "run.json").read_text())
     for name, weight in plain.model.state_dict().items():
         assert torch.equal(weight, checkpoint["model"][name]), name
-    one = train_run(make_config(average_checkpoints={"count": 1, "every_steps": 100}), tmp_path / "one",
-                    data_root=data_root, progress=False)
+    one = train_run(
+        make_config(average_checkpoints={"count": 1, "every_steps": 100}),
+        tmp_path / "one",
+        data_root=data_root,
+        progress=False,
+    )
     assert one.averaging.steps == [8]  # the last step alone: its own weights
     first, second = np.load(tmp_path / "plain" / "token_logits.npz"), np.load(tmp_path / "one" / "token_logits.npz")
     for key in first.files:
@@ -139,12 +151,15 @@ def test_the_option_is_not_part_of_a_run_that_leaves_it_unset():
     assert make_config(average_checkpoints=AVERAGED).fingerprint() != make_config().fingerprint()
 
 
-@pytest.mark.parametrize(("option", "message"), [
-    ({"count": 0, "every_steps": 3}, r"recipe\.average_checkpoints: count must be an integer in \[1, inf\), got 0"),
-    ({"count": 5, "every_steps": 1.5}, r"recipe\.average_checkpoints: every_steps must be"),
-    ({"count": 5}, r"recipe\.average_checkpoints must be \{count: k, every_steps: n\} or null, got \{'count': 5\}"),
-    (5, r"recipe\.average_checkpoints must be \{count: k, every_steps: n\}"),
-])
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [
+        ({"count": 0, "every_steps": 3}, r"recipe\.average_checkpoints: count must be an integer in \[1, inf\), got 0"),
+        ({"count": 5, "every_steps": 1.5}, r"recipe\.average_checkpoints: every_steps must be"),
+        ({"count": 5}, r"recipe\.average_checkpoints must be \{count: k, every_steps: n\} or null, got \{'count': 5\}"),
+        (5, r"recipe\.average_checkpoints must be \{count: k, every_steps: n\}"),
+    ],
+)
 def test_a_bad_option_is_refused_naming_the_key(option, message):
     with pytest.raises(ValueError, match=message):
         make_config(average_checkpoints=option)
@@ -171,7 +186,9 @@ def test_the_schema_checks_the_option_naming_the_key():
 
 
 def test_the_wmt14_recipe_averages_vaswanis_last_5_checkpoints_in_steps():
-    recipe = yaml.safe_load((ROOT / "config" / "studies" / "mukhoti2020.yaml").read_text())["recipes"]["wmt14_vaswani_base"]
+    recipe = yaml.safe_load((ROOT / "config" / "studies" / "mukhoti2020.yaml").read_text())["recipes"][
+        "wmt14_vaswani_base"
+    ]
     assert recipe["average_checkpoints"] == {"count": 5, "every_steps": 1500}  # 10 minutes at 0.4 s a step
     config = make_config(**{k: v for k, v in recipe.items() if k != "epochs"})
     average, model = CheckpointAverage.for_recipe(config.recipe), torch.nn.Linear(1, 1)
@@ -184,12 +201,21 @@ def test_the_wmt14_recipe_averages_vaswanis_last_5_checkpoints_in_steps():
 def test_a_classification_run_averages_too(tmp_path, data_root):
     from focalcal.training import Trainer
 
-    config = RunConfig.from_dict({
-        "dataset": {"name": "synthetic1d", "n_samples": 300}, "model": {"name": "mlp", "hidden": 8},
-        "loss": {"name": "cross_entropy"}, "seed": 5, "device": "cpu",
-        "recipe": {"epochs": 2, "batch_size": 64, "optimizer": {"name": "sgd", "lr": 0.1},
-                   "average_checkpoints": {"count": 2, "every_steps": 2}},
-    })
+    config = RunConfig.from_dict(
+        {
+            "dataset": {"name": "synthetic1d", "n_samples": 300},
+            "model": {"name": "mlp", "hidden": 8},
+            "loss": {"name": "cross_entropy"},
+            "seed": 5,
+            "device": "cpu",
+            "recipe": {
+                "epochs": 2,
+                "batch_size": 64,
+                "optimizer": {"name": "sgd", "lr": 0.1},
+                "average_checkpoints": {"count": 2, "every_steps": 2},
+            },
+        }
+    )
     trainer = Trainer(config, tmp_path, data_root=data_root, progress=False)
     after_step, seen = trainer.after_step, {}
 

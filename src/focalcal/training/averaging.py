@@ -3,9 +3,8 @@
 Vaswani et al. report "a single model obtained by averaging the last 5 checkpoints, which were
 written at 10-minute intervals". Minutes depend on the machine, so ``recipe.average_checkpoints``
 counts optimiser steps: a snapshot of the model's state after every ``every_steps``-th step and
-one after the run's last step (as a trainer that checkpoints on a timer also writes one when
-training ends); the run's final weights are the element-wise mean of the last ``count``
-snapshots. The snapshots travel in the run's checkpoint, so a resumed run averages the same ones.
+one after the run's last step, so the weights training ends with are among them; the run's
+final weights are the element-wise mean of the last ``count`` snapshots. The snapshots travel in the run's checkpoint, so a resumed run averages the same ones.
 """
 
 from __future__ import annotations
@@ -38,7 +37,9 @@ class CheckpointAverage:
             self._take(self.last_step, model)
 
     def _take(self, step: int, model: torch.nn.Module) -> None:
-        self.snapshots.append({"step": int(step), "model": {k: v.detach().clone() for k, v in model.state_dict().items()}})
+        self.snapshots.append(
+            {"step": int(step), "model": {k: v.detach().clone() for k, v in model.state_dict().items()}}
+        )
         del self.snapshots[: -self.count]
 
     @property
