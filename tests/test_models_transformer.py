@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from focalcal.data.translation import pad_batch
+from focalcal.models import build
 from focalcal.models.transformer import Transformer, sinusoidal_positions, transformer_base, transformer_small
 
 V = 50
@@ -122,3 +123,59 @@ def test_builders_and_bad_arguments():
         Transformer(V, 30, 4, 1, 8, 0.1, 10)
     with pytest.raises(ValueError, match="max_length=20"):
         Transformer(V, 32, 4, 1, 8, 0.1, 20)(torch.ones(1, 21, dtype=torch.long), torch.ones(1, 2, dtype=torch.long))
+
+
+def _residual_dropouts(model):
+    """The embedding + position dropout and every sub-layer's dropout before its residual sum (§5.4)."""
+    modules = [model.dropout]
+    for layer in [*model.encoder.layers, *model.decoder.layers]:
+        modules += [layer.dropout1, layer.dropout2, *([layer.dropout3] if hasattr(layer, "dropout3") else [])]
+    return modules
+
+
+def _train_and_eval(model):
+    source, target_in = _batch()
+    torch.manual_seed(1)
+    model.train()
+    trained = model(source, target_in)
+    model.eval()
+    return trained, model(source, target_in)
+
+
+def test_with_inner_rates_0_residual_and_embedding_dropout_are_the_only_randomness():
+    torch.manual_seed(0)
+    model = Transformer(V, d_model=32, n_heads=4, n_layers=2, d_ff=64, dropout=0.3, max_length=20)
+    trained, evaluated = _train_and_eval(model)
+    assert (trained - evaluated).abs().max() > 0.1  # residual dropout 0.3 acts in train mode
+    for module in _residual_dropouts(model):
+        module.p = 0.0
+    trained, evaluated = _train_and_eval(model)
+    assert torch.allclose(trained, evaluated, atol=1e-5)  # nothing else drops: not the attention, not the ReLU
+
+
+@pytest.mark.parametrize("inner", [{"attention_dropout": 0.3}, {"activation_dropout": 0.3}])
+def test_attention_or_activation_dropout_alone_acts_in_train_mode_only(inner):
+    torch.manual_seed(0)
+    model = Transformer(V, d_model=32, n_heads=4, n_layers=2, d_ff=64, dropout=0.0, max_length=20, **inner)
+    trained, evaluated = _train_and_eval(model)
+    assert (trained - evaluated).abs().max() > 0.1
+    model.eval()
+    source, target_in = _batch()
+    assert torch.equal(model(source, target_in), evaluated)
+
+
+def _rates(model):
+    layers = [*model.encoder.layers, *model.decoder.layers]
+    attention = {m.dropout for layer in layers for m in (layer.self_attn, getattr(layer, "multihead_attn", None)) if m}
+    return ({m.p for m in _residual_dropouts(model)}, attention, {layer.dropout.p for layer in layers})
+
+
+def test_the_builders_dropout_rates_in_each_place():
+    # transformer_base: tensor2tensor's transformer_base_v1 / fairseq's base_architecture
+    assert _rates(transformer_base(100)) == ({0.1}, {0.0}, {0.0})
+    assert _rates(transformer_small(100)) == ({0.1}, {0.1}, {0.1})  # the stand-in's own, as it was tuned
+    assert _rates(build("transformer-base", num_classes=100, attention_dropout=0.2)) == ({0.1}, {0.2}, {0.0})
+    assert _rates(build("transformer-small", num_classes=100, activation_dropout=0.0)) == ({0.1}, {0.1}, {0.0})
+    for option in ("dropout", "attention_dropout", "activation_dropout"):
+        with pytest.raises(ValueError, match=f"^{option} must lie in"):
+            Transformer(V, 32, 4, 1, 8, max_length=20, **{"dropout": 0.1, option: 1.0})

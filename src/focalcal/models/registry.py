@@ -211,19 +211,44 @@ def vgg19_fcn(
     return VGG19FCN(num_classes, head_channels=head_channels, in_channels=in_channels, pretrained=pretrained)
 
 
-def transformer_base(num_classes: int, *, max_length: int | None = None) -> nn.Module:
+def transformer_base(
+    num_classes: int,
+    *,
+    max_length: int | None = None,
+    dropout: float | None = None,
+    attention_dropout: float | None = None,
+    activation_dropout: float | None = None,
+) -> nn.Module:
     """Vaswani et al. 2017's base Transformer over a shared vocabulary of ``num_classes`` pieces
-    (``max_length``: the longest sequence it embeds; None: the builder's)."""
+    (``max_length``: the longest sequence it embeds; each option None: the builder's)."""
     from .transformer import transformer_base as build
 
-    return build(num_classes) if max_length is None else build(num_classes, max_length=max_length)
+    return build(num_classes, **_given(max_length, dropout, attention_dropout, activation_dropout))
 
 
-def transformer_small(num_classes: int, *, max_length: int | None = None) -> nn.Module:
+def transformer_small(
+    num_classes: int,
+    *,
+    max_length: int | None = None,
+    dropout: float | None = None,
+    attention_dropout: float | None = None,
+    activation_dropout: float | None = None,
+) -> nn.Module:
     """The stand-in's small Transformer over a shared vocabulary of ``num_classes`` pieces."""
     from .transformer import transformer_small as build
 
-    return build(num_classes) if max_length is None else build(num_classes, max_length=max_length)
+    return build(num_classes, **_given(max_length, dropout, attention_dropout, activation_dropout))
+
+
+def _given(max_length, dropout, attention_dropout, activation_dropout) -> dict:
+    """A Transformer builder's options that are set (not None), so that its own defaults hold for the rest."""
+    options = {
+        "max_length": max_length,
+        "dropout": dropout,
+        "attention_dropout": attention_dropout,
+        "activation_dropout": activation_dropout,
+    }
+    return {name: value for name, value in options.items() if value is not None}
 
 
 resnet8, resnet20, resnet32, resnet44, resnet56, resnet110 = map(_he_cifar_resnet, (8, 20, 32, 44, 56, 110))

@@ -1,10 +1,13 @@
 """The Transformer encoder-decoder of Vaswani et al. 2017, from torch's own layers.
 
 As in the paper: post-norm residual blocks (LayerNorm after each residual sum), sinusoidal
-positions added to embeddings scaled by sqrt(d_model), dropout on those sums and in every
-block, ReLU feed-forward layers, and one embedding matrix shared by the source, the target
-and the pre-softmax projection (§3.4; the shared source/target vocabulary makes this
-possible). Embeddings start from N(0, d_model^-1/2), as fairseq's Transformer (the paper is
+positions added to embeddings scaled by sqrt(d_model), ReLU feed-forward layers, and one
+embedding matrix shared by the source, the target and the pre-softmax projection (§3.4; the
+shared source/target vocabulary makes this possible). ``dropout`` is §5.4's residual dropout:
+on each sub-layer's output before its residual sum and on the embedding + position sums.
+Dropout on the attention weights (``attention_dropout``) and after the feed-forward ReLU
+(``activation_dropout``), which torch's layers would tie to ``dropout`` and the paper does not
+state, are options of their own. Embeddings start from N(0, d_model^-1/2), as fairseq's Transformer (the paper is
 silent). Padding (``pad_id``) is masked in every attention over it; the decoder's
 self-attention is causal.
 """
@@ -41,6 +44,8 @@ class Transformer(nn.Module):
         dropout: float,
         max_length: int,
         pad_id: int = 0,
+        attention_dropout: float = 0.0,
+        activation_dropout: float = 0.0,
     ):
         super().__init__()
         for name, value in (
@@ -55,8 +60,13 @@ class Transformer(nn.Module):
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
         if d_model % n_heads or d_model % 2:
             raise ValueError(f"d_model must be even and divisible by n_heads, got d_model={d_model}, n_heads={n_heads}")
-        if not 0 <= dropout < 1:
-            raise ValueError(f"dropout must lie in [0, 1), got {dropout!r}")
+        for name, value in (
+            ("dropout", dropout),
+            ("attention_dropout", attention_dropout),
+            ("activation_dropout", activation_dropout),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < 1:
+                raise ValueError(f"{name} must lie in [0, 1), got {value!r}")
         if not 0 <= pad_id < vocab_size:
             raise ValueError(f"pad_id must be a token id below vocab_size={vocab_size}, got {pad_id!r}")
         self.d_model, self.pad_id, self.max_length = d_model, pad_id, max_length
@@ -68,10 +78,12 @@ class Transformer(nn.Module):
         self.dropout = nn.Dropout(dropout)
 
         def encoder_layer():
-            return nn.TransformerEncoderLayer(d_model, n_heads, d_ff, dropout, batch_first=True, norm_first=False)
+            layer = nn.TransformerEncoderLayer(d_model, n_heads, d_ff, dropout, batch_first=True, norm_first=False)
+            return _set_inner_dropout(layer, attention_dropout, activation_dropout)
 
         def decoder_layer():
-            return nn.TransformerDecoderLayer(d_model, n_heads, d_ff, dropout, batch_first=True, norm_first=False)
+            layer = nn.TransformerDecoderLayer(d_model, n_heads, d_ff, dropout, batch_first=True, norm_first=False)
+            return _set_inner_dropout(layer, attention_dropout, activation_dropout)
 
         # enable_nested_tensor=False: the fast path would change padded rows' arithmetic
         self.encoder = nn.TransformerEncoder(encoder_layer(), n_layers, enable_nested_tensor=False)
@@ -147,11 +159,66 @@ class Transformer(nn.Module):
         return self.decode(memory, padding, target_in)
 
 
-def transformer_base(vocab_size: int, max_length: int = 1024) -> Transformer:
-    """Vaswani et al. 2017's base model (Table 3): d_model 512, 8 heads, 6 + 6 layers, d_ff 2048, dropout 0.1."""
-    return Transformer(vocab_size, 512, 8, 6, 2048, 0.1, max_length)
+def _set_inner_dropout(layer: nn.Module, attention: float, activation: float) -> nn.Module:
+    """A torch encoder/decoder layer built with ``dropout`` = the residual rate, its attention
+    weights' dropout and its feed-forward activation's dropout set apart (torch ties all to one)."""
+    for attention_module in (layer.self_attn, getattr(layer, "multihead_attn", None)):
+        if attention_module is not None:
+            attention_module.dropout = float(attention)  # MultiheadAttention's dropout on its softmax weights
+    layer.dropout = nn.Dropout(activation)  # linear2(dropout(relu(linear1(x)))); dropout1..3 stay residual
+    return layer
 
 
-def transformer_small(vocab_size: int, max_length: int = 64) -> Transformer:
-    """The stand-in's size (our choice, bench/README.md): d_model 64, 4 heads, 2 + 2 layers, d_ff 256, dropout 0.1."""
-    return Transformer(vocab_size, 64, 4, 2, 256, 0.1, max_length)
+def transformer_base(
+    vocab_size: int,
+    max_length: int = 1024,
+    *,
+    dropout: float = 0.1,
+    attention_dropout: float = 0.0,
+    activation_dropout: float = 0.0,
+) -> Transformer:
+    """Vaswani et al. 2017's base model (Table 3): d_model 512, 8 heads, 6 + 6 layers, d_ff 2048,
+    residual dropout 0.1 (§5.4). No dropout on the attention weights or after the ReLU: the
+    authors' released set-up, tensor2tensor's ``transformer_base_v1``
+    (tensor2tensor/models/transformer.py: ``attention_dropout`` 0.0, ``relu_dropout`` 0.0, with
+    ``layer_prepostprocess_dropout`` 0.1 from tensor2tensor/layers/common_hparams.py
+    ``basic_params1``, whose post-norm "dan" it notes is the published Transformer); the later
+    ``transformer_base_v2`` sets both to 0.1 together with pre-norm and 8,000 warm-up steps, a
+    set-up the paper does not describe. fairseq agrees: ``attention_dropout`` and
+    ``activation_dropout`` 0.0 in fairseq/models/transformer/transformer_legacy.py
+    ``base_architecture``, which ``transformer_wmt_en_de`` is."""
+    return Transformer(
+        vocab_size,
+        512,
+        8,
+        6,
+        2048,
+        dropout,
+        max_length,
+        attention_dropout=attention_dropout,
+        activation_dropout=activation_dropout,
+    )
+
+
+def transformer_small(
+    vocab_size: int,
+    max_length: int = 64,
+    *,
+    dropout: float = 0.1,
+    attention_dropout: float = 0.1,
+    activation_dropout: float = 0.1,
+) -> Transformer:
+    """The stand-in's size (our choice, bench/README.md): d_model 64, 4 heads, 2 + 2 layers, d_ff 256,
+    dropout 0.1 in all three places, the setting its recipe (config/config.yaml's
+    ``translation_standin``) was tuned with."""
+    return Transformer(
+        vocab_size,
+        64,
+        4,
+        2,
+        256,
+        dropout,
+        max_length,
+        attention_dropout=attention_dropout,
+        activation_dropout=activation_dropout,
+    )

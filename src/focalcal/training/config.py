@@ -15,6 +15,8 @@ import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from focalcal._constraints import POSITIVE_INT, validate_parameters
+
 OPTIMIZERS = ("sgd", "adam", "adagrad")
 AUGMENTATIONS = ("dataset", "none", "crop_flip", "crop")
 DEVICES = ("auto", "cpu", "cuda")
@@ -32,7 +34,7 @@ PER_BATCH_SCHEDULES = ("inverse_sqrt",)
 LATER_RECIPE_DEFAULTS = {"loss_reduction": "mean", "grad_clip_norm": None, "gradient_norm_epochs": [],
                          "select": "final", "embedding_lr": None, "drop_last": False, "flsd_threshold": None,
                          "lr_schedule": "epoch", "warmup_steps": None, "max_tokens": None,
-                         "max_steps": None}
+                         "max_steps": None, "average_checkpoints": None}
 LATER_OPTIMIZER_DEFAULTS = {"eps": 1e-8}  # the same, for recipe.optimizer
 
 
@@ -113,6 +115,15 @@ class Recipe:
     # Translation runs: stop after this many batches (Vaswani et al. 2017 §5.2: 100,000 for the
     # base model), the last epoch then a partial one; ``epochs`` stays the upper bound. None: epochs.
     max_steps: int | None = None
+    # {count: k, every_steps: n}: the run's final weights are the element-wise mean of the last k
+    # snapshots, taken every n optimiser steps and after the last step (Vaswani et al. 2017 §6.1:
+    # the last 5 checkpoints, written every 10 minutes; focalcal.training.averaging). None: the
+    # last step's weights. Not with early stopping or recipe.select, which pick an epoch's weights.
+    average_checkpoints: dict[str, int] | None = None
+
+
+#: What recipe.average_checkpoints may hold (focalcal._constraints).
+AVERAGE_CHECKPOINTS_CONSTRAINTS = {"count": [POSITIVE_INT], "every_steps": [POSITIVE_INT]}
 
 
 @dataclass
@@ -216,6 +227,7 @@ class RunConfig:
             raise ValueError(f"recipe.max_steps must be an integer >= 1 or null, got {recipe.max_steps!r}")
         if recipe.max_tokens is not None and not _positive_int(recipe.max_tokens):
             raise ValueError(f"recipe.max_tokens must be an integer >= 1 or null, got {recipe.max_tokens!r}")
+        _check_average_checkpoints(recipe)
         eps = recipe.optimizer.eps
         if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not math.isfinite(eps) or eps <= 0:
             raise ValueError(f"recipe.optimizer.eps must be a finite number > 0, got {eps!r}")
@@ -223,6 +235,22 @@ class RunConfig:
             bad = [e for e in getattr(recipe, key) if not 1 <= e <= recipe.epochs]
             if bad:
                 raise ValueError(f"recipe.{key} {bad} outside 1..{recipe.epochs}")
+
+
+def _check_average_checkpoints(recipe: Recipe) -> None:
+    average = recipe.average_checkpoints
+    if average is None:
+        return
+    if not isinstance(average, dict) or set(average) != set(AVERAGE_CHECKPOINTS_CONSTRAINTS):
+        raise ValueError(f"recipe.average_checkpoints must be {{count: k, every_steps: n}} or null, got {average!r}")
+    validate_parameters(AVERAGE_CHECKPOINTS_CONSTRAINTS, average, "recipe.average_checkpoints")
+    if recipe.early_stopping_patience is not None or recipe.select != "final":
+        raise ValueError("recipe.average_checkpoints averages the last steps' weights, but early stopping or "
+                         f"recipe.select = {recipe.select!r} reports one epoch's; set one of them")
+    count, every = average["count"], average["every_steps"]
+    if recipe.max_steps is not None and -(-recipe.max_steps // every) < count:
+        raise ValueError(f"recipe.average_checkpoints: recipe.max_steps = {recipe.max_steps} leaves "
+                         f"{-(-recipe.max_steps // every)} snapshots every {every} steps, fewer than count = {count}")
 
 
 def _positive_int(value) -> bool:

@@ -22,6 +22,7 @@ from focalcal import data as data_lib
 from focalcal import losses as loss_lib
 from focalcal import models as model_lib
 from focalcal._io import atomic_savez, atomic_torch_save, atomic_write_json, atomic_write_text
+from focalcal.training.averaging import CheckpointAverage
 from focalcal.training.checkpoint import foreign_checkpoint, load_checkpoint
 from focalcal.training.config import PER_BATCH_SCHEDULES, RunConfig
 from focalcal.training.device import DeviceSetup, choose_device, epoch_seed, seed_everything
@@ -137,6 +138,7 @@ class Trainer:
         # focalcal.training.health's verdict on the test predictions last exported or evaluated
         # (export_logits, segmentation_eval.evaluate_segmentation); run.json records it.
         self.health: dict | None = None
+        self.averaging = CheckpointAverage.for_recipe(config.recipe)  # recipe.average_checkpoints, or None
 
     # ------------------------------------------------------------------ state
     def state(self) -> dict:
@@ -154,6 +156,7 @@ class Trainer:
             "best": self.best,
             "reliability": [t.to_dict("list") for t in self.reliability],
             "gradient_norms": [t.to_dict("list") for t in self.gradient_norms],
+            **({"snapshots": self.averaging.state()} if self.averaging else {}),  # recipe.average_checkpoints
         }
 
     def load_state(self, state: dict) -> None:
@@ -174,6 +177,8 @@ class Trainer:
         self.stopped_early = bool(state.get("stopped_early", False))
         self.finished_at = state.get("finished_at") or (_modified_at(self.paths.checkpoint) if self.finished else None)
         self.best = {**self.best, **state.get("best", {})}
+        if self.averaging:
+            self.averaging.load_state(state.get("snapshots", []))
 
     def resume_if_possible(self) -> bool:
         if not self.paths.checkpoint.exists():
@@ -215,6 +220,8 @@ class Trainer:
             self.track_best(row)
             if self.finished:
                 self.finished_at = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+                if self.averaging:
+                    self.averaging.finish(self.model)
             self.save()
             log(
                 f"[{self.paths.root}] epoch {epoch}/{epochs} lr {row['lr']:.3g} "
@@ -279,6 +286,7 @@ class Trainer:
             if self.setup.channels_last and inputs.dim() == 4:
                 inputs = inputs.contiguous(memory_format=torch.channels_last)
             self.step.step(inputs, targets)
+            self.after_step((epoch - 1) * n_batches + batch + 1)
             if steps_per_batch(self.config):
                 self.scheduler.step()
             progress.update()
@@ -294,6 +302,11 @@ class Trainer:
             "train_error": 1.0 - totals["correct"] / labelled,
             "train_feature_norm": self.last_layer_inputs.epoch_mean_norm(),
         }
+
+    def after_step(self, step: int) -> None:
+        """After optimiser step ``step`` (1-based over the run): a snapshot when checkpoint averaging is due."""
+        if self.averaging:
+            self.averaging.after_step(step, self.model)
 
     def objective(self, loss: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         """What the step descends (:func:`focalcal.training.step.descended`)."""
@@ -441,9 +454,12 @@ class Trainer:
         return to.logits
 
     def use_final_weights(self) -> None:
-        """The weights a finished run reports: the final ones, or the best with early stopping."""
+        """The weights a finished run reports: the final ones, the best with early stopping or
+        ``recipe.select``, or the mean of the last snapshots with ``recipe.average_checkpoints``."""
         if self.best["model"] is not None:
             self.model.load_state_dict(self.best["model"])
+        elif self.averaging:
+            self.model.load_state_dict(self.averaging.mean())
 
     def run_info(self) -> dict:
         """The run's record (``run.json``); ``health`` is None until test predictions were assessed."""
@@ -473,6 +489,8 @@ class Trainer:
             "host": platform.node(),
             "finished_at": self.finished_at,  # when training ended, not when this record was written
             "health": self.health,
+            # the steps whose weights the reported ones average (recipe.average_checkpoints)
+            **({"averaged_steps": self.averaging.steps} if self.averaging else {}),
             # text data sets: GloVe vectors or a random initialisation, in words (focalcal.data.text)
             **({"embedding_source": self.dataset.meta["embedding_source"]} if "embedding_source" in self.dataset.meta else {}),
         }

@@ -26,6 +26,7 @@ import torch.nn.functional as F
 
 from focalcal import metrics
 from focalcal._io import atomic_write_json
+from focalcal.training.averaging import CheckpointAverage
 from focalcal.training.device import choose_device, epoch_seed, seed_everything
 from focalcal.training.diagnostics import weight_norm
 from focalcal.training.health import assess_health
@@ -111,6 +112,7 @@ class TranslationTrainer(Trainer):
         self.finished_at = None
         self.best = {"epoch": 0, "val_loss": float("inf"), "val_error": float("inf"), "model": None}
         self.health = None
+        self.averaging = CheckpointAverage.for_recipe(config.recipe)
 
     # ------------------------------------------------------------------ batches
     def _check_token_ids(self) -> None:
@@ -187,9 +189,10 @@ class TranslationTrainer(Trainer):
         tokens = 0
         if recipe.max_steps is not None:  # the run's last, partial epoch (Vaswani et al.: 100,000 steps in all)
             batches = batches[: recipe.max_steps - self.steps_done]
-        for indices in batches:
+        for index, indices in enumerate(batches):
             source, target_in, target_out = self.teacher_forcing(self.corpus.train, indices)
             self.step.step((source, target_in), target_out.reshape(-1))
+            self.after_step(self.steps_done + index + 1)
             tokens += int((target_out != TOKEN_IGNORE_INDEX).sum())
             if per_batch:
                 self.scheduler.step()
