@@ -4,7 +4,8 @@ Vaswani et al. report "a single model obtained by averaging the last 5 checkpoin
 written at 10-minute intervals". Minutes depend on the machine, so ``recipe.average_checkpoints``
 counts optimiser steps: a snapshot of the model's state after every ``every_steps``-th step and
 one after the run's last step, so the weights training ends with are among them; the run's
-final weights are the element-wise mean of the last ``count`` snapshots. The snapshots travel in the run's checkpoint, so a resumed run averages the same ones.
+final weights are the element-wise mean of the last ``count`` snapshots. The snapshots travel
+in the run's checkpoint, so a resumed run averages the same ones.
 """
 
 from __future__ import annotations
