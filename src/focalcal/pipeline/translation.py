@@ -12,7 +12,8 @@ of its test set at a grid of temperatures, and its metrics.
   the corpus BLEU, sacrebleu's signature and the beam settings. :func:`decode_calibrated` does
   the same at a calibrator's fitted temperature (BLEU after temperature scaling).
 * :func:`translation_metrics` joins them: the run's ``metrics.csv`` (the rows every run's
-  calibration has, plus ``bleu`` per calibrator and ``bleu_best_temperature``), so the study
+  calibration has, plus ``bleu`` per calibrator, ``bleu_best_temperature`` and the decode grid's
+  range), so the study
   table, the paper tables and the claims read a translation run as any other, and
   ``temperature_sweep.csv`` (token ECE, NLL and BLEU per decode temperature).
 
@@ -39,6 +40,8 @@ DECODE_BATCH_SENTENCES = 256  # sentences beam-searched together (memory and spe
 # The calibrators a token profile supports: role -> the objective of its temperature, fitted on
 # the profile's grid (None: the model as trained, T = 1).
 TOKEN_OBJECTIVES = {"raw": None, "ts_ece": "ece", "ts_nll": "nll"}
+# metrics.csv rows of a translation run: the lowest and highest temperature it was decoded at
+DECODE_GRID_MIN, DECODE_GRID_MAX = "decode_grid_min", "decode_grid_max"
 CURVE_COLUMNS = ("temperature", "bins", "val_ece", "val_nll", "test_ece", "test_nll")
 SWEEP_COLUMNS = (*CURVE_COLUMNS, "bleu")
 
@@ -233,7 +236,9 @@ def translation_metrics(token_metrics_path, curve_path, decodes: dict, calibrate
     ``calibrated``: calibrator key -> the JSON of its decode at its fitted temperature, or
     None for the uncalibrated model (its BLEU is the T = 1 decode's). Each calibrator gets a
     ``bleu`` row; every one also gets ``bleu_best_temperature``, the grid temperature of the
-    highest test BLEU (the same for all: the model's, not the calibrator's).
+    highest test BLEU (the same for all: the model's, not the calibrator's), and the grid's
+    lowest and highest temperature (:data:`DECODE_GRID_MIN`, :data:`DECODE_GRID_MAX`): a best
+    temperature says nothing about temperatures outside them.
     """
     import pandas as pd
 
@@ -251,6 +256,8 @@ def translation_metrics(token_metrics_path, curve_path, decodes: dict, calibrate
         path = calibrated[key]
         rows.append({"calibrator": key, "metric": "bleu", "bins": "", "value": bleu[1.0] if path is None else _bleu(path)})
         rows.append({"calibrator": key, "metric": "bleu_best_temperature", "bins": "", "value": float(best)})
+        rows.append({"calibrator": key, "metric": DECODE_GRID_MIN, "bins": "", "value": float(min(bleu))})
+        rows.append({"calibrator": key, "metric": DECODE_GRID_MAX, "bins": "", "value": float(max(bleu))})
     for row in rows:
         bins = row["bins"]
         row["bins"] = "" if bins == "" or pd.isna(bins) else int(bins)
