@@ -98,8 +98,7 @@ class ParallelCorpus:
     split's first use and kept: a job that reads only the test set (a decode) never loads the
     training pairs, millions at WMT scale."""
 
-    def __init__(self, name: str, pieces: Sequence[str], train, val, test,
-                 detokenise: Callable[[Sequence[int]], str]):
+    def __init__(self, name: str, pieces: Sequence[str], train, val, test, detokenise: Callable[[Sequence[int]], str]):
         self.name = name
         self.pieces = tuple(pieces)
         self.detokenise = detokenise
@@ -117,8 +116,10 @@ class ParallelCorpus:
         if not isinstance(part, ParallelSplit):
             part = part()
             if not isinstance(part, ParallelSplit):
-                raise TypeError(f"corpus {self.name!r}: the loader of split {name!r} returned "
-                                f"{type(part).__name__}, not a ParallelSplit")
+                raise TypeError(
+                    f"corpus {self.name!r}: the loader of split {name!r} returned "
+                    f"{type(part).__name__}, not a ParallelSplit"
+                )
             self._splits[name] = part
         return part
 
