@@ -10,8 +10,9 @@ A file copied in from another run, with its sidecar, is intact, so the sidecars 
 Each run's files are chained instead: the checkpoint's fingerprint must be that of the run's
 ``run_config.json`` (the check that resuming and exporting make); ``run.json`` records the
 sha256 of the checkpoint and of the ``logits.npz`` it was written with; ``calibration.json``
-the sha256 of the logits it was fitted on. Each broken link names the file that is not of its
-run, with its re-make command. Only the checkpoints need torch, imported when there is one.
+the sha256 of the logits it was fitted on; a translation run's decodes the sha256 of the
+checkpoint they beam-searched with. Each broken link names the file that is not of its run,
+with its re-make command. Only the checkpoints need torch, imported when there is one.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from focalcal.paths import (
     CALIBRATION,
     CALIBRATION_PARAMS,
     CHECKPOINT,
+    DECODE,
     METRICS,
     RESULTS,
     RUN_CONFIG,
@@ -92,7 +94,7 @@ def check_run(results: Path, run_dir: Path, bad=frozenset()) -> list[Damage]:
     """The files of one run that are not of it: a checkpoint of other settings than its
     ``run_config.json``, logits (with their ``run.json``) dumped from another checkpoint, a
     ``logits.npz`` other than the one ``run.json`` was written with, a calibration fitted on
-    other logits, a segmentation evaluation of another checkpoint. Files in ``bad`` (damaged or
+    other logits, a segmentation evaluation or a decode of another checkpoint. Files in ``bad`` (damaged or
     missing) are not compared: they are named already."""
     paths = RunPaths(run_dir)
     run = run_dir.relative_to(results / _below_results(RUNS))
@@ -122,6 +124,13 @@ def check_run(results: Path, run_dir: Path, bad=frozenset()) -> list[Damage]:
     if scored and scored != checkpoint:
         mismatch(evaluation / METRICS, f"it scores another checkpoint (the {RUN_INFO} beside it records sha256 "
                                        f"{_short(scored)}, {paths.checkpoint} is {_short(checkpoint)})")
+    decodes = [*sorted((paths.root / DECODE).glob("*.json")),
+               *sorted((results / _below_results(CALIBRATION) / run / DECODE).glob("*.json"))]
+    for decode in decodes if checkpoint else ():
+        decoded = _json(decode).get(CHECKPOINT_SHA256) if usable(decode) else None
+        if decoded and decoded != checkpoint:
+            mismatch(decode, f"it was decoded from another checkpoint (it records sha256 {_short(decoded)}, "
+                             f"{paths.checkpoint} is {_short(checkpoint)})")
     return found
 
 

@@ -22,7 +22,7 @@ from focalcal import data as data_lib
 from focalcal import losses as loss_lib
 from focalcal import models as model_lib
 from focalcal._io import atomic_savez, atomic_torch_save, atomic_write_json, atomic_write_text
-from focalcal.training.checkpoint import foreign_checkpoint, load_checkpoint
+from focalcal.training.checkpoint import final_weights, foreign_checkpoint, load_checkpoint
 from focalcal.training.config import PER_BATCH_SCHEDULES, RunConfig
 from focalcal.training.device import DeviceSetup, choose_device, epoch_seed, seed_everything
 from focalcal.training.diagnostics import (
@@ -441,9 +441,8 @@ class Trainer:
         return to.logits
 
     def use_final_weights(self) -> None:
-        """The weights a finished run reports: the final ones, or the best with early stopping."""
-        if self.best["model"] is not None:
-            self.model.load_state_dict(self.best["model"])
+        """The weights a finished run reports (:func:`~focalcal.training.checkpoint.final_weights`)."""
+        self.model.load_state_dict(final_weights(self.state()))
 
     def run_info(self) -> dict:
         """The run's record (``run.json``); ``health`` is None until test predictions were assessed."""
