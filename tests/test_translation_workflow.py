@@ -121,8 +121,12 @@ def test_a_forced_translation_train_job_rewrites_its_records_and_a_retrained_run
     assert checkpoint.read_bytes() != first and "epoch 1/1" in (workdir / paths.log("train", run.path)).read_text()
     assert main(["verify", str(workdir)]) == 1
     named = [line for line in capsys.readouterr().out.splitlines() if line.startswith("mismatched: ")]
-    assert named == [f"mismatched: {workdir / path}: it was decoded from another checkpoint (it records sha256 "
-                     f"{decoded_from[path][:12]}..., {checkpoint} is {digest(checkpoint)[:12]}...)" for path in decodes]
+    new = digest(checkpoint)[:12]
+    assert named == [
+        (f"mismatched: {workdir / paths.token_logits(run.path)}: it and its run.json were dumped from another "
+         f"checkpoint (run.json records sha256 {decoded_from[decodes[0]][:12]}..., checkpoint.pt is {new}...)"),
+        *(f"mismatched: {workdir / path}: it was decoded from another checkpoint (it records sha256 "
+          f"{decoded_from[path][:12]}..., {checkpoint} is {new}...)" for path in decodes)]
 
     # the next full run re-makes everything after training, from the new checkpoint
     planned = planned_jobs(snakemake(workdir, metrics, "--cores", "1", "--configfile", str(configfile)))
