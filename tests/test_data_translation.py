@@ -146,12 +146,15 @@ def test_a_corpus_loads_a_split_given_as_a_loader_on_its_first_use_only(corpus):
     def loader(name):
         return lambda: calls.append(name) or getattr(corpus, name)
 
-    lazy = ParallelCorpus("lazy", corpus.pieces, *(loader(name) for name in ("train", "val", "test")), corpus.detokenise)
+    lazy = ParallelCorpus(
+        "lazy", corpus.pieces, *(loader(name) for name in ("train", "val", "test")), corpus.detokenise
+    )
     assert lazy.vocab_size == corpus.vocab_size and calls == []
     assert lazy.test is corpus.test and lazy.split("test") is corpus.test
     assert calls == ["test"]  # read once, kept; train and val never read
     assert lazy.train is corpus.train and calls == ["test", "train"]
     broken = ParallelCorpus("broken", corpus.pieces, corpus.train, lambda: None, corpus.test, corpus.detokenise)
-    with pytest.raises(TypeError, match="corpus 'broken': the loader of split 'val' returned NoneType, not a "
-                                        "ParallelSplit"):
+    with pytest.raises(
+        TypeError, match="corpus 'broken': the loader of split 'val' returned NoneType, not a ParallelSplit"
+    ):
         broken.split("val")
