@@ -107,6 +107,16 @@ def test_the_export_reads_the_mean_of_the_weights_at_the_last_snapshot_steps(ave
         assert torch.equal(weight, seen[8][name]), name
 
 
+def test_a_decode_reads_the_mean_from_the_checkpoint(averaged, data_root):
+    from focalcal.pipeline.translation import finished_model
+
+    run_dir, _, seen = averaged
+    model, _, _ = finished_model(run_dir, data_root)
+    for name, weight in model.state_dict().items():
+        by_hand = (seen[3][name].double() + seen[6][name].double() + seen[8][name].double()) / 3
+        assert torch.equal(weight, by_hand.float()), name
+
+
 def test_an_interrupted_averaged_run_resumes_to_the_same_result_bit_for_bit(averaged, tmp_path, data_root):
     full_dir = averaged[0]
     config = make_config(average_checkpoints=AVERAGED)

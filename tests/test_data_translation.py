@@ -10,6 +10,7 @@ from focalcal.data.translation import (
     PAD_ID,
     RANDOM_NOUN_CHOICE,
     RANDOM_VERB_CHOICE,
+    ParallelCorpus,
     pad_batch,
     synthetic_translation,
     token_batches,
@@ -137,3 +138,23 @@ def test_pad_batch_adds_bos_eos_and_right_pads():
     assert pad_batch([[5], [6, 7]]).tolist() == [[5, PAD_ID], [6, 7]]
     with pytest.raises(ValueError, match="at least one"):
         pad_batch([])
+
+
+def test_a_corpus_loads_a_split_given_as_a_loader_on_its_first_use_only(corpus):
+    calls = []
+
+    def loader(name):
+        return lambda: calls.append(name) or getattr(corpus, name)
+
+    lazy = ParallelCorpus(
+        "lazy", corpus.pieces, *(loader(name) for name in ("train", "val", "test")), corpus.detokenise
+    )
+    assert lazy.vocab_size == corpus.vocab_size and calls == []
+    assert lazy.test is corpus.test and lazy.split("test") is corpus.test
+    assert calls == ["test"]  # read once, kept; train and val never read
+    assert lazy.train is corpus.train and calls == ["test", "train"]
+    broken = ParallelCorpus("broken", corpus.pieces, corpus.train, lambda: None, corpus.test, corpus.detokenise)
+    with pytest.raises(
+        TypeError, match="corpus 'broken': the loader of split 'val' returned NoneType, not a ParallelSplit"
+    ):
+        broken.split("val")

@@ -288,6 +288,9 @@ def test_the_remedy_runs_from_the_workflow_directory(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert remake_hint(f"{RUN}/logits.npz").startswith(f"snakemake --cores 1 -f {RUN}/logits.npz   (")
     assert "nothing is retrained" in remake_hint(f"{RUN}/logits.npz")
+    assert remake_hint(f"{RUN}/token_logits.npz") == (f"snakemake --cores 1 -f {RUN}/token_logits.npz   (rule "
+                                                      "export_token_logits re-dumps it from the run's checkpoint; "
+                                                      "nothing is retrained)")
     elsewhere = tmp_path / "other place"
     assert remake_hint(elsewhere / RUN / "logits.npz").startswith(
         f"cd '{elsewhere}' && snakemake --cores 1 -f {RUN}/logits.npz")

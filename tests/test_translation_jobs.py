@@ -4,15 +4,20 @@ BLEU against sacrebleu on its own output."""
 from __future__ import annotations
 
 import json
+import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from test_data_wmt14 import mirror  # noqa: F401  the fixture: WMT archives built in the real formats
 
 from focalcal import metrics
 from focalcal._io import read_csv
+from focalcal._sidecar import digest_file
 from focalcal.calibration.temperature import MUKHOTI_TEMPERATURES
 from focalcal.pipeline.translation import calibrate_tokens
+from focalcal.training import RunConfig
 from focalcal.translation.token_profile import profile_from_logits, write_token_profile
 
 VOCAB = 40
@@ -109,29 +114,50 @@ def test_a_token_calibrator_whose_options_differ_from_its_role_is_refused_by_opt
 
 # -------------------------------------------------------------------------------- decoding
 
-def test_a_decode_of_a_trained_run_writes_sacrebleus_bleu_of_its_own_hypotheses(tmp_path):
+# a small vocabulary, so that four epochs (about 10 s) translate some n-grams right
+STANDIN = {"dataset": {"name": "synthetic-translation", "n_train": 600, "n_val": 20, "n_test": 30, "seed": 0,
+                       "n_nouns": 4, "n_adjectives": 2, "n_verbs": 3},
+           "model": {"name": "transformer-small"}, "loss": {"name": "focal", "gamma": 1},
+           "recipe": {"epochs": 4, "max_tokens": 300, "lr_schedule": "inverse_sqrt", "warmup_steps": 30,
+                      "optimizer": {"name": "adam", "lr": 0.01, "betas": [0.9, 0.98], "eps": 1e-9,
+                                    "weight_decay": 0.0}},
+           "seed": 0, "device": "cpu"}
+
+
+def _trained(config_dict: dict, run_dir, data_root):
+    """A finished run of ``config_dict`` with its run_config.json, as rule train leaves it (no export)."""
+    from focalcal.training import RunConfig, train_run
+
+    config = RunConfig.from_dict(config_dict)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        train_run(config, run_dir, data_root=data_root, progress=False, export=False)
+    finally:
+        torch.set_num_threads(threads)
+    (Path(run_dir) / "run_config.json").write_text(json.dumps(config.to_dict()))
+    return config
+
+
+@pytest.fixture(scope="module")
+def standin_run(tmp_path_factory):
+    root = tmp_path_factory.mktemp("standin")
+    return _trained(STANDIN, root / "run", root / "data"), root / "run", root / "data"
+
+
+def test_a_decode_of_a_trained_run_writes_sacrebleus_bleu_of_its_own_hypotheses(tmp_path, standin_run):
     from sacrebleu.metrics import BLEU
 
     from focalcal.data.translation import pad_batch
     from focalcal.pipeline.translation import BEAM_SIZE, LENGTH_PENALTY, decode_run
-    from focalcal.training import RunConfig, load_finished_run, train_run
+    from focalcal.training import load_finished_run
+    from focalcal.training.run_files import checkpoint_sha256
     from focalcal.translation.beam_search import beam_search
 
-    # a small vocabulary, so that four epochs (about 10 s) translate some n-grams right
-    config = RunConfig.from_dict({
-        "dataset": {"name": "synthetic-translation", "n_train": 600, "n_val": 20, "n_test": 30, "seed": 0,
-                    "n_nouns": 4, "n_adjectives": 2, "n_verbs": 3},
-        "model": {"name": "transformer-small"}, "loss": {"name": "focal", "gamma": 1},
-        "recipe": {"epochs": 4, "max_tokens": 300, "lr_schedule": "inverse_sqrt", "warmup_steps": 30,
-                   "optimizer": {"name": "adam", "lr": 0.01, "betas": [0.9, 0.98], "eps": 1e-9, "weight_decay": 0.0}},
-        "seed": 0, "device": "cpu"})
-    run_dir, data_root = tmp_path / "run", tmp_path / "data"
-    torch.set_num_threads(1)
-    train_run(config, run_dir, data_root=data_root, progress=False, export=False)
-    (run_dir / "run_config.json").write_text(json.dumps(config.to_dict()))
-
+    config, run_dir, data_root = standin_run
     record = decode_run(run_dir, data_root, 1.2, tmp_path / "T1.20.json", tmp_path / "T1.20.txt", threads=1)
     assert json.loads((tmp_path / "T1.20.json").read_text()) == record
+    assert record["checkpoint_sha256"] == checkpoint_sha256(run_dir) == digest_file(run_dir / "checkpoint.pt").sha256
     hypotheses = (tmp_path / "T1.20.txt").read_text().split("\n")[:-1]
     corpus = load_finished_run(config, run_dir, data_root=data_root).corpus
     assert len(hypotheses) == record["sentences"] == 30
@@ -146,3 +172,85 @@ def test_a_decode_of_a_trained_run_writes_sacrebleus_bleu_of_its_own_hypotheses(
         alone = beam_search(model, pad_batch([corpus.test.source[index]], add_bos=False, add_eos=True), BEAM_SIZE,
                             LENGTH_PENALTY, 1.2)
         assert hypotheses[index] == corpus.detokenise(alone[0])
+
+
+def test_a_decode_builds_no_trainer_and_beam_searches_with_the_final_weights(tmp_path, standin_run, monkeypatch):
+    """The decode path (model from run_config.json, the checkpoint's final weights) translates as the trainer's
+    restored model does; with kept best weights (early stopping, recipe.select) it is those, not the last epoch's."""
+    from focalcal._io import atomic_torch_save
+    from focalcal.pipeline.translation import decode_calibrated, decode_run, decode_split
+    from focalcal.training import load_finished_run
+    from focalcal.training.checkpoint import load_checkpoint
+    from focalcal.training.translation import TranslationTrainer
+
+    config, trained, data_root = standin_run
+    run_dir = shutil.copytree(trained, tmp_path / "run")
+    state = load_checkpoint(run_dir / "checkpoint.pt")
+    generator = torch.Generator().manual_seed(0)
+    best = {k: v + 0.3 * torch.randn(v.shape, generator=generator) if v.is_floating_point() else v
+            for k, v in state["model"].items()}
+    state["best"] = {"epoch": 2, "val_loss": 1.0, "val_error": 0.5, "model": best}
+    atomic_torch_save(state, run_dir / "checkpoint.pt")
+
+    trainer = load_finished_run(config, run_dir, data_root=data_root)
+    corpus = trainer.corpus
+    last = decode_split(trainer.model, corpus.test.source, corpus.test.references, corpus.detokenise, 1.1)
+    trainer.use_final_weights()
+    final = decode_split(trainer.model, corpus.test.source, corpus.test.references, corpus.detokenise, 1.1)
+    assert final[0] != last[0]  # the kept weights translate otherwise than the last epoch's
+
+    def no_trainer(*args, **kwargs):
+        raise AssertionError("a decode built a trainer")
+
+    monkeypatch.setattr(TranslationTrainer, "__init__", no_trainer)
+    record = decode_run(run_dir, data_root, 1.1, tmp_path / "T1.10.json", tmp_path / "T1.10.txt")
+    assert (tmp_path / "T1.10.txt").read_text().split("\n")[:-1] == final[0]
+    assert record["bleu"] == final[1].score and record["signature"] == str(final[1].signature)
+    calibration = tmp_path / "calibration.json"
+    calibration.write_text(json.dumps({"ts_ece": {"fitted": {"temperature": 1.1}}}))
+    again = decode_calibrated(run_dir, data_root, calibration, "ts_ece", tmp_path / "ts_ece.json", tmp_path / "ts_ece.txt")
+    assert (tmp_path / "ts_ece.txt").read_text() == (tmp_path / "T1.10.txt").read_text()
+    assert again["checkpoint_sha256"] == record["checkpoint_sha256"] == digest_file(run_dir / "checkpoint.pt").sha256
+    assert again["calibrator"] == "ts_ece" and again["bleu"] == record["bleu"]
+
+
+def test_a_decode_of_an_unfinished_or_foreign_checkpoint_is_refused(tmp_path, standin_run):
+    from focalcal._io import atomic_torch_save
+    from focalcal.pipeline.translation import decode_run
+    from focalcal.training.checkpoint import load_checkpoint
+
+    _, trained, data_root = standin_run
+    run_dir = shutil.copytree(trained, tmp_path / "run")
+    state = load_checkpoint(run_dir / "checkpoint.pt")
+    atomic_torch_save({**state, "finished_at": None, "epochs_done": 2}, run_dir / "checkpoint.pt")
+    with pytest.raises(RuntimeError, match=r"checkpoint.pt holds an unfinished run \(2 epochs\); finish training first"):
+        decode_run(run_dir, data_root, 1.0, tmp_path / "T.json", tmp_path / "T.txt")
+    atomic_torch_save({**state, "fingerprint": "0" * 16}, run_dir / "checkpoint.pt")
+    with pytest.raises(ValueError, match=r"checkpoint.pt belongs to a run with different settings .* it is not this "
+                                         r"run's checkpoint"):
+        decode_run(run_dir, data_root, 1.0, tmp_path / "T.json", tmp_path / "T.txt")
+    assert not (tmp_path / "T.json").exists()
+
+
+@pytest.mark.usefixtures("no_network")
+def test_a_wmt14_decode_reads_the_test_split_and_the_vocabulary_only(tmp_path, mirror, monkeypatch):  # noqa: F811
+    """The training pairs (millions at WMT scale) are never read to decode the test set."""
+    from focalcal.data import wmt14
+    from focalcal.pipeline.translation import decode_run
+
+    data_root, run_dir = tmp_path / "data", tmp_path / "run"
+    wmt14.wmt14_en_de(data_root, vocab_size=60, download=True)  # the prepared cache, as rule prepare_data leaves it
+    recipe = {**STANDIN["recipe"], "epochs": 1}
+    _trained({**STANDIN, "dataset": {"name": "WMT14-en-de", "vocab_size": 60}, "recipe": recipe}, run_dir, data_root)
+    read = []
+    real = wmt14._load_split
+    monkeypatch.setattr(wmt14, "_load_split", lambda path: read.append(path.name.rsplit("-", 1)[-1]) or real(path))
+    record = decode_run(run_dir, data_root, 1.0, tmp_path / "T1.00.json", tmp_path / "T1.00.txt")
+    assert read == ["test.npz"]
+    assert record["sentences"] == len(mirror["test"][0]) == 15
+    # the trainer, by contrast, reads every split
+    from focalcal.training import load_finished_run
+
+    read.clear()
+    load_finished_run(RunConfig.from_dict(json.loads((run_dir / "run_config.json").read_text())), run_dir, data_root)
+    assert sorted(read) == ["test.npz", "train.npz", "val.npz"]

@@ -109,6 +109,7 @@ def test_a_runs_metrics_join_token_metrics_and_the_bleu_of_each_temperature(tmp_
     assert metrics["ts_ece", "bleu"] == pytest.approx(_bleu_at(1.2) - 0.5)  # its own decode at its T
     assert metrics["ts_nll", "bleu"] == pytest.approx(_bleu_at(1.2) - 0.5)
     assert metrics["ts_ece", "bleu_best_temperature"] == pytest.approx(1.1)
+    assert (metrics["uncalibrated", "decode_grid_min"], metrics["uncalibrated", "decode_grid_max"]) == (0.8, 1.6)
     assert metrics["uncalibrated", "ece"] == pytest.approx(0.08)  # the token metrics kept as they were
     sweep = read_csv(tmp_path / run.calibration_dir / paths.TEMPERATURE_SWEEP)
     assert list(sweep["temperature"]) == pytest.approx(list(DECODE_TEMPERATURES))
@@ -216,14 +217,43 @@ def test_the_translation_claims_fail_where_focal_loss_is_worst_and_bleu_peaks_fa
     evidence = study_evidence(plan, STUDY, tmp_path)
     assert evaluate_claim(_claim("m20-mt-fl-lowest-ece"), evidence).verdict == FAILS
     assert evaluate_claim(_claim("m20-mt-fl-highest-bleu"), evidence).verdict == FAILS
-    # BLEU peaks at the grid's edge, val ECE is lowest at T = 2.5: 0.9 apart, beyond the 0.2 margin
+    # BLEU peaks at the grid's top end, val ECE is lowest at its bottom end: 0.8 apart, beyond the 0.2 margin
     far = table.copy()
-    far.loc[(far["metric"] == "temperature") & (far["calibrator"] == "ts_ece"), "value"] = 2.5
+    far.loc[(far["metric"] == "temperature") & (far["calibrator"] == "ts_ece"), "value"] = 0.8
     far.loc[far["metric"] == "bleu_best_temperature", "value"] = 1.6
-    far_evidence = copy.copy(evidence)
-    far_evidence.table = far
-    outcome = evaluate_claim(_claim("m20-mt-bleu-near-low-ece"), far_evidence)
-    assert outcome.verdict == FAILS and outcome.mean == pytest.approx(0.9)
+    outcome = evaluate_claim(_claim("m20-mt-bleu-near-low-ece"), _with_table(evidence, far))
+    assert outcome.verdict == FAILS and outcome.n_pairs == 9 and outcome.mean == pytest.approx(0.8)
+
+
+def _with_table(evidence, table):
+    changed = copy.copy(evidence)
+    changed.table = table
+    return changed
+
+
+@pytest.mark.parametrize("where", ["above", "below"])
+def test_a_val_ece_temperature_off_the_decode_grid_makes_the_bleu_peak_claim_not_testable(tmp_path, plan, where):
+    """The best BLEU is searched on the decode grid (0.8 to 1.6), the val-ECE T on the TS grid (0.1 to 10): a run
+    whose T lies outside the decode grid cannot show the claim, whether its d would pass or fail."""
+    table = write_study(tmp_path, plan)
+    evidence = study_evidence(plan, STUDY, tmp_path)
+    assert evaluate_claim(_claim("m20-mt-bleu-near-low-ece"), evidence).verdict == HOLDS  # every T on the grid
+    run = "words/transformer_tiny/fl1/tiny/seed2"
+    off = table.copy()
+    t_off = 2.5 if where == "above" else 0.5
+    one_run = ((off["loss"] == "fl1") & (off["seed"] == 2) & (off["metric"] == "temperature")
+               & (off["calibrator"] == "ts_ece"))
+    off.loc[one_run, "value"] = t_off
+    off.loc[(off["loss"] == "fl1") & (off["seed"] == 2) & (off["metric"] == "bleu_best_temperature"), "value"] = (
+        1.6 if where == "above" else 0.8)  # the grid's end nearest T: d = 0.9 or 0.3, a fail if it were a pair
+    outcome = evaluate_claim(_claim("m20-mt-bleu-near-low-ece"), _with_table(evidence, off))
+    assert outcome.verdict == NOT_TESTABLE and np.isnan(outcome.mean)
+    assert f"run {run}: T = {t_off:g} by val ECE, decode grid 0.8 to 1.6" in outcome.reason
+    assert outcome.reason.count("seed") == 1  # the runs on the grid are not named
+    # the grid's ends are on the grid
+    edge = table.copy()
+    edge.loc[one_run, "value"] = 1.6
+    assert evaluate_claim(_claim("m20-mt-bleu-near-low-ece"), _with_table(evidence, edge)).verdict != NOT_TESTABLE
 
 
 def test_classification_studies_cannot_test_the_translation_claims():

@@ -158,3 +158,32 @@ def test_an_unreadable_checkpoint_without_a_sidecar_is_named_as_damaged(workdir,
     assert out[0].startswith(f"damaged: {checkpoint}: refusing to load {checkpoint}: it asks to build Python objects "
                              "that a focalcal checkpoint never holds")
     assert out[1].startswith(f"  re-make it: cd {workdir} && rm -f {RUNS[1]}/checkpoint.pt && ")
+
+
+def test_a_decode_from_another_checkpoint_is_named(workdir, capsys):
+    """A translation run's decodes record the checkpoint they beam-searched with (a retrained run's old decodes)."""
+    from focalcal.pipeline.translation import beam_settings, write_decode
+    from focalcal.training.run_files import CHECKPOINT_SHA256
+    from focalcal.translation.bleu import corpus_bleu
+
+    own, other = (digest_file(workdir / RUNS[seed] / "checkpoint.pt").sha256 for seed in (1, 2))
+    run, calibration = workdir / RUNS[1], workdir / CALIBRATIONS[1]
+    score = corpus_bleu(["das Haus ist klein ."], ["das Haus ist klein ."])
+    for folder, name, made_from in ((run, "T1.00", own), (run, "T1.20", other), (calibration, "ts_ece", other)):
+        (folder / "decode").mkdir(exist_ok=True)
+        write_decode(folder / "decode" / f"{name}.json", folder / "decode" / f"{name}.txt", ["das Haus ist klein ."],
+                     score, 1.0, beam_settings(), **{CHECKPOINT_SHA256: made_from})
+    status, out = verified(workdir, capsys)
+    assert status == 1
+    recorded = f"it was decoded from another checkpoint (it records sha256 {other[:12]}..., {run / 'checkpoint.pt'} " \
+               f"is {own[:12]}...)"
+    assert out == [
+        f"mismatched: {run / 'decode/T1.20.json'}: {recorded}",
+        (f"  re-make it: cd {workdir} && snakemake --cores 1 -f {RUNS[1]}/decode/T1.20.json   (rule decode "
+         "beam-searches the test set again at its temperature, from the run's checkpoint; nothing is retrained)"),
+        f"mismatched: {calibration / 'decode/ts_ece.json'}: {recorded}",
+        (f"  re-make it: cd {workdir} && snakemake --cores 1 -f {CALIBRATIONS[1]}/decode/ts_ece.json   (rule "
+         "decode_calibrated beam-searches the test set again at the calibrator's fitted temperature; nothing is "
+         "retrained)"),
+        "focalcal verify: 24 artefacts checked, 0 damaged, 2 not of their run",  # 18 and each decode's two files
+    ]

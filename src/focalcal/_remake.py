@@ -44,6 +44,7 @@ from focalcal.paths import (
     SEGMENTATION,
     STAGED_EXPORT,
     TABLES,
+    TOKEN_LOGITS,
     is_own_snakefile,
 )
 
@@ -74,6 +75,8 @@ REMAKE = (
     Remake(f"{RUNS}/*/{RUN_CONFIG}", "rm -f {path} && {snakemake} -f {path}{config}", RECORDS),
     Remake(f"{RUNS}/*/{RELIABILITY}", f"{{snakemake}} -f {{run}}/{HISTORY}{{config}}", RECORDS),
     Remake(f"{RUNS}/*/{GRADIENT_NORMS}", f"{{snakemake}} -f {{run}}/{HISTORY}{{config}}", RECORDS),
+    Remake(f"{RUNS}/*/{TOKEN_LOGITS}", FORCE, "rule export_token_logits re-dumps it from the run's checkpoint; "
+                                              "nothing is retrained"),
     Remake(f"{RUNS}/*/{LOGITS}", FORCE, "rule export_logits re-dumps it from the run's checkpoint; nothing is retrained"),
     Remake(f"{RUNS}/*/{RUN_INFO}", FORCE, "rule export_logits re-writes it from the run's checkpoint; nothing is retrained"),
     Remake(f"{RUNS}/*/{DECODE}/*", FORCE, "rule decode beam-searches the test set again at its temperature, "

@@ -9,9 +9,10 @@ the command that re-makes it (:mod:`focalcal._remake`).
 A file copied in from another run, with its sidecar, is intact, so the sidecars cannot tell.
 Each run's files are chained instead: the checkpoint's fingerprint must be that of the run's
 ``run_config.json`` (the check that resuming and exporting make); ``run.json`` records the
-sha256 of the checkpoint and of the ``logits.npz`` it was written with; ``calibration.json``
-the sha256 of the logits it was fitted on. Each broken link names the file that is not of its
-run, with its re-make command. Only the checkpoints need torch, imported when there is one.
+sha256 of the checkpoint and of the ``logits.npz`` (a translation run's ``token_logits.npz``)
+it was written with; ``calibration.json`` the sha256 of the logits it was fitted on; a
+translation run's decodes the sha256 of the checkpoint they beam-searched with. Each broken
+link names the file that is not of its run, with its re-make command. Only the checkpoints need torch, imported when there is one.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from focalcal.paths import (
     CALIBRATION,
     CALIBRATION_PARAMS,
     CHECKPOINT,
+    DECODE,
     METRICS,
     RESULTS,
     RUN_CONFIG,
@@ -37,7 +39,7 @@ from focalcal.paths import (
     SEGMENTATION,
 )
 from focalcal.pipeline.calibrate import LOGITS_SHA256 as CALIBRATION_LOGITS
-from focalcal.training.run_files import CHECKPOINT_SHA256, LOGITS_SHA256, RunPaths
+from focalcal.training.run_files import CHECKPOINT_SHA256, LOGITS_SHA256, TOKEN_LOGITS_SHA256, RunPaths
 
 DAMAGED = "damaged"
 MISMATCHED = "mismatched"  # intact, but not of its run (copied from another run, or left from an earlier one)
@@ -92,7 +94,7 @@ def check_run(results: Path, run_dir: Path, bad=frozenset()) -> list[Damage]:
     """The files of one run that are not of it: a checkpoint of other settings than its
     ``run_config.json``, logits (with their ``run.json``) dumped from another checkpoint, a
     ``logits.npz`` other than the one ``run.json`` was written with, a calibration fitted on
-    other logits, a segmentation evaluation of another checkpoint. Files in ``bad`` (damaged or
+    other logits, a segmentation evaluation or a decode of another checkpoint. Files in ``bad`` (damaged or
     missing) are not compared: they are named already."""
     paths = RunPaths(run_dir)
     run = run_dir.relative_to(results / _below_results(RUNS))
@@ -102,26 +104,36 @@ def check_run(results: Path, run_dir: Path, bad=frozenset()) -> list[Damage]:
     if usable(paths.checkpoint) and usable(paths.root / RUN_CONFIG):
         found += _checkpoint_against_config(paths)
     checkpoint = _sha256(paths.checkpoint) if usable(paths.checkpoint) else None
-    logits = _sha256(paths.logits) if usable(paths.logits) else None
+    # a translation run dumps token_logits.npz (run.json records it under its own key) in place of logits.npz
+    dump, dump_key = ((paths.token_logits, TOKEN_LOGITS_SHA256) if paths.token_logits.exists()
+                      else (paths.logits, LOGITS_SHA256))
+    logits = _sha256(dump) if usable(dump) else None
     info = _json(paths.info) if usable(paths.info) else {}
-    dumped_from, written_with = info.get(CHECKPOINT_SHA256), info.get(LOGITS_SHA256)
+    dumped_from, written_with = info.get(CHECKPOINT_SHA256), info.get(dump_key)
     if checkpoint and logits and dumped_from and dumped_from != checkpoint:
-        mismatch(paths.logits, f"it and its {RUN_INFO} were dumped from another checkpoint ({RUN_INFO} records "
-                               f"sha256 {_short(dumped_from)}, {CHECKPOINT} is {_short(checkpoint)})")
+        mismatch(dump, f"it and its {RUN_INFO} were dumped from another checkpoint ({RUN_INFO} records "
+                       f"sha256 {_short(dumped_from)}, {CHECKPOINT} is {_short(checkpoint)})")
     elif logits and written_with and written_with != logits:
-        mismatch(paths.logits, f"it is not the file its {RUN_INFO} was dumped with ({RUN_INFO} records "
-                               f"sha256 {_short(written_with)}, it is {_short(logits)})")
+        mismatch(dump, f"it is not the file its {RUN_INFO} was dumped with ({RUN_INFO} records "
+                       f"sha256 {_short(written_with)}, it is {_short(logits)})")
     params = results / _below_results(CALIBRATION) / run / CALIBRATION_PARAMS
     fitted_on = _json(params).get(CALIBRATION_LOGITS) if logits and usable(params) else None
     if fitted_on and fitted_on != logits:
         mismatch(params, f"it was fitted on other logits (it records sha256 {_short(fitted_on)}, "
-                         f"{paths.logits} is {_short(logits)})")
+                         f"{dump} is {_short(logits)})")
     evaluation = results / _below_results(SEGMENTATION) / run
     scored = (_json(evaluation / RUN_INFO).get(CHECKPOINT_SHA256)
               if checkpoint and usable(evaluation / RUN_INFO) and usable(evaluation / METRICS) else None)
     if scored and scored != checkpoint:
         mismatch(evaluation / METRICS, f"it scores another checkpoint (the {RUN_INFO} beside it records sha256 "
                                        f"{_short(scored)}, {paths.checkpoint} is {_short(checkpoint)})")
+    decodes = [*sorted((paths.root / DECODE).glob("*.json")),
+               *sorted((results / _below_results(CALIBRATION) / run / DECODE).glob("*.json"))]
+    for decode in decodes if checkpoint else ():
+        decoded = _json(decode).get(CHECKPOINT_SHA256) if usable(decode) else None
+        if decoded and decoded != checkpoint:
+            mismatch(decode, f"it was decoded from another checkpoint (it records sha256 {_short(decoded)}, "
+                             f"{paths.checkpoint} is {_short(checkpoint)})")
     return found
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import NamedTuple
 
 import numpy as np
@@ -66,12 +67,17 @@ class ParallelDataset:
 
     ``num_classes`` is the shared vocabulary's size (a target token's classes); ``split_hash``
     fingerprints every split's token ids, so a run can tell its corpus from another on resume.
+    It is computed on first use, since it reads every split: a job that needs the vocabulary and
+    the test set only (a decode) loads nothing else.
     """
 
     name: str
     corpus: object
-    split_hash: str
     meta: dict = field(default_factory=dict)
+
+    @cached_property
+    def split_hash(self) -> str:
+        return corpus_hash(self.corpus)
 
     @property
     def num_classes(self) -> int:

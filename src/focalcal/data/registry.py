@@ -35,7 +35,7 @@ import torch
 
 from focalcal import catalog
 
-from ._dataset import ParallelDataset, RawData, Split, SplitDataset, corpus_hash
+from ._dataset import ParallelDataset, RawData, Split, SplitDataset
 from .splits import fold_indices, per_class_subset, resolve_size, split_hash, split_indices
 
 TASKS = catalog.TASKS
@@ -137,7 +137,7 @@ def _load_translation(entry: DatasetSpec, root, download: bool, options: dict) -
     where = {key: value for key, value in (("root", str(root)), ("download", bool(download))) if key in accepted}
     corpus = entry.loader(**where, **options)
     meta = {"dataset": entry.name, "task": entry.task, "options": dict(options)}
-    return ParallelDataset(name=entry.name, corpus=corpus, split_hash=corpus_hash(corpus), meta=meta)
+    return ParallelDataset(name=entry.name, corpus=corpus, meta=meta)
 
 
 def _check_fraction(subset_fraction) -> float | None:

@@ -88,25 +88,52 @@ class ParallelSplit:
         return np.array([len(t) for t in self.target], dtype=np.int64)
 
 
-@dataclass(frozen=True)
-class ParallelCorpus:
-    """A translation data set over one shared vocabulary (``pieces``: id -> piece)."""
+SPLITS = ("train", "val", "test")
 
-    name: str
-    pieces: tuple[str, ...]
-    train: ParallelSplit
-    val: ParallelSplit
-    test: ParallelSplit
-    detokenise: Callable[[Sequence[int]], str]
+
+class ParallelCorpus:
+    """A translation data set over one shared vocabulary (``pieces``: id -> piece).
+
+    A split is a :class:`ParallelSplit`, or a zero-argument loader of one, called on the
+    split's first use and kept: a job that reads only the test set (a decode) never loads the
+    training pairs, millions at WMT scale."""
+
+    def __init__(self, name: str, pieces: Sequence[str], train, val, test, detokenise: Callable[[Sequence[int]], str]):
+        self.name = name
+        self.pieces = tuple(pieces)
+        self.detokenise = detokenise
+        self._splits = {"train": train, "val": val, "test": test}
 
     @property
     def vocab_size(self) -> int:
         return len(self.pieces)
 
     def split(self, name: str) -> ParallelSplit:
-        if name not in ("train", "val", "test"):
+        """The split ``name``, loaded on its first use."""
+        if name not in SPLITS:
             raise ValueError(f"split must be 'train', 'val' or 'test', got {name!r}")
-        return getattr(self, name)
+        part = self._splits[name]
+        if not isinstance(part, ParallelSplit):
+            part = part()
+            if not isinstance(part, ParallelSplit):
+                raise TypeError(
+                    f"corpus {self.name!r}: the loader of split {name!r} returned "
+                    f"{type(part).__name__}, not a ParallelSplit"
+                )
+            self._splits[name] = part
+        return part
+
+    @property
+    def train(self) -> ParallelSplit:
+        return self.split("train")
+
+    @property
+    def val(self) -> ParallelSplit:
+        return self.split("val")
+
+    @property
+    def test(self) -> ParallelSplit:
+        return self.split("test")
 
 
 def strip_special(ids: Sequence[int]) -> list[int]:

@@ -18,7 +18,9 @@ The vocabulary: one sentencepiece BPE model over the English and German training
 EOS, UNK. It is trained once and cached beside the data as ``spm-<fingerprint>.model``, the
 fingerprint hashing the archives' checksums and every training option, so changing either
 trains a new one; the encoded splits are cached under the same fingerprint and ``max_pieces``.
-Cached files are read only after their checksum sidecars match.
+Cached files are read only after their checksum sidecars match, each split's on its first
+use (:class:`~focalcal.data.translation.ParallelCorpus`), so a job that reads the test set
+alone never loads the training pairs.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import io
 import json
 import re
 import tarfile
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -277,6 +280,7 @@ def wmt14_en_de(
     def detokenise(ids) -> str:
         return processor.decode(strip_special(ids))
 
+    # each split is read on its first use (ParallelCorpus): a decode reads the test split only
     return ParallelCorpus(
-        "wmt14_en_de", pieces, *(_load_split(split_paths[n]) for n in ("train", "val", "test")), detokenise
+        "wmt14_en_de", pieces, *(partial(_load_split, split_paths[n]) for n in ("train", "val", "test")), detokenise
     )

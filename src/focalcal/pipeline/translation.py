@@ -7,12 +7,14 @@ of its test set at a grid of temperatures, and its metrics.
   val NLL) and measures test ECE, NLL and error before and after, per target token. It writes
   ``calibration.json`` (the fitted temperatures), ``token_metrics.csv`` and ``token_curve.csv``
   (val and test ECE and NLL at every decode temperature).
-* :func:`decode_run` loads the finished run's model and beam-searches the test set with the
-  softmax at one temperature; it writes the hypotheses (one sentence a line) and a JSON with
-  the corpus BLEU, sacrebleu's signature and the beam settings. :func:`decode_calibrated` does
+* :func:`decode_run` loads the finished run's model (:func:`finished_model`: its final weights,
+  no trainer, the test split only) and beam-searches the test set with the softmax at one
+  temperature; it writes the hypotheses (one sentence a line) and a JSON with the corpus BLEU,
+  sacrebleu's signature, the beam settings and the sha256 of the checkpoint decoded. :func:`decode_calibrated` does
   the same at a calibrator's fitted temperature (BLEU after temperature scaling).
 * :func:`translation_metrics` joins them: the run's ``metrics.csv`` (the rows every run's
-  calibration has, plus ``bleu`` per calibrator and ``bleu_best_temperature``), so the study
+  calibration has, plus ``bleu`` per calibrator, ``bleu_best_temperature`` and the decode grid's
+  range), so the study
   table, the paper tables and the claims read a translation run as any other, and
   ``temperature_sweep.csv`` (token ECE, NLL and BLEU per decode temperature).
 
@@ -29,6 +31,7 @@ from pathlib import Path
 from focalcal import catalog
 from focalcal._io import atomic_write_json, atomic_write_text, read_csv, read_json
 from focalcal.calibration.temperature import MUKHOTI_GRID_NAME
+from focalcal.training.run_files import CHECKPOINT_SHA256
 
 # Beam search as Vaswani et al. 2017 §6.1, the set-up mukhoti2020 §5.2 follows: beam size 4,
 # length penalty alpha = 0.6 (Wu et al. 2016); each sentence at most its source length + 50
@@ -39,6 +42,8 @@ DECODE_BATCH_SENTENCES = 256  # sentences beam-searched together (memory and spe
 # The calibrators a token profile supports: role -> the objective of its temperature, fitted on
 # the profile's grid (None: the model as trained, T = 1).
 TOKEN_OBJECTIVES = {"raw": None, "ts_ece": "ece", "ts_nll": "nll"}
+# metrics.csv rows of a translation run: the lowest and highest temperature it was decoded at
+DECODE_GRID_MIN, DECODE_GRID_MAX = "decode_grid_min", "decode_grid_max"
 CURVE_COLUMNS = ("temperature", "bins", "val_ece", "val_nll", "test_ece", "test_nll")
 SWEEP_COLUMNS = (*CURVE_COLUMNS, "bleu")
 
@@ -175,26 +180,56 @@ def write_decode(json_path, text_path, hypotheses: list[str], score, temperature
     return record
 
 
-def _finished_model(run_dir, data_root, threads: int):
-    """The finished run's model and its parallel corpus (sources fed as in training: ids + EOS)."""
+def finished_model(run_dir, data_root, threads: int = 1):
+    """(model, corpus, sha256 of the checkpoint) of a finished run, for decoding its test set.
+
+    The model is built from ``run_config.json`` and loaded with the checkpoint's final weights
+    (:func:`~focalcal.training.checkpoint.final_weights`: those ``token_logits.npz`` was dumped
+    from); no trainer is built, so no optimizer, no loss and no training split: the corpus
+    loads a split on its first use, and a decode reads the test set and the vocabulary only."""
     import torch
 
     from focalcal.paths import RUN_CONFIG
-    from focalcal.training import RunConfig, load_finished_run
+    from focalcal.training import RunConfig
+    from focalcal.training.checkpoint import final_weights, foreign_checkpoint, load_checkpoint
+    from focalcal.training.device import choose_device
+    from focalcal.training.run_files import RunPaths, checkpoint_sha256
+    from focalcal.training.trainer import build_model, load_dataset
 
     torch.set_num_threads(max(1, int(threads)))
-    config = RunConfig.from_dict(read_json(Path(run_dir) / RUN_CONFIG))
-    trainer = load_finished_run(config, run_dir, data_root=str(data_root))
-    trainer.use_final_weights()  # the weights its token_logits.npz was dumped from
-    return trainer.model, trainer.corpus
+    paths = RunPaths(Path(run_dir))
+    config = RunConfig.from_dict(read_json(paths.root / RUN_CONFIG))
+    if not paths.checkpoint.exists():
+        raise FileNotFoundError(f"no checkpoint at {paths.checkpoint}; train the run first")
+    sha256 = checkpoint_sha256(paths.root)
+    device = choose_device(config.device).device
+    state = load_checkpoint(paths.checkpoint, device)
+    foreign = foreign_checkpoint(state, config)
+    if foreign:
+        raise ValueError(f"{paths.checkpoint} {foreign}; it is not this run's checkpoint")
+    if state.get("finished_at") is None:
+        raise RuntimeError(f"{paths.checkpoint} holds an unfinished run ({state['epochs_done']} epochs); "
+                           "finish training first")
+    dataset = load_dataset(config, Path(data_root))
+    model = build_model(config, dataset)
+    model.load_state_dict(final_weights(state))
+    model.to(device).eval()
+    corpus = dataset.corpus
+    for index, ids in enumerate(corpus.test.source):  # the ids the model embeds (the trainer checks every split)
+        if len(ids) and (int(min(ids)) < 0 or int(max(ids)) >= corpus.vocab_size):
+            raise ValueError(f"dataset {config.dataset['name']!r}, test source sentence {index}: token id outside "
+                             f"0..{corpus.vocab_size - 1}")
+    return model, corpus, sha256
 
 
 def decode_run(run_dir, data_root, temperature: float, json_path, text_path, threads: int = 1) -> dict:
-    """Decode the finished run's test set at ``temperature``; write its hypotheses and BLEU."""
-    model, corpus = _finished_model(run_dir, data_root, threads)
+    """Decode the finished run's test set at ``temperature``; write its hypotheses and BLEU, with
+    the sha256 of the checkpoint decoded (``focalcal verify`` names a decode of another one)."""
+    model, corpus, sha256 = finished_model(run_dir, data_root, threads)
     hypotheses, score = decode_split(model, corpus.test.source, corpus.test.references, corpus.detokenise,
                                      float(temperature))
-    return write_decode(json_path, text_path, hypotheses, score, float(temperature), beam_settings())
+    return write_decode(json_path, text_path, hypotheses, score, float(temperature), beam_settings(),
+                        **{CHECKPOINT_SHA256: sha256})
 
 
 def fitted_temperature(calibration_path, calibrator: str) -> float:
@@ -210,9 +245,10 @@ def decode_calibrated(run_dir, data_root, calibration_path, calibrator: str, jso
                       threads: int = 1) -> dict:
     """Decode the test set at the temperature ``calibrator`` fitted on the val tokens."""
     temperature = fitted_temperature(calibration_path, calibrator)
-    model, corpus = _finished_model(run_dir, data_root, threads)
+    model, corpus, sha256 = finished_model(run_dir, data_root, threads)
     hypotheses, score = decode_split(model, corpus.test.source, corpus.test.references, corpus.detokenise, temperature)
-    return write_decode(json_path, text_path, hypotheses, score, temperature, beam_settings(), calibrator=calibrator)
+    return write_decode(json_path, text_path, hypotheses, score, temperature, beam_settings(), calibrator=calibrator,
+                        **{CHECKPOINT_SHA256: sha256})
 
 
 # ------------------------------------------------------------------------- the metrics
@@ -233,7 +269,9 @@ def translation_metrics(token_metrics_path, curve_path, decodes: dict, calibrate
     ``calibrated``: calibrator key -> the JSON of its decode at its fitted temperature, or
     None for the uncalibrated model (its BLEU is the T = 1 decode's). Each calibrator gets a
     ``bleu`` row; every one also gets ``bleu_best_temperature``, the grid temperature of the
-    highest test BLEU (the same for all: the model's, not the calibrator's).
+    highest test BLEU (the same for all: the model's, not the calibrator's), and the grid's
+    lowest and highest temperature (:data:`DECODE_GRID_MIN`, :data:`DECODE_GRID_MAX`): a best
+    temperature says nothing about temperatures outside them.
     """
     import pandas as pd
 
@@ -251,6 +289,8 @@ def translation_metrics(token_metrics_path, curve_path, decodes: dict, calibrate
         path = calibrated[key]
         rows.append({"calibrator": key, "metric": "bleu", "bins": "", "value": bleu[1.0] if path is None else _bleu(path)})
         rows.append({"calibrator": key, "metric": "bleu_best_temperature", "bins": "", "value": float(best)})
+        rows.append({"calibrator": key, "metric": DECODE_GRID_MIN, "bins": "", "value": float(min(bleu))})
+        rows.append({"calibrator": key, "metric": DECODE_GRID_MAX, "bins": "", "value": float(max(bleu))})
     for row in rows:
         bins = row["bins"]
         row["bins"] = "" if bins == "" or pd.isna(bins) else int(bins)

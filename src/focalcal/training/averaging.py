@@ -49,24 +49,30 @@ class CheckpointAverage:
         return [snapshot["step"] for snapshot in self.snapshots]
 
     def mean(self) -> dict[str, torch.Tensor]:
-        """The snapshots' element-wise mean, summed in float64 oldest first and cast back to each
-        entry's dtype; an integer entry (a step counter) is the last snapshot's."""
-        if not self.snapshots:
-            raise ValueError("recipe.average_checkpoints: no snapshot was taken; the run has trained no step")
-        states = [snapshot["model"] for snapshot in self.snapshots]
-        mean = {}
-        for key, last in states[-1].items():
-            if not last.is_floating_point():
-                mean[key] = last.clone()
-                continue
-            total = states[0][key].double()
-            for state in states[1:]:
-                total = total + state[key].double()
-            mean[key] = (total / len(states)).to(last.dtype)
-        return mean
+        """The snapshots' element-wise mean (:func:`mean_of_snapshots`)."""
+        return mean_of_snapshots(self.snapshots)
 
     def state(self) -> list[dict]:
         return self.snapshots
 
     def load_state(self, snapshots: list[dict]) -> None:
         self.snapshots = list(snapshots)
+
+
+def mean_of_snapshots(snapshots: list[dict]) -> dict[str, torch.Tensor]:
+    """The element-wise mean of snapshots' model states (``{"step", "model"}``, oldest first),
+    summed in float64 oldest first and cast back to each entry's dtype; an integer entry (a step
+    counter) is the last snapshot's."""
+    if not snapshots:
+        raise ValueError("recipe.average_checkpoints: no snapshot was taken; the run has trained no step")
+    states = [snapshot["model"] for snapshot in snapshots]
+    mean = {}
+    for key, last in states[-1].items():
+        if not last.is_floating_point():
+            mean[key] = last.clone()
+            continue
+        total = states[0][key].double()
+        for state in states[1:]:
+            total = total + state[key].double()
+        mean[key] = (total / len(states)).to(last.dtype)
+    return mean

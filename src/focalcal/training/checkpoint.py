@@ -66,6 +66,19 @@ def foreign_checkpoint(state: dict, config) -> str | None:
     return None
 
 
+def final_weights(state: dict) -> dict:
+    """The model weights a finished run reports, from its state (a loaded checkpoint or
+    :meth:`Trainer.state`): the kept best epoch's (early stopping, ``recipe.select``), else the
+    mean of the last snapshots (``recipe.average_checkpoints``), else the last epoch's. The
+    logits are dumped from them and the decodes beam-search with them."""
+    from focalcal.training.averaging import mean_of_snapshots
+
+    best = (state.get("best") or {}).get("model")
+    if best is not None:
+        return best
+    return mean_of_snapshots(state["snapshots"]) if "snapshots" in state else state["model"]
+
+
 def _first_line(error: BaseException) -> str:
     text = str(error).strip()
     return text.splitlines()[0] if text else type(error).__name__

@@ -23,7 +23,7 @@ from focalcal import losses as loss_lib
 from focalcal import models as model_lib
 from focalcal._io import atomic_savez, atomic_torch_save, atomic_write_json, atomic_write_text
 from focalcal.training.averaging import CheckpointAverage
-from focalcal.training.checkpoint import foreign_checkpoint, load_checkpoint
+from focalcal.training.checkpoint import final_weights, foreign_checkpoint, load_checkpoint
 from focalcal.training.config import PER_BATCH_SCHEDULES, RunConfig
 from focalcal.training.device import DeviceSetup, choose_device, epoch_seed, seed_everything
 from focalcal.training.diagnostics import (
@@ -454,12 +454,8 @@ class Trainer:
         return to.logits
 
     def use_final_weights(self) -> None:
-        """The weights a finished run reports: the final ones, the best with early stopping or
-        ``recipe.select``, or the mean of the last snapshots with ``recipe.average_checkpoints``."""
-        if self.best["model"] is not None:
-            self.model.load_state_dict(self.best["model"])
-        elif self.averaging:
-            self.model.load_state_dict(self.averaging.mean())
+        """The weights a finished run reports (:func:`~focalcal.training.checkpoint.final_weights`)."""
+        self.model.load_state_dict(final_weights(self.state()))
 
     def run_info(self) -> dict:
         """The run's record (``run.json``); ``health`` is None until test predictions were assessed."""

@@ -17,12 +17,14 @@ from focalcal.claims.claim import Claim, NotTestable, compare_losses, compare_wi
 from focalcal.claims.evidence import StudyEvidence
 from focalcal.claims.verdict import Direction, Pairs
 from focalcal.papers.mukhoti2020 import KEY as PAPER
+from focalcal.pipeline.translation import DECODE_GRID_MAX, DECODE_GRID_MIN
 
 ERROR_MARGIN = 0.01  # ours: "on par" = FL's test error at most 1 point above CE's (the paper gives no margin)
 BINS = 15
 # ours: "around the same temperature" = the grid temperature of the highest test BLEU at most
 # this far from the val-ECE temperature (two steps of the 0.1 grid; the paper gives no margin)
 TEMPERATURE_MARGIN = 0.2
+GRID_TOLERANCE = 1e-9  # temperatures are read back from CSV: a grid end must count as on the grid
 
 
 def _bins(evidence: StudyEvidence):
@@ -166,18 +168,37 @@ def _fl1_against_baselines(metric: str, best):
 
 
 def _bleu_peak_near_ece_temperature(evidence: StudyEvidence) -> Pairs | NotTestable:
-    """d = |T of the highest test BLEU − T of the lowest val ECE| per translation run."""
+    """d = |T of the highest test BLEU − T of the lowest val ECE| per translation run.
+
+    The best BLEU is searched on the decode grid only, the val-ECE temperature on the wider TS
+    grid: a run whose val-ECE temperature lies outside the decode grid's range has no BLEU
+    measured there, so its d cannot show the claim either way. Any such run makes the claim
+    not testable, naming it: leaving it out would keep only the runs whose optimum the grid sees."""
     raw, ts_ece = evidence.calibrator("raw"), evidence.calibrator("ts_ece")
     losses = _translation_losses(evidence, lambda i: True)
     if raw is None or ts_ece is None or not losses:
         return NotTestable("needs translation runs with the uncalibrated model and temperature scaling by val ECE")
-    pairs = Pairs()
+    pairs, off_grid = Pairs(), []
     datasets = _translation_datasets(evidence)
     for loss in losses:
         peak = evidence.values(loss, "bleu_best_temperature", raw, datasets=datasets)
         lowest = evidence.values(loss, "temperature", ts_ece, datasets=datasets)
+        low, high = (evidence.values(loss, metric, raw, datasets=datasets) for metric in (DECODE_GRID_MIN, DECODE_GRID_MAX))
         for unit in peak.index.intersection(lowest.index):
-            pairs.add(abs(float(peak[unit] - lowest[unit])), unit, f"{loss}: |T best BLEU − T lowest val ECE|")
+            dataset, model, recipe, seed = unit
+            run = f"{dataset}/{model}/{loss}/{recipe}/seed{seed}"
+            if unit not in low.index or unit not in high.index:
+                return NotTestable(f"run {run} has no decode grid range in its metrics.csv (rows {DECODE_GRID_MIN}, "
+                                   f"{DECODE_GRID_MAX}); re-make it")
+            t = float(lowest[unit])
+            if not low[unit] - GRID_TOLERANCE <= t <= high[unit] + GRID_TOLERANCE:
+                off_grid.append(f"run {run}: T = {t:g} by val ECE, decode grid {low[unit]:g} to {high[unit]:g}")
+                continue
+            pairs.add(abs(float(peak[unit] - t)), unit, f"{loss}: |T best BLEU − T lowest val ECE|")
+    if off_grid:
+        return NotTestable("the val-ECE temperature of a run lies outside its decode grid, where no BLEU was measured, "
+                           "so the grid cannot show where its BLEU peaks (widen decode_temperatures): "
+                           + "; ".join(off_grid))
     return pairs
 
 
