@@ -110,7 +110,8 @@ def test_the_export_reads_the_mean_of_the_weights_at_the_last_snapshot_steps(ave
 def test_a_decode_reads_the_mean_from_the_checkpoint(averaged, data_root):
     from focalcal.pipeline.translation import finished_model
 
-    run_dir, _, seen = averaged
+    run_dir, trainer, seen = averaged
+    (run_dir / "run_config.json").write_text(json.dumps(trainer.config.to_dict()))  # as rule train leaves it
     model, _, _ = finished_model(run_dir, data_root)
     for name, weight in model.state_dict().items():
         by_hand = (seen[3][name].double() + seen[6][name].double() + seen[8][name].double()) / 3
