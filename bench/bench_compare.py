@@ -25,7 +25,7 @@ import numpy as np
 from focalcal.logits_file import stand_in_logits
 
 GOAL_S = 10.0
-PROGRESS = re.compile(r"^\[\d+/\d+\] (\w+): fitted in ([\d.]+) s, measured and drawn in ([\d.]+) s", re.MULTILINE)
+PROGRESS = re.compile(r"^\[\d+/\d+\] (\w+): fitted in ([\d.]+) s, measured(?: and drawn)? in ([\d.]+) s", re.MULTILINE)
 
 
 def run(logits: Path, out: Path, *extra: str) -> tuple[float, str]:
