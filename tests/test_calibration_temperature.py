@@ -241,6 +241,31 @@ def test_grid_kernel_matches_the_torch_path_in_float32_and_float64(n_classes, mo
     assert (fused[0] <= 1).all() and np.isfinite(fused[1]).all()
 
 
+@pytest.mark.parametrize("objective", ["ece", "nll"])
+def test_focal_ts_by_the_grid_kernel_picks_the_torch_paths_pair_with_scores_within_their_tolerance(objective,
+                                                                                                monkeypatch):
+    """The stated tolerance of the kernel's scores against the torch path's (both float32), the
+    scores the command's calibration.json holds: ECE within 1e-6, NLL within 1e-6 relative (the
+    10,000 + 5,000 × 100 bench case: 3e-9 and 4e-9); the same (γ, T) picked."""
+    from focalcal import _kernels
+    from focalcal.calibration import _focal_grid
+
+    rng = np.random.default_rng(16)
+    logits = rng.normal(size=(2000, 100)) * 4
+    labels = (rng.uniform(size=(2000, 1)) > softmax(logits / 2.5, axis=1).cumsum(axis=1)).sum(axis=1)
+    labels = np.minimum(labels, 99)
+    fits = []
+    for switch in ("1", "0"):
+        monkeypatch.setenv(_kernels.ENV_SWITCH, switch)
+        _focal_grid._LAST_SCORES.clear()
+        fits.append(FocalTemperatureScaling(objective=objective, search="refine").fit(logits, labels))
+    kernel, torch_path = fits
+    assert (kernel.gamma_, kernel.temperature_) == (torch_path.gamma_, torch_path.temperature_)
+    np.testing.assert_array_equal(np.isnan(kernel.grid_scores_), np.isnan(torch_path.grid_scores_))
+    tolerance = {"atol": 1e-6, "rtol": 0} if objective == "ece" else {"atol": 0, "rtol": 1e-6}
+    np.testing.assert_allclose(kernel.grid_scores_, torch_path.grid_scores_, **tolerance)
+
+
 def test_grid_kernel_scores_do_not_depend_on_its_thread_count():
     from focalcal.calibration import _grid_kernel
 
