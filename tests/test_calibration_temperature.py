@@ -266,6 +266,29 @@ def test_focal_ts_by_the_grid_kernel_picks_the_torch_paths_pair_with_scores_with
     np.testing.assert_allclose(kernel.grid_scores_, torch_path.grid_scores_, **tolerance)
 
 
+def test_grid_kernel_is_built_once_into_the_shared_cache_and_never_in_a_job(tmp_path, monkeypatch):
+    """Under FOCALCAL_KERNEL_BUILD=never (workflow jobs) a missing build is not compiled: one
+    warning naming the fix, and the torch path; `build_or_warn` (the workflow's start) builds it
+    into the cache, where a fresh load finds it; a failing compiler is a warning, not an error."""
+    from focalcal import _kernels
+    from focalcal.calibration import _focal_grid, _grid_kernel
+
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(_grid_kernel, "_library", None)
+    monkeypatch.setenv(_kernels.BUILD_SWITCH, "never")
+    with pytest.warns(RuntimeWarning, match=r"no build at .*FOCALCAL_KERNEL_BUILD=never; run `python -m focalcal build-kernels`"):
+        assert _focal_grid._grid_kernel() is None
+    monkeypatch.setattr(_grid_kernel, "_library", None)
+    monkeypatch.setenv("CC", "false")
+    with pytest.warns(RuntimeWarning, match=r"cannot be built, the torch path runs: false .*failed"):
+        assert _grid_kernel.build_or_warn() is None
+    monkeypatch.delenv("CC")
+    library = _grid_kernel.build_or_warn()
+    assert library == _grid_kernel.library_path() and library.is_relative_to(tmp_path / "cache")
+    assert not list(library.parent.glob("*.tmp"))
+    assert _focal_grid._grid_kernel() is _grid_kernel  # loaded from the cache, never compiled here
+
+
 def test_grid_kernel_scores_do_not_depend_on_its_thread_count():
     from focalcal.calibration import _grid_kernel
 

@@ -73,6 +73,17 @@ def build() -> Path:
     return library
 
 
+def build_or_warn() -> Path | None:
+    """:func:`build`, or None after a warning where it cannot be built (the grid then runs on the
+    torch path): for the workflow's start, which must not fail for want of a C compiler."""
+    try:
+        return build()
+    except Exception as error:  # noqa: BLE001 — no compiler, no libmvec, read-only cache
+        warnings.warn(f"focalcal: the focal TS grid kernel cannot be built, the torch path runs: {error}",
+                      RuntimeWarning, stacklevel=2)
+        return None
+
+
 def library():
     """The loaded kernel, or None: switched off (``FOCALCAL_FUSED_KERNELS=0``), or no build and none
     may be compiled (warned once)."""
