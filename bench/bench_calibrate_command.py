@@ -31,7 +31,7 @@ from focalcal.logits_file import stand_in_logits
 
 GOAL_S = 3.0
 REPOSITORY = Path(__file__).resolve().parents[1]
-PROGRESS = re.compile(r"^\[\d+/\d+\] (\w+): fitted in ([\d.]+) s, measured and drawn in ([\d.]+) s", re.MULTILINE)
+PROGRESS = re.compile(r"^\[\d+/\d+\] (\w+): fitted in ([\d.]+) s, measured(?: and drawn)? in ([\d.]+) s", re.MULTILINE)
 
 
 def git(*args: str) -> str:
@@ -116,6 +116,6 @@ def main(quick: bool = False) -> None:
     for name, (count, unequal) in entries.items():
         print(f"{name}: {count - len(unequal)} of {count} calibrators' entries equal"
               + (f"; differ: {', '.join(unequal)}" if unequal else ""))
-    print(f"{'calibrator':20s} {'fit s':>7s} {'measure+draw s':>15s}   (checkout's last run)")
+    print(f"{'calibrator':20s} {'fit s':>7s} {'measure s':>15s}   (checkout's last run; the diagrams are drawn beside)")
     for name, fit, measure in PROGRESS.findall(stdout):
         print(f"{name:20s} {float(fit):7.2f} {float(measure):15.2f}")

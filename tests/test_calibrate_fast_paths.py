@@ -154,26 +154,23 @@ def test_the_second_process_grid_leaves_a_core_to_this_process(monkeypatch):
     assert command.background_threads() == 1
 
 
-def test_the_second_process_fits_with_the_threads_it_is_given():
-    import torch
-
+def test_the_second_process_fits_with_the_threads_it_is_given(monkeypatch):
     from focalcal import calibrate_command as command
+    from focalcal.calibration import _grid_kernel
 
     rng = np.random.default_rng(2)
     logits, labels = rng.normal(size=(200, 5)) * 3, rng.integers(0, 5, 200)
     spec = {"build": {"name": "focal_temperature_scaling", "gammas": [0.0, 1.0], "temperatures": [0.5, 1.0, 2.0]}}
-    threads = torch.get_num_threads()
     seen = []
-    original = torch.set_num_threads
+    monkeypatch.setattr(_grid_kernel, "focal_grid", lambda *a, original=_grid_kernel.focal_grid: seen.append(
+        _grid_kernel.threads()) or original(*a))
     try:
-        torch.set_num_threads = lambda n: seen.append(n) or original(n)
         fitted, _ = command._fit_one(spec, logits, labels, 1)
-        assert seen == [1] and torch.get_num_threads() == 1
+        assert seen == [1]  # the grid kernel ran, on the one thread given
         command._fit_one({"build": {"name": "isotonic"}}, logits, labels, 1)
-        assert seen == [1]  # a fit without the grid leaves torch alone
+        assert seen == [1]
     finally:
-        torch.set_num_threads = original
-        original(threads)
+        _grid_kernel.set_threads(None)
     assert fitted.temperature_ in (0.5, 1.0, 2.0)
 
 
@@ -233,3 +230,39 @@ def test_a_fit_that_fails_in_the_second_process_raises_its_own_error_here():
         assert fits.result("good")[0].temperature_ in (1.0, 2.0)  # sent after the failed one
         with pytest.raises(ValueError, match=r"FocalTemperatureScaling: gammas must be .*real numbers in \(-1, inf\).*entry 0 is -2.0"):
             fits.result("bad")
+
+
+def test_the_drawing_process_writes_the_diagram_this_process_would_draw(tmp_path):
+    from scipy.special import softmax
+
+    from focalcal.calibrate_command import _draw, _Drawings
+
+    logits, labels = _small_logits(n=400, k=6)
+    probs = softmax(logits, axis=1)
+    with _Drawings(labels, 10) as drawings:
+        drawings.draw("raw", probs, False, tmp_path / "beside" / "raw.png")
+        drawings.draw("ts_nll", probs ** 0.5 / (probs ** 0.5).sum(axis=1, keepdims=True), False,
+                      tmp_path / "beside" / "ts_nll.png")
+        drawings.wait()
+    _draw(probs, labels, "raw", 10, False, tmp_path / "here.png")
+    assert (tmp_path / "beside" / "raw.png").read_bytes() == (tmp_path / "here.png").read_bytes()
+    assert (tmp_path / "beside" / "ts_nll.png").stat().st_size > 0
+
+
+def test_a_drawing_that_fails_or_a_drawing_process_that_dies_fails_the_comparison(tmp_path):
+    import multiprocessing
+    import signal
+
+    from focalcal.calibrate_command import _Drawings
+
+    _, labels = _small_logits(n=400, k=6)
+    (tmp_path / "file").write_text("")
+    with pytest.raises(OSError), _Drawings(labels, 10) as drawings:  # a folder where a file is
+        drawings.draw("raw", np.full((400, 6), 1 / 6), False, tmp_path / "file" / "raw.png")
+        drawings.wait()
+    with (pytest.raises(RuntimeError, match=r"^the process drawing the reliability diagrams ended before it was done"),
+          _Drawings(labels, 10) as drawings):
+        os.kill(drawings._process.pid, signal.SIGKILL)
+        drawings.draw("raw", np.full((400, 6), 1 / 6), False, tmp_path / "raw.png")
+        drawings.wait()
+    assert multiprocessing.active_children() == []

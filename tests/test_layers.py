@@ -21,6 +21,8 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
         "_io", "_npz", "_out_folder", "_sidecar", "_validation", "_constraints", "numerics", "paths", "logits_file",
         # the re-make command of each results path: a table over paths.py, quoted by _io's errors
         "_remake",
+        # where the compiled kernels live and their switches (torch-free)
+        "_kernels",
         "catalog", "naming", "losses", "metrics", "calibration", "theory",
         # the papers' declarations (PAPER in focalcal/papers/<key>/__init__.py): torch-free facts
         # that the catalog and the config schema read; a paper's code is in the "papers" layer

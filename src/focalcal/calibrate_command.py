@@ -16,9 +16,9 @@ Written into ``out_dir``:
 * ``index.html`` — the table and the diagrams in one file (images inlined).
 
 Focal temperature scaling's (γ, T) grid, most of the fitting time, is fitted in a second
-process while this one fits, measures and draws the rest (:data:`BACKGROUND_KEYS`), so a
-progress line comes as each calibrator finishes; the files keep the order the calibrators were
-asked for.
+process while this one fits and measures the rest (:data:`BACKGROUND_KEYS`), and a third draws
+the diagrams as each calibrator is measured, so a progress line comes as each calibrator
+finishes; the files keep the order the calibrators were asked for.
 """
 
 from __future__ import annotations
@@ -62,13 +62,13 @@ QUADRATIC_IN_K = tuple(key for key, spec in CALIBRATORS.items() if catalog.CALIB
 OUTPUT_FILES = ("calibration.json", "metrics.csv", "index.html", "reliability")
 MAX_CLASSES_QUADRATIC = 200
 # Fitted in a second process beside the others (:class:`_BackgroundFits`), in this order: TS by
-# ECE's 100 softmaxes and vector scaling's Newton steps, the costliest fits that import nothing more
-# there, then focal TS's (γ, T) grid with torch's import, so that both processes take about as long
-# (on 100 × 5,000 validation logits this process's measures and diagrams are most of the command's
-# CPU). Their fits are the same wherever they run.
+# ECE's 100 softmaxes and vector scaling's Newton steps, the costliest fits, then focal TS's (γ, T)
+# grid (the compiled kernel: no torch import), so that this process, the second and the drawing
+# process take about as long on 100 × 5,000 validation logits. Their fits are the same wherever
+# they run.
 BACKGROUND_KEYS = ("ts_ece", "vector_scaling", "fts_ece", "fts_nll")
-# The calibrators whose fit uses the fused kernels (``calibration._focal_grid.USES_FUSED_KERNELS``,
-# named here so that checking for them does not import torch).
+# The calibrators whose fit uses the compiled grid kernel (``calibration._focal_grid.USES_FUSED_KERNELS``,
+# named here so that checking for them imports nothing).
 FUSED_KERNEL_FITS = ("focal_temperature_scaling",)
 METRIC_LABELS = {"ece": "ECE", "adaece": "AdaECE", "mce": "MCE", "classwise_ece": "classwise ECE",
                  "smooth_ece": "smECE", "nll": "NLL", "brier": "Brier", "error": "error", "top5_error": "top-5 error"}
@@ -113,18 +113,20 @@ def compare_calibrators(logits: LogitsSet, out_dir, names=None, gamma: float | N
     background = {key: specs[key] for key in BACKGROUND_KEYS if key in specs}
     if len(background) == len(specs):
         background = {}  # nothing to overlap with: fit here
-    # The second process starts before anything else here, so that its start-up (torch's import
-    # above all) overlaps this process's; it is stopped if a check below fails.
+    # The second and drawing processes start before anything else here, so that their start-up
+    # (matplotlib's import above all) overlaps this process's; they are stopped if a check below fails.
     with contextlib.ExitStack() as stack:
         fits = stack.enter_context(_BackgroundFits(background, logits.val_logits, logits.val_labels))
-        rows, folder = _checked_compare(logits, out_dir, specs, fits, stack, n_bins, n_resamples, seed, smooth,
-                                        progress)
+        drawings = stack.enter_context(_Drawings(logits.test_labels, n_bins))
+        rows, folder = _checked_compare(logits, out_dir, specs, fits, drawings, stack, n_bins, n_resamples, seed,
+                                        smooth, progress)
     progress(f"wrote {folder.path / 'index.html'}, metrics.csv, calibration.json and {len(specs)} diagrams")
     return rows
 
 
-def _checked_compare(logits: LogitsSet, out_dir, specs: dict, fits: _BackgroundFits, stack: contextlib.ExitStack,
-                     n_bins: int, n_resamples: int, seed: int, smooth: bool, progress: Callable[[str], None]):
+def _checked_compare(logits: LogitsSet, out_dir, specs: dict, fits: _BackgroundFits, drawings: _Drawings,
+                     stack: contextlib.ExitStack, n_bins: int, n_resamples: int, seed: int, smooth: bool,
+                     progress: Callable[[str], None]):
     from threadpoolctl import threadpool_limits
 
     from focalcal.calibration import calibrator_class
@@ -143,7 +145,7 @@ def _checked_compare(logits: LogitsSet, out_dir, specs: dict, fits: _BackgroundF
     # beside the second process's grid cost more CPU than they save (bench compare: 22 -> 16 s).
     folder = out_dir if isinstance(out_dir, OutputFolder) else stack.enter_context(output_folder(out_dir))
     stack.enter_context(threadpool_limits(limits=1, user_api="blas"))
-    rows = _compare(logits, folder.staging, specs, fits, n_bins, n_resamples, seed, smooth, progress)
+    rows = _compare(logits, folder.staging, specs, fits, drawings, n_bins, n_resamples, seed, smooth, progress)
     folder.commit()
     return rows, folder
 
@@ -160,8 +162,8 @@ def parameter_count(key: str, num_classes: int) -> int:
     return catalog.ROLES[key].parameters(num_classes, catalog.ROLES[key].spec)
 
 
-def _compare(logits: LogitsSet, out_dir: Path, specs: dict, fits: _BackgroundFits, n_bins: int, n_resamples: int,
-             seed: int, smooth: bool, progress: Callable[[str], None]) -> list[dict]:
+def _compare(logits: LogitsSet, out_dir: Path, specs: dict, fits: _BackgroundFits, drawings: _Drawings, n_bins: int,
+             n_resamples: int, seed: int, smooth: bool, progress: Callable[[str], None]) -> list[dict]:
     from focalcal.metrics.bootstrap import bootstrap_indices, metrics_with_intervals, resample_weights
     from focalcal.pipeline.calibrate import fit_calibrator, rows_to_csv
 
@@ -192,9 +194,10 @@ def _compare(logits: LogitsSet, out_dir: Path, specs: dict, fits: _BackgroundFit
             curve = metrics.smooth_reliability_curve(probs, logits.test_labels)
             rows_of[key].append({"calibrator": key, "metric": "smooth_ece", "bins": "",
                                  "value": curve.smooth_ece, "ci_low": "", "ci_high": ""})
-        diagrams[key] = _draw(probs, logits.test_labels, key, n_bins, curve, out_dir / "reliability" / f"{key}.png")
-        progress(f"[{done}/{len(specs)}] {key}: fitted in {fit_s:.2f} s, measured and drawn in "
+        diagrams[key] = drawings.draw(key, probs, curve, out_dir / "reliability" / f"{key}.png")
+        progress(f"[{done}/{len(specs)}] {key}: fitted in {fit_s:.2f} s, measured in "
                  f"{time.perf_counter() - measure_started:.2f} s; test ECE {100 * intervals['ece'].estimate:.2f} %")
+    drawings.wait()
     rows = [row for key in specs for row in rows_of[key]]  # the order asked for, whatever finished first
     diagrams = {key: diagrams[key] for key in specs}
     atomic_write_json(fitted_params, out_dir / "calibration.json")
@@ -262,18 +265,19 @@ class _BackgroundFits:
 
 
 def _eager_unless_built(specs: dict, announce: Callable[[str], None]) -> None:
-    """The command never compiles the fused kernels (focal temperature scaling's grid uses them):
-    a build takes ~30-60 s that would pass for a calibrator's fit time. Where they are not built,
+    """The command never compiles focal temperature scaling's grid kernel (its build belongs to
+    `focalcal build-kernels`, and would pass for a calibrator's fit time). Where it is not built,
     the grid runs on the eager PyTorch path and one line says so. Called by the process that
-    fits the grid, so that the other one never imports torch (1.5-2 s of CPU beside the grid)."""
+    fits the grid, so that the others never import torch."""
     import os
 
     if not any(spec["build"]["name"] in FUSED_KERNEL_FITS for spec in specs.values()):
         return
-    from focalcal.losses import _fused
+    from focalcal import _kernels
+    from focalcal.calibration import _grid_kernel
 
-    if _fused.enabled() and not _fused.is_built():
-        os.environ[_fused.ENV_SWITCH] = "0"
+    if _kernels.enabled() and not _grid_kernel.is_built():
+        os.environ[_kernels.ENV_SWITCH] = "0"
         announce("focalcal calibrate: the fused CPU kernels are not built, so focal temperature scaling runs on the "
                  "eager PyTorch path (slower); `focalcal build-kernels` builds them once")
 
@@ -301,20 +305,91 @@ def _fit_in_turn(specs: dict, val_logits, val_labels, threads: int, connection) 
 
 def _fit_one(spec: dict, val_logits, val_labels, threads: int):
     """(fitted calibrator, fit seconds), in the second process: with one BLAS thread, as this
-    process fits, and a grid of ``threads`` threads (torch is imported for the grid only)."""
+    process fits, and a grid of ``threads`` threads (torch is imported only where the grid
+    kernel is not built)."""
     from threadpoolctl import threadpool_limits
 
     from focalcal.pipeline.calibrate import fit_calibrator
 
     if spec["build"]["name"] in FUSED_KERNEL_FITS:
-        import torch
+        from focalcal.calibration import _grid_kernel
 
-        torch.set_num_threads(threads)
+        _grid_kernel.set_threads(threads)
         _eager_unless_built({"grid": spec}, lambda line: print(line, flush=True))  # says so once: it switches off
+        if _grid_kernel.library() is None:
+            import torch
+
+            torch.set_num_threads(threads)
     started = time.perf_counter()
     with threadpool_limits(limits=1, user_api="blas"):
         calibrator = fit_calibrator(spec, val_logits, val_labels, {})[0]
     return calibrator, time.perf_counter() - started
+
+
+class _Drawings:
+    """Draws the reliability diagrams in a third process (started at once, so its matplotlib import
+    overlaps this process's start), while this one measures the next calibrator: drawing is about
+    as much CPU as measuring. ``draw`` queues one diagram (a queue's feeder thread sends its
+    probabilities, so this process does not wait); ``wait`` returns when every diagram is written,
+    raises the drawing's own exception, or a RuntimeError if the process ends first."""
+
+    def __init__(self, labels, n_bins: int):
+        self._arrays, self._process, self._jobs, self._done, self._queued = (labels, n_bins), None, None, None, 0
+
+    def __enter__(self):
+        import multiprocessing
+
+        context = multiprocessing.get_context("spawn")
+        self._jobs = context.Queue()
+        self._done, child_end = context.Pipe(duplex=False)
+        self._process = context.Process(target=_draw_in_turn, args=(*self._arrays, self._jobs, child_end), daemon=True)
+        self._process.start()
+        child_end.close()
+        return self
+
+    def draw(self, key: str, probs, curve, path: Path) -> Path:
+        self._jobs.put((key, probs, curve, path))
+        self._queued += 1
+        return path
+
+    def wait(self) -> None:
+        for _ in range(self._queued):
+            try:
+                while not self._done.poll(0.25):
+                    if not self._process.is_alive() and not self._done.poll():
+                        raise EOFError
+                error = self._done.recv()
+            except EOFError:
+                raise RuntimeError("the process drawing the reliability diagrams ended before it was done (killed, "
+                                   "or out of memory?)") from None
+            if error is not None:
+                raise error
+        self._queued = 0
+
+    def __exit__(self, exc_type, *exc_info):
+        if self._process is not None:
+            if exc_type is not None:
+                self._jobs.cancel_join_thread()  # what it holds unsent is not wanted
+                self._process.terminate()
+            else:
+                self._jobs.put(None)
+            self._process.join()
+            self._jobs.close()
+            self._done.close()
+        return False
+
+
+def _draw_in_turn(labels, n_bins: int, jobs, connection) -> None:
+    """The drawing process: draw each queued diagram and send None, or the exception, as each is done."""
+    with connection:
+        while (job := jobs.get()) is not None:
+            key, probs, curve, path = job
+            try:
+                _draw(probs, labels, key, n_bins, curve, path)
+                outcome = None
+            except Exception as error:  # noqa: BLE001 — raised again in the process that asked
+                outcome = error
+            connection.send(outcome)
 
 
 def _draw(probs, labels, key: str, n_bins: int, smooth, path: Path) -> Path:

@@ -34,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
         if name == "train":
             sub.add_argument("--no-export", action="store_true", help="train only; do not write logits.npz")
             sub.add_argument("--progress", choices=("auto", "bar", "lines"), default="auto")
-    kernels = commands.add_parser("build-kernels", help="compile the fused CPU loss kernels once (shared by every checkout)")
+    kernels = commands.add_parser("build-kernels", help="compile the CPU kernels (fused losses, focal TS grid) once (shared by every checkout)")
     kernels.add_argument("--numerics", choices=("pinned", "native"), default="pinned",
                          help="build for the pinned AVX2 target (default, what workflow jobs load) or the machine's own")
     _add_calibrate_parser(commands)
@@ -190,18 +190,26 @@ def _verify(args) -> int:
 def _build_kernels() -> int:
     import warnings
 
+    from focalcal.calibration import _grid_kernel
     from focalcal.losses import _fused
 
+    status = 0
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         library = _fused.build()
     if library is None:
         reason = caught[-1].message if caught else "unknown"
         print(f"focalcal: no fused kernels; losses will use the eager PyTorch path ({reason})", file=sys.stderr)
-        return 1
-    print(f"focalcal: fused CPU loss kernels ready: {library}")
-    return 0
-
+        status = 1
+    else:
+        print(f"focalcal: fused CPU loss kernels ready: {library}")
+    try:
+        print(f"focalcal: focal temperature scaling's grid kernel ready: {_grid_kernel.build()}")
+    except Exception as error:  # noqa: BLE001 — no C compiler, no libmvec: the grid runs on the torch path
+        print(f"focalcal: no grid kernel; focal temperature scaling will use the PyTorch path ({error})",
+              file=sys.stderr)
+        status = 1
+    return status
 
 if __name__ == "__main__":
     sys.exit(main())

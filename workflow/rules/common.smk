@@ -39,7 +39,7 @@ if workflow.is_main_process:
 PLAN = build_plan(config)
 check_run_directories(PLAN)
 
-# The fused CPU loss kernels are compiled once, before the first job (the Snakefile's
+# The fused CPU loss kernels and focal TS's grid kernel are compiled once, before the first job (the Snakefile's
 # onstart, or `make venv`), into a build every checkout shares; a job only loads it and
 # never compiles.
 os.environ.setdefault("FOCALCAL_KERNEL_BUILD", "never")

@@ -22,24 +22,28 @@ softplus(R) e^(−R) are exact even when q_top rounds to 1. Terms below e^(−80
 class's are set to e^(−80) before ``exp`` (they cannot change a float64 sum, and exp of
 very negative arguments takes a slow path that would dominate the run time).
 
-``dtype=torch.float32`` (default) is accurate to a few 1e-7 in the scores (tests compare
-it with float64); pass ``torch.float64`` for full precision. In float32 the same formulas run
-in a fused C++ kernel where the project's CPU kernels are built (``losses/kernels/focal_grid.cpp``:
-one sample's classes stay in cache across its γ and T, where the torch path streams
-(γ, T, rows, K) buffers through memory once per operation, so the γ-free terms of each
-(sample, T) — two exps and a log1p per class — take most of its time; measured speed-up in
-bench/README.md); the torch path below is the
-reference it is tested against, and runs where no build exists.
+``dtype="float32"`` (default) is accurate to a few 1e-7 in the scores (tests compare it with
+float64); pass ``"float64"`` for full precision. In float32 the same formulas run in a fused C
+kernel where it is built (``kernels/focal_grid.c``, loaded by :mod:`._grid_kernel` with ctypes,
+so the fit imports no torch: one sample's classes stay in cache across its γ and T, where the
+torch path streams (γ, T, rows, K) buffers through memory once per operation, so the γ-free terms
+of each (sample, T) — two exps and a log1p per class — take most of its time; measured speed-up in
+bench/README.md); the torch path below is the reference it is tested against, and runs where no
+build exists. The two float32 paths' grid scores agree within 1e-6 (ECE absolute, NLL relative;
+on the 5,000 × 100 bench case 3e-9 and 4e-9) and pick the same (γ, T)
+(tests/test_calibration_temperature.py).
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
-import torch
 
 from focalcal._validation import check_gamma_grid
+
+if TYPE_CHECKING:
+    import torch
 
 # exp(-80) ≈ 1.8e-35: a floor for terms relative to the largest one in a row sum.
 _LOG_FLOOR = -80.0
@@ -82,6 +86,8 @@ def _row_chunks(z: torch.Tensor, y: torch.Tensor, dtype, rows_per_chunk: int) ->
 def _per_temperature_terms(chunk: _RowChunk, betas: torch.Tensor):
     """d, ℓ − ℓ_top and ρ (ρ_top in the top class's column), each (n_T, n, K), and ℓ_top (n_T, n),
     for a block of 1/T."""
+    import torch
+
     n_temps, (n, _) = betas.shape[0], chunk.centred.shape
     top_index = chunk.top_index.unsqueeze(0).expand(n_temps, n, 1)
     b = betas.view(-1, 1, 1)
@@ -106,12 +112,20 @@ def _per_temperature_terms(chunk: _RowChunk, betas: torch.Tensor):
 QUANTITIES = ("confidence", "log_psi_label", "both")
 
 
+def _dtype_name(dtype) -> str:
+    """"float32" or "float64", from a name or a torch dtype (named so that callers need no torch)."""
+    name = str(dtype).removeprefix("torch.")
+    if name not in ("float32", "float64"):
+        raise ValueError(f"dtype must be float32 or float64, got {dtype!r}")
+    return name
+
+
 def focal_grid_blocks(
-    logits, labels, gammas, temperatures, quantity="confidence", *, dtype=torch.float32, max_block_elements=2**21
+    logits, labels, gammas, temperatures, quantity="confidence", *, dtype="float32", max_block_elements=2**21
 ):
     """Yield (temperature slice, values) for consecutive blocks of the temperature grid.
 
-    ``values`` has shape (n_gamma, n_T in block, N): for ``quantity="confidence"`` the
+    ``values``, a numpy array of ``dtype``, has shape (n_gamma, n_T in block, N): for ``quantity="confidence"`` the
     top-label probability max_k Ψ^γ_k(softmax(z/T)), for ``"log_psi_label"`` log Ψ^γ_y; for
     ``"both"`` it is the pair (confidence, log_psi_label), from one pass.
     ``logits`` (N, K) and ``labels`` (N,) are numpy arrays. Work is split over T and then over
@@ -122,13 +136,22 @@ def focal_grid_blocks(
     if quantity not in QUANTITIES:
         raise ValueError(f"quantity must be one of {QUANTITIES}, got {quantity!r}")
     gammas = check_gamma_grid(gammas, "focal_grid_blocks")
-    dtype = getattr(torch, dtype) if isinstance(dtype, str) else dtype
+    dtype = _dtype_name(dtype)
     temperatures = np.asarray(temperatures, dtype=np.float64)
+    if dtype == "float32" and _grid_kernel() is not None:
+        yield from _kernel_blocks(np.asarray(logits, dtype=np.float64), np.asarray(labels, dtype=np.int64), gammas,
+                                  temperatures, quantity, max_block_elements)
+        return
+    yield from _torch_blocks(logits, labels, gammas, temperatures, quantity, dtype, max_block_elements)
+
+
+def _torch_blocks(logits, labels, gammas, temperatures, quantity, dtype, max_block_elements):
+    """``focal_grid_blocks`` by the torch reference path."""
+    import torch
+
+    dtype = getattr(torch, dtype)
     z = torch.as_tensor(np.asarray(logits, dtype=np.float64))
     y = torch.as_tensor(np.asarray(labels, dtype=np.int64))
-    if dtype == torch.float32 and _fused_kernels() is not None:
-        yield from _kernel_blocks(z, y, gammas, temperatures, quantity, max_block_elements)
-        return
     (n, n_classes), n_gammas = z.shape, len(gammas)
     gamma = torch.as_tensor(gammas, dtype=dtype).view(-1, 1, 1, 1)
     max_positive_gamma = max(float(gammas.max()), 0.0)
@@ -169,34 +192,37 @@ def focal_grid_blocks(
                 gamma3 = gamma.squeeze(-1)
                 values["log_psi_label"][:, :, chunk.rows] = (d_y - gamma3 * rel_y - torch.log1p(gamma3 * rho_y)
                                                              - normaliser.log_())
+        values = {name: value.numpy() for name, value in values.items()}
         yield slice(start, stop), (values[quantity] if quantity != "both" else
                                    (values["confidence"], values["log_psi_label"]))
 
 
-#: The calibrators whose fit scores this grid, so the project's compiled kernels when built.
+#: The calibrators whose fit scores this grid, so the compiled grid kernel when built.
 USES_FUSED_KERNELS = ("focal_temperature_scaling",)
 
 
-def _fused_kernels():
-    """The project's compiled CPU kernels, or None (switched off, or no build: the torch path runs)."""
-    from focalcal.losses import _fused
+def _grid_kernel():
+    """The compiled grid kernel (:mod:`._grid_kernel`), or None (switched off, or no build: the torch path runs)."""
+    from focalcal.calibration import _grid_kernel
 
-    return _fused.kernels() if _fused.enabled() else None
+    return _grid_kernel if _grid_kernel.library() is not None else None
 
 
-def _kernel_blocks(z, y, gammas, temperatures, quantity, max_block_elements):
-    """``focal_grid_blocks`` by the fused kernel, in blocks of T whose outputs hold at most
+def _kernel_blocks(z: np.ndarray, y: np.ndarray, gammas, temperatures, quantity, max_block_elements):
+    """``focal_grid_blocks`` by the compiled kernel, in blocks of T whose outputs hold at most
     ``max_block_elements`` (γ, T, sample) entries each."""
-    top = z.argmax(dim=1, keepdim=True)
-    centred = z - z.gather(1, top)
-    second = centred.scatter(1, top, float("-inf")).amax(dim=1)
-    centred32, second32 = centred.to(torch.float32).contiguous(), second.to(torch.float32)
-    gamma32 = torch.as_tensor(gammas, dtype=torch.float32)
+    rows = np.arange(z.shape[0])
+    top = z.argmax(axis=1)
+    centred = z - z[rows, top][:, None]
+    others = centred.copy()
+    others[rows, top] = -np.inf
+    second = others.max(axis=1)
+    centred32 = centred.astype(np.float32)
     temps_per_block = max(1, min(len(temperatures), max_block_elements // (len(gammas) * z.shape[0])))
     for start in range(0, len(temperatures), temps_per_block):
         stop = min(start + temps_per_block, len(temperatures))
-        betas = torch.as_tensor(1.0 / temperatures[start:stop], dtype=torch.float32)
-        confidence, log_psi_label = _fused_kernels().focal_grid(centred32, second32, top[:, 0], y, gamma32, betas)
+        betas = (1.0 / temperatures[start:stop]).astype(np.float32)
+        confidence, log_psi_label = _grid_kernel().focal_grid(centred32, second, top, y, gammas, betas)
         values = {"confidence": confidence, "log_psi_label": log_psi_label, "both": (confidence, log_psi_label)}
         yield slice(start, stop), values[quantity]
 
@@ -242,17 +268,17 @@ class _ScoreTable:
         for temps, (confidence, log_psi_label) in focal_grid_blocks(self.logits, self.labels, gammas, temperatures,
                                                                     "both", dtype=self.dtype):
             pairs = np.ix_(gamma_index, temperature_index[temps])
-            flat = confidence.reshape(-1, confidence.shape[-1]).numpy()
+            flat = confidence.reshape(-1, confidence.shape[-1])
             self.scores["ece"][pairs] = ece_grid(flat, self.correct, n_bins=self.n_bins,
                                                  binning=self.binning).reshape(len(gammas), -1)
-            self.scores["nll"][pairs] = -log_psi_label.to(torch.float64).mean(dim=2).numpy()
+            self.scores["nll"][pairs] = -log_psi_label.astype(np.float64).mean(axis=2)
 
 
 # The last problem's table.
 _LAST_SCORES: dict[str, _ScoreTable] = {}
 
 
-def focal_grid_scores(logits, labels, gammas, temperatures, objective, *, n_bins=15, binning="mass", dtype=torch.float32,
+def focal_grid_scores(logits, labels, gammas, temperatures, objective, *, n_bins=15, binning="mass", dtype="float32",
                       search="grid"):
     """(n_gamma, n_T) validation ECE or NLL of Ψ^γ(softmax(z / T)) over the grid (``search="grid"``),
     or over the pairs a coarse-to-fine search scores (``"refine"``, :data:`SEARCHES`; NaN at the others).
@@ -263,7 +289,7 @@ def focal_grid_scores(logits, labels, gammas, temperatures, objective, *, n_bins
     if search not in SEARCHES:
         raise ValueError(f"search must be one of {SEARCHES}, got {search!r}")
     gammas = check_gamma_grid(gammas, "focal_grid_scores")
-    dtype = getattr(torch, dtype) if isinstance(dtype, str) else dtype
+    dtype = _dtype_name(dtype)
     logits, labels = np.asarray(logits), np.asarray(labels)
     temperatures = np.asarray(temperatures, dtype=np.float64)
     key = _digest(logits, labels, gammas, temperatures, n_bins, binning, dtype)

@@ -16,7 +16,8 @@ checkout and process of the same source loads the same ``.so`` and none rebuilds
 keyed by a checkout's path would be redone by the next checkout). With
 ``FOCALCAL_KERNEL_BUILD=never`` (set for workflow jobs) a missing build is not compiled. Where
 no build can be had the eager path (``_classwise.py``, the reference implementation) runs
-instead, after one warning. ``FOCALCAL_FUSED_KERNELS=0`` turns the kernels off.
+instead, after one warning. ``FOCALCAL_FUSED_KERNELS=0`` turns the kernels off (the switches:
+:mod:`focalcal._kernels`).
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ from pathlib import Path
 import torch
 from torch.autograd.function import once_differentiable
 
+from focalcal import _kernels
+
 KINDS = {"dual_cross_entropy": 1, "dual_focal": 2, "smoothed_focal": 3}  # the kernel's ``Kind``
 #: The constants each kind takes, in the kernel's order.
 PARAMETERS = {
@@ -41,11 +44,11 @@ PARAMETERS = {
     "dual_focal": ("alpha", "beta", "gamma", "rho"),
     "smoothed_focal": ("gamma", "other_weight", "target_weight"),
 }
-# classwise.cpp holds the losses and the module's bindings; focal_grid.cpp scores focal temperature
-# scaling's grid (focalcal.calibration._focal_grid). One extension, one build, for both.
-SOURCES = tuple(Path(__file__).with_name("kernels") / name for name in ("classwise.cpp", "focal_grid.cpp"))
-ENV_SWITCH = "FOCALCAL_FUSED_KERNELS"
-BUILD_SWITCH = "FOCALCAL_KERNEL_BUILD"  # "auto" (default): compile a missing build; "never": only load one
+# The losses and the module's bindings (focal temperature scaling's grid kernel is plain C:
+# focalcal.calibration._grid_kernel).
+SOURCES = (Path(__file__).with_name("kernels") / "classwise.cpp",)
+# The switches, shared with the grid kernel.
+ENV_SWITCH, BUILD_SWITCH, enabled = _kernels.ENV_SWITCH, _kernels.BUILD_SWITCH, _kernels.enabled
 _VECTOR_FLAGS = {  # what torch's own CPU kernels are built for, by torch.backends.cpu capability
     "AVX512": ["-mavx512f", "-mavx512dq", "-mavx512vl", "-mavx512bw", "-mfma", "-DCPU_CAPABILITY_AVX512"],
     "AVX2": ["-mavx2", "-mfma", "-mf16c", "-DCPU_CAPABILITY_AVX2"],
@@ -54,17 +57,13 @@ _VECTOR_FLAGS = {  # what torch's own CPU kernels are built for, by torch.backen
 _module = None  # None: not tried yet; False: unavailable (warned once)
 
 
-def enabled() -> bool:
-    return os.environ.get(ENV_SWITCH, "1") != "0"
-
-
 def kernels():
     """The compiled extension module, or None where there is none (warned once). Loads the
     shared build; compiles it first if missing, unless ``FOCALCAL_KERNEL_BUILD=never``.
     ``usable`` also honours the on/off switch; this loads whenever asked."""
     global _module
     if _module is None:
-        _module = _load(allow_build=os.environ.get(BUILD_SWITCH, "auto") != "never")
+        _module = _load(allow_build=_kernels.may_build())
     return _module or None
 
 

@@ -60,11 +60,18 @@ def resampled_metrics(probs, labels, indices: np.ndarray, n_bins: int = 15, *,
     probs = check_probs(probs).astype(np.float64, copy=False)
     labels = check_labels(labels, probs.shape[0], probs.shape[1])
     n_bins = check_n_bins(n_bins)
-    n_samples = probs.shape[0]
     if weights is None:
-        weights = resample_weights(indices, n_samples)  # (n_resamples, n_samples)
+        weights = resample_weights(indices, probs.shape[0])  # (n_resamples, n_samples)
     elif weights.shape != np.shape(indices):
         raise ValueError(f"weights must have the shape of indices {np.shape(indices)}, got {weights.shape}")
+    return _resampled(probs, labels, weights, n_bins, _per_sample_losses(probs, labels))[0]
+
+
+def _resampled(probs: np.ndarray, labels: np.ndarray, weights: np.ndarray, n_bins: int,
+               losses: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], float]:
+    """``resampled_metrics`` of checked float64 input and its per-sample ``losses``, and the
+    whole sample's classwise ECE (the same computation with every multiplicity 1)."""
+    n_samples = probs.shape[0]
     confidence, predicted = top_label(probs)
     correct = predicted == labels
     values = {}
@@ -76,10 +83,10 @@ def resampled_metrics(probs, labels, indices: np.ndarray, n_bins: int = 15, *,
         if name == "ece":
             with np.errstate(invalid="ignore", divide="ignore"):
                 values["mce"] = np.where(count > 0, gap / count, -np.inf).max(axis=1)
-    values["classwise_ece"] = _classwise_ece(probs, labels, weights, n_bins)
-    for name, losses in _per_sample_losses(probs, labels).items():
-        values[name] = _weighted_means(weights, losses)
-    return values
+    values["classwise_ece"], whole = _classwise_ece(probs, labels, (weights, np.ones((1, n_samples))), n_bins)
+    for name, loss in losses.items():
+        values[name] = _weighted_means(weights, loss)
+    return values, float(whole[0])
 
 
 def metrics_with_intervals(probs, labels, indices: np.ndarray, n_bins: int = 15, level: float = 0.95, *,
@@ -90,19 +97,24 @@ def metrics_with_intervals(probs, labels, indices: np.ndarray, n_bins: int = 15,
 
     if not 0 < level < 1:
         raise ValueError(f"level must lie in (0, 1), got {level!r}")
-    replicates = resampled_metrics(probs, labels, indices, n_bins, weights=weights)
+    probs = check_probs(probs).astype(np.float64, copy=False)
+    labels = check_labels(labels, probs.shape[0], probs.shape[1])
+    n_bins = check_n_bins(n_bins)
+    if weights is None:
+        weights = resample_weights(indices, probs.shape[0])
+    elif weights.shape != np.shape(indices):
+        raise ValueError(f"weights must have the shape of indices {np.shape(indices)}, got {weights.shape}")
+    losses = _per_sample_losses(probs, labels)
+    # classwise ECE: the resamples' own computation with every multiplicity 1, so estimate and interval share it
+    replicates, whole_classwise = _resampled(probs, labels, weights, n_bins, losses)
     estimates = {
         "ece": metrics.ece(probs, labels, n_bins, "width"),
         "adaece": metrics.ece(probs, labels, n_bins, "mass"),
         "mce": metrics.mce(probs, labels, n_bins, "width"),
-        # the resamples' own computation with every multiplicity 1, so estimate and interval share it
-        "classwise_ece": _whole_sample_classwise_ece(probs, labels, n_bins),
-        "nll": metrics.nll(probs, labels),
-        "brier": metrics.brier(probs, labels),
-        "error": metrics.error(probs, labels),
+        "classwise_ece": whole_classwise,
+        # the metrics' own means of the same per-sample losses (nll: −mean log p_y = mean(−log p_y) exactly)
+        **{name: float(np.mean(losses[name])) for name in ("nll", "brier", "error", "top5_error") if name in losses},
     }
-    if "top5_error" in replicates:
-        estimates["top5_error"] = metrics.top_k_error(probs, labels, k=5)
     tail = (1 - level) / 2
     intervals = {}
     for name, estimate in estimates.items():
@@ -151,8 +163,10 @@ def _top_label_bins(confidence: np.ndarray, correct: np.ndarray, weights: np.nda
     return bins
 
 
-def _classwise_ece(probs: np.ndarray, labels: np.ndarray, weights: np.ndarray, n_bins: int) -> np.ndarray:
-    """Classwise ECE (equal-width bins) of every resample given by its multiplicities.
+def _classwise_ece(probs: np.ndarray, labels: np.ndarray, all_weights: tuple[np.ndarray, ...],
+                   n_bins: int) -> list[np.ndarray]:
+    """Classwise ECE (equal-width bins) of every resample given by its multiplicities, for each
+    of ``all_weights`` (the bins and cells are found once for all).
 
     A (class, bin) cell's sum is Σ_i w_i (p_ik − [y_i = k]) over the samples in the bin. Bin 0 is
     taken as each class's total minus its other bins, so only the cells of the other bins are
@@ -165,22 +179,19 @@ def _classwise_ece(probs: np.ndarray, labels: np.ndarray, weights: np.ndarray, n
     bins = np.searchsorted(inner_edges, probs, side="left")  # right-closed, as bin_statistics
     residual = probs.copy()
     residual[np.arange(n_samples), labels] -= 1.0
-    totals = weights @ residual  # (n_resamples, K): every bin of each class
     samples, classes = np.nonzero(bins > 0)
     cells, cell_of = np.unique(classes * n_bins + bins[samples, classes], return_inverse=True)
     per_cell = sparse.csr_matrix((residual[samples, classes], (samples, cell_of)), shape=(n_samples, len(cells)))
-    cell_sums = np.asarray((per_cell.T @ weights.T).T)  # (n_resamples, cells outside bin 0)
     class_of_cell = sparse.csr_matrix((np.ones(len(cells)), (np.arange(len(cells)), cells // n_bins)),
                                       shape=(len(cells), n_classes))
-    outside_bin_0 = np.asarray((class_of_cell.T @ cell_sums.T).T)  # (n_resamples, K)
-    gaps = np.abs(totals - outside_bin_0).sum(axis=1) + np.abs(cell_sums).sum(axis=1)
-    return gaps / (n_samples * n_classes)
-
-
-def _whole_sample_classwise_ece(probs, labels, n_bins: int) -> float:
-    probs = check_probs(probs).astype(np.float64, copy=False)
-    labels = check_labels(labels, probs.shape[0], probs.shape[1])
-    return float(_classwise_ece(probs, labels, np.ones((1, probs.shape[0])), check_n_bins(n_bins))[0])
+    eces = []
+    for weights in all_weights:
+        totals = weights @ residual  # (n_resamples, K): every bin of each class
+        cell_sums = np.asarray((per_cell.T @ weights.T).T)  # (n_resamples, cells outside bin 0)
+        outside_bin_0 = np.asarray((class_of_cell.T @ cell_sums.T).T)  # (n_resamples, K)
+        gaps = np.abs(totals - outside_bin_0).sum(axis=1) + np.abs(cell_sums).sum(axis=1)
+        eces.append(gaps / (n_samples * n_classes))
+    return eces
 
 
 def _per_sample_losses(probs: np.ndarray, labels: np.ndarray) -> dict[str, np.ndarray]:

@@ -433,13 +433,8 @@ std::vector<at::Tensor> batch_dice(const at::Tensor& logits, const at::Tensor& i
 
 }  // namespace
 
-// focal_grid.cpp
-std::vector<at::Tensor> focal_grid(const at::Tensor& centred, const at::Tensor& second, const at::Tensor& top,
-                                   const at::Tensor& label, const at::Tensor& gammas, const at::Tensor& betas);
-
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, module) {
   module.def("classwise", &classwise, "per-element loss and logit gradient of a class-wise loss");
   module.def("batch_dice", &batch_dice, "generalised Dice over the batch and its logit gradient");
   module.def("cross_entropy_mmce", &cross_entropy_mmce, "cross-entropy + lam MMCE and its logit gradient");
-  module.def("focal_grid", &focal_grid, "focal temperature scaling's confidence and log Psi_label over a (gamma, T) grid");
 }
