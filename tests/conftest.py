@@ -34,12 +34,12 @@ DEFAULT_CONFIG = ROOT / "config" / "config.yaml"
 
 
 def _as_run(path: Path) -> tuple[Path, ...]:
-    """The files a shipped config runs with: an overlay example (no tables, no grids of its own)
-    after the default config, as its header's command line gives them."""
+    """The files a shipped config runs with: an overlay example (no data sets of its own: it
+    changes or adds to the default's studies) after the default config, as its header's command
+    line gives them."""
     from focalcal.pipeline import load_config_file
-    from focalcal.pipeline.config import OVERLAID
 
-    return (DEFAULT_CONFIG, path) if set(load_config_file(path)) <= {*OVERLAID, "studies"} else (path,)
+    return (DEFAULT_CONFIG, path) if "datasets" not in load_config_file(path) else (path,)
 
 
 #: Every shipped config as the files it runs with (an overlay after config/config.yaml).
