@@ -192,3 +192,12 @@ def test_jobs_that_re_parse_the_snakefile_skip_the_check(tmp_path):
     path.write_text(yaml.safe_dump(config))
     assert snakemake(tmp_path, "-n", "--configfile", str(path), check=False).returncode != 0
     snakemake(tmp_path, "-n", "--mode", "subprocess", "--configfile", str(path))
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "bench").glob("*.yaml")), ids=lambda path: path.name)
+def test_the_benchmarks_frozen_configs_pass(path, checked):
+    """A benchmark's baseline config (bench/*.yaml) is run by the workflow too: it passes the
+    same checks as a shipped config, so the benchmark does not fail after minutes of work."""
+    config = validate_config(load_config_files([path]), SCHEMA)
+    check_entries(config)
+    assert not any(checked.values())
