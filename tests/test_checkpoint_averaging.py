@@ -73,13 +73,8 @@ def data_root(tmp_path_factory):
     return tmp_path_factory.mktemp("data")
 
 
-@pytest.fixture(scope="module")
-def averaged(tmp_path_factory, data_root):
-    """An uninterrupted averaged run, and the weights after each of its steps."""
-    run_dir = tmp_path_factory.mktemp("averaged")
-    trainer = TranslationTrainer(
-        make_config(average_checkpoints=AVERAGED), run_dir, data_root=data_root, progress=False
-    )
+def _fit_recording_each_step(trainer) -> dict[int, dict]:
+    """Train and export ``trainer``'s run; the model's weights after each step, by step."""
     after_step, seen = trainer.after_step, {}
 
     def record(step):
@@ -89,6 +84,17 @@ def averaged(tmp_path_factory, data_root):
     trainer.after_step = record
     trainer.fit()
     trainer.export_logits()
+    return seen
+
+
+@pytest.fixture(scope="module")
+def averaged(tmp_path_factory, data_root):
+    """An uninterrupted averaged run, and the weights after each of its steps."""
+    run_dir = tmp_path_factory.mktemp("averaged")
+    trainer = TranslationTrainer(
+        make_config(average_checkpoints=AVERAGED), run_dir, data_root=data_root, progress=False
+    )
+    seen = _fit_recording_each_step(trainer)
     return run_dir, trainer, seen
 
 
@@ -228,15 +234,7 @@ def test_a_classification_run_averages_too(tmp_path, data_root):
         }
     )
     trainer = Trainer(config, tmp_path, data_root=data_root, progress=False)
-    after_step, seen = trainer.after_step, {}
-
-    def record(step):
-        after_step(step)
-        seen[step] = {k: v.detach().clone() for k, v in trainer.model.state_dict().items()}
-
-    trainer.after_step = record
-    trainer.fit()
-    trainer.export_logits()
+    seen = _fit_recording_each_step(trainer)
     assert sorted(seen) == list(range(1, 7))  # 180 training samples: 3 batches an epoch
     assert json.loads((tmp_path / "run.json").read_text())["averaged_steps"] == [4, 6]
     model = trainer.model
