@@ -195,6 +195,7 @@ def finished_model(run_dir, data_root, threads: int = 1):
     from focalcal.training.device import choose_device
     from focalcal.training.run_files import RunPaths, checkpoint_sha256
     from focalcal.training.trainer import build_model, load_dataset
+    from focalcal.training.translation import check_token_ids
 
     torch.set_num_threads(max(1, int(threads)))
     paths = RunPaths(Path(run_dir))
@@ -215,10 +216,7 @@ def finished_model(run_dir, data_root, threads: int = 1):
     model.load_state_dict(final_weights(state))
     model.to(device).eval()
     corpus = dataset.corpus
-    for index, ids in enumerate(corpus.test.source):  # the ids the model embeds (the trainer checks every split)
-        if len(ids) and (int(min(ids)) < 0 or int(max(ids)) >= corpus.vocab_size):
-            raise ValueError(f"dataset {config.dataset['name']!r}, test source sentence {index}: token id outside "
-                             f"0..{corpus.vocab_size - 1}")
+    check_token_ids(corpus, corpus.vocab_size, config.dataset["name"], ("test",), ("source",))  # the ids it embeds
     return model, corpus, sha256
 
 

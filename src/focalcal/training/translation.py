@@ -117,14 +117,7 @@ class TranslationTrainer(Trainer):
     # ------------------------------------------------------------------ batches
     def _check_token_ids(self) -> None:
         """Every token id of the corpus is a vocabulary id (once, so the loss need not check each batch)."""
-        for split in ("train", "val", "test"):
-            part = getattr(self.corpus, split)
-            for side, sentences in (("source", part.source), ("target", part.target)):
-                for index, sentence in enumerate(sentences):
-                    ids = np.asarray(sentence)
-                    if ids.size and (ids.min() < 0 or ids.max() >= self.vocab_size):
-                        raise ValueError(f"dataset {self.config.dataset['name']!r}, {split} {side} sentence {index}: "
-                                         f"token id outside 0..{self.vocab_size - 1}")
+        check_token_ids(self.corpus, self.vocab_size, self.config.dataset["name"], ("train", "val", "test"))
 
     def _token_logits(self, inputs) -> torch.Tensor:
         """The model's logits of a teacher-forced batch, one row per target position (B·T, V)."""
@@ -301,6 +294,19 @@ class TranslationTrainer(Trainer):
 
     def split_sizes(self) -> dict[str, int]:
         return self.dataset.sizes()
+
+
+def check_token_ids(corpus, vocab_size: int, dataset: str, splits, sides=("source", "target")) -> None:
+    """Every token id of the corpus' ``splits`` and ``sides`` lies in 0..vocab_size-1; else a
+    ValueError naming the data set, split, side and sentence."""
+    for split in splits:
+        part = getattr(corpus, split)
+        for side in sides:
+            for index, sentence in enumerate(getattr(part, side)):
+                ids = np.asarray(sentence)
+                if ids.size and (ids.min() < 0 or ids.max() >= vocab_size):
+                    raise ValueError(f"dataset {dataset!r}, {split} {side} sentence {index}: "
+                                     f"token id outside 0..{vocab_size - 1}")
 
 
 def output_layer(model: torch.nn.Module) -> torch.nn.Module:
