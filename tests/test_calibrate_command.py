@@ -57,7 +57,7 @@ def test_every_file_is_written_with_a_progress_line_per_calibrator(report):
     written = sorted(p.name for p in out.iterdir() if p.suffix != ".sha256")  # each file has its checksum sidecar
     assert written == ["calibration.json", "index.html", "metrics.csv", "reliability"]
     diagrams = sorted(p.name for p in (out / "reliability").iterdir() if p.suffix != ".sha256")
-    assert diagrams == sorted(f"{key}.png" for key in CHOSEN)
+    assert diagrams == sorted(f"{key}.svg" for key in CHOSEN)
     # a line per calibrator as it finishes: focal TS's grid is fitted in a second process, so
     # its two come last; the files keep the order asked for
     finished = [key for key in CHOSEN if not key.startswith("fts")] + ["fts_ece", "fts_nll"]
@@ -136,13 +136,13 @@ def test_stored_calibrators_rebuild_the_measured_probabilities(report):
         assert rows[key, "brier"] == pytest.approx(metrics.brier(probs, test_labels), rel=1e-12), key
 
 
-def test_the_page_opens_in_chromium_with_every_diagram_loaded(report):
+def test_the_page_opens_in_chromium_with_every_diagram_drawn(report):
     folder, _, _, _ = report
     chromium = ensure_chromium()
     page = inspect_page(folder / "out" / "index.html", chromium)
     assert page["errors"] == []
-    assert len(page["images"]) == len(CHOSEN)
-    assert all(image["complete"] and image["width"] > 100 for image in page["images"])
+    assert len(page["svgs"]) == len(CHOSEN)  # every diagram inlined, drawn at its page width with its labels
+    assert all(svg["width"] > 200 and svg["height"] > 200 and svg["texts"] > 20 for svg in page["svgs"])
     text = (folder / "out" / "index.html").read_text()
     assert "src=\"reliability/" not in text  # inlined: the page stands alone
     assert "Dirichlet (ODIR)" in text and "95 % percentile bootstrap interval" in text

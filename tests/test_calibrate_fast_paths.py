@@ -230,39 +230,3 @@ def test_a_fit_that_fails_in_the_second_process_raises_its_own_error_here():
         assert fits.result("good")[0].temperature_ in (1.0, 2.0)  # sent after the failed one
         with pytest.raises(ValueError, match=r"FocalTemperatureScaling: gammas must be .*real numbers in \(-1, inf\).*entry 0 is -2.0"):
             fits.result("bad")
-
-
-def test_the_drawing_process_writes_the_diagram_this_process_would_draw(tmp_path):
-    from scipy.special import softmax
-
-    from focalcal.calibrate_command import _draw, _Drawings
-
-    logits, labels = _small_logits(n=400, k=6)
-    probs = softmax(logits, axis=1)
-    with _Drawings(labels, 10) as drawings:
-        drawings.draw("raw", probs, False, tmp_path / "beside" / "raw.png")
-        drawings.draw("ts_nll", probs ** 0.5 / (probs ** 0.5).sum(axis=1, keepdims=True), False,
-                      tmp_path / "beside" / "ts_nll.png")
-        drawings.wait()
-    _draw(probs, labels, "raw", 10, False, tmp_path / "here.png")
-    assert (tmp_path / "beside" / "raw.png").read_bytes() == (tmp_path / "here.png").read_bytes()
-    assert (tmp_path / "beside" / "ts_nll.png").stat().st_size > 0
-
-
-def test_a_drawing_that_fails_or_a_drawing_process_that_dies_fails_the_comparison(tmp_path):
-    import multiprocessing
-    import signal
-
-    from focalcal.calibrate_command import _Drawings
-
-    _, labels = _small_logits(n=400, k=6)
-    (tmp_path / "file").write_text("")
-    with pytest.raises(OSError), _Drawings(labels, 10) as drawings:  # a folder where a file is
-        drawings.draw("raw", np.full((400, 6), 1 / 6), False, tmp_path / "file" / "raw.png")
-        drawings.wait()
-    with (pytest.raises(RuntimeError, match=r"^the process drawing the reliability diagrams ended before it was done"),
-          _Drawings(labels, 10) as drawings):
-        os.kill(drawings._process.pid, signal.SIGKILL)
-        drawings.draw("raw", np.full((400, 6), 1 / 6), False, tmp_path / "raw.png")
-        drawings.wait()
-    assert multiprocessing.active_children() == []

@@ -26,7 +26,7 @@ def logits_set(n_val=200, n_test=300, k=6, seed=0):
 
 
 def diagrams(folder):
-    return sorted(p.name for p in (folder / "reliability").iterdir() if p.suffix == ".png")
+    return sorted(p.name for p in (folder / "reliability").iterdir() if p.suffix == ".svg")
 
 
 def run_calibrate(*args, cwd):
@@ -62,15 +62,15 @@ def test_a_second_command_on_a_locked_folder_stops_naming_the_first(tmp_path):
     result = run_calibrate(tmp_path / "model.npz", "--out", tmp_path / "report", "--calibrators", "raw",
                            "--resamples", 20, "--no-smooth", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    assert diagrams(tmp_path / "report") == ["raw.png"]
+    assert diagrams(tmp_path / "report") == ["raw.svg"]
 
 
 def test_a_report_is_replaced_whole_and_a_failed_run_leaves_the_previous_one(tmp_path):
     logits, out = logits_set(), tmp_path / "report"
     compare_calibrators(logits, out, ["raw", "ts_nll"], n_resamples=20, smooth=False, progress=lambda line: None)
-    assert diagrams(out) == ["raw.png", "ts_nll.png"]
+    assert diagrams(out) == ["raw.svg", "ts_nll.svg"]
     compare_calibrators(logits, out, ["ts_ece"], n_resamples=20, smooth=False, progress=lambda line: None)
-    assert diagrams(out) == ["ts_ece.png"]  # no stale raw.png
+    assert diagrams(out) == ["ts_ece.svg"]  # no stale raw.svg
     before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
 
     def interrupt(line):
@@ -123,4 +123,4 @@ def test_the_main_process_never_imports_torch_when_the_grid_is_fitted_beside_it(
                             check=False)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().splitlines()[-1] == "False"
-    assert diagrams(tmp_path / "out") == ["fts_ece.png", "raw.png"]
+    assert diagrams(tmp_path / "out") == ["fts_ece.svg", "raw.svg"]

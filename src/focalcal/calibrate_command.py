@@ -12,18 +12,18 @@ Written into ``out_dir``:
   metrics with 95 % percentile bootstrap intervals over test samples (paired: every
   calibrator is measured on the same resamples), and smECE (no interval: relplot's estimate
   takes ~20 ms per call, too slow to resample);
-* ``reliability/<calibrator>.png`` — binned and smooth reliability diagrams;
-* ``index.html`` — the table and the diagrams in one file (images inlined).
+* ``reliability/<calibrator>.svg`` — binned and smooth reliability diagrams
+  (:func:`focalcal.plots.reliability_svg`: SVG text, no matplotlib);
+* ``index.html`` — the table and the diagrams in one file (diagrams inlined).
 
 Focal temperature scaling's (γ, T) grid, most of the fitting time, is fitted in a second
-process while this one fits and measures the rest (:data:`BACKGROUND_KEYS`), and a third draws
-the diagrams as each calibrator is measured, so a progress line comes as each calibrator
-finishes; the files keep the order the calibrators were asked for.
+process while this one fits, measures and draws the rest (:data:`BACKGROUND_KEYS`), so a
+progress line comes as each calibrator finishes; the files keep the order the calibrators were
+asked for.
 """
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import html
 import time
@@ -113,20 +113,18 @@ def compare_calibrators(logits: LogitsSet, out_dir, names=None, gamma: float | N
     background = {key: specs[key] for key in BACKGROUND_KEYS if key in specs}
     if len(background) == len(specs):
         background = {}  # nothing to overlap with: fit here
-    # The second and drawing processes start before anything else here, so that their start-up
-    # (matplotlib's import above all) overlaps this process's; they are stopped if a check below fails.
+    # The second process starts before anything else here, so that its start-up overlaps this
+    # process's; it is stopped if a check below fails.
     with contextlib.ExitStack() as stack:
         fits = stack.enter_context(_BackgroundFits(background, logits.val_logits, logits.val_labels))
-        drawings = stack.enter_context(_Drawings(logits.test_labels, n_bins))
-        rows, folder = _checked_compare(logits, out_dir, specs, fits, drawings, stack, n_bins, n_resamples, seed,
-                                        smooth, progress)
+        rows, folder = _checked_compare(logits, out_dir, specs, fits, stack, n_bins, n_resamples, seed, smooth,
+                                        progress)
     progress(f"wrote {folder.path / 'index.html'}, metrics.csv, calibration.json and {len(specs)} diagrams")
     return rows
 
 
-def _checked_compare(logits: LogitsSet, out_dir, specs: dict, fits: _BackgroundFits, drawings: _Drawings,
-                     stack: contextlib.ExitStack, n_bins: int, n_resamples: int, seed: int, smooth: bool,
-                     progress: Callable[[str], None]):
+def _checked_compare(logits: LogitsSet, out_dir, specs: dict, fits: _BackgroundFits, stack: contextlib.ExitStack,
+                     n_bins: int, n_resamples: int, seed: int, smooth: bool, progress: Callable[[str], None]):
     from threadpoolctl import threadpool_limits
 
     from focalcal.calibration import calibrator_class
@@ -145,7 +143,7 @@ def _checked_compare(logits: LogitsSet, out_dir, specs: dict, fits: _BackgroundF
     # beside the second process's grid cost more CPU than they save (bench compare: 22 -> 16 s).
     folder = out_dir if isinstance(out_dir, OutputFolder) else stack.enter_context(output_folder(out_dir))
     stack.enter_context(threadpool_limits(limits=1, user_api="blas"))
-    rows = _compare(logits, folder.staging, specs, fits, drawings, n_bins, n_resamples, seed, smooth, progress)
+    rows = _compare(logits, folder.staging, specs, fits, n_bins, n_resamples, seed, smooth, progress)
     folder.commit()
     return rows, folder
 
@@ -162,10 +160,11 @@ def parameter_count(key: str, num_classes: int) -> int:
     return catalog.ROLES[key].parameters(num_classes, catalog.ROLES[key].spec)
 
 
-def _compare(logits: LogitsSet, out_dir: Path, specs: dict, fits: _BackgroundFits, drawings: _Drawings, n_bins: int,
-             n_resamples: int, seed: int, smooth: bool, progress: Callable[[str], None]) -> list[dict]:
+def _compare(logits: LogitsSet, out_dir: Path, specs: dict, fits: _BackgroundFits, n_bins: int, n_resamples: int,
+             seed: int, smooth: bool, progress: Callable[[str], None]) -> list[dict]:
     from focalcal.metrics.bootstrap import bootstrap_indices, metrics_with_intervals, resample_weights
     from focalcal.pipeline.calibrate import fit_calibrator, rows_to_csv
+    from focalcal.plots.svg import reliability_svg
 
     indices = bootstrap_indices(len(logits.test_labels), n_resamples, seed)
     weights = resample_weights(indices, len(logits.test_labels))  # counted once, for every calibrator
@@ -194,10 +193,10 @@ def _compare(logits: LogitsSet, out_dir: Path, specs: dict, fits: _BackgroundFit
             curve = metrics.smooth_reliability_curve(probs, logits.test_labels)
             rows_of[key].append({"calibrator": key, "metric": "smooth_ece", "bins": "",
                                  "value": curve.smooth_ece, "ci_low": "", "ci_high": ""})
-        diagrams[key] = drawings.draw(key, probs, curve, out_dir / "reliability" / f"{key}.png")
+        diagrams[key] = reliability_svg(probs, logits.test_labels, n_bins=n_bins, title=LABELS[key], smooth=curve)
+        atomic_write_text(diagrams[key], out_dir / "reliability" / f"{key}.svg")
         progress(f"[{done}/{len(specs)}] {key}: fitted in {fit_s:.2f} s, measured in "
                  f"{time.perf_counter() - measure_started:.2f} s; test ECE {100 * intervals['ece'].estimate:.2f} %")
-    drawings.wait()
     rows = [row for key in specs for row in rows_of[key]]  # the order asked for, whatever finished first
     diagrams = {key: diagrams[key] for key in specs}
     atomic_write_json(fitted_params, out_dir / "calibration.json")
@@ -326,78 +325,6 @@ def _fit_one(spec: dict, val_logits, val_labels, threads: int):
     return calibrator, time.perf_counter() - started
 
 
-class _Drawings:
-    """Draws the reliability diagrams in a third process (started at once, so its matplotlib import
-    overlaps this process's start), while this one measures the next calibrator: drawing is about
-    as much CPU as measuring. ``draw`` queues one diagram (a queue's feeder thread sends its
-    probabilities, so this process does not wait); ``wait`` returns when every diagram is written,
-    raises the drawing's own exception, or a RuntimeError if the process ends first."""
-
-    def __init__(self, labels, n_bins: int):
-        self._arrays, self._process, self._jobs, self._done, self._queued = (labels, n_bins), None, None, None, 0
-
-    def __enter__(self):
-        import multiprocessing
-
-        context = multiprocessing.get_context("spawn")
-        self._jobs = context.Queue()
-        self._done, child_end = context.Pipe(duplex=False)
-        self._process = context.Process(target=_draw_in_turn, args=(*self._arrays, self._jobs, child_end), daemon=True)
-        self._process.start()
-        child_end.close()
-        return self
-
-    def draw(self, key: str, probs, curve, path: Path) -> Path:
-        self._jobs.put((key, probs, curve, path))
-        self._queued += 1
-        return path
-
-    def wait(self) -> None:
-        for _ in range(self._queued):
-            try:
-                while not self._done.poll(0.25):
-                    if not self._process.is_alive() and not self._done.poll():
-                        raise EOFError
-                error = self._done.recv()
-            except EOFError:
-                raise RuntimeError("the process drawing the reliability diagrams ended before it was done (killed, "
-                                   "or out of memory?)") from None
-            if error is not None:
-                raise error
-        self._queued = 0
-
-    def __exit__(self, exc_type, *exc_info):
-        if self._process is not None:
-            if exc_type is not None:
-                self._jobs.cancel_join_thread()  # what it holds unsent is not wanted
-                self._process.terminate()
-            else:
-                self._jobs.put(None)
-            self._process.join()
-            self._jobs.close()
-            self._done.close()
-        return False
-
-
-def _draw_in_turn(labels, n_bins: int, jobs, connection) -> None:
-    """The drawing process: draw each queued diagram and send None, or the exception, as each is done."""
-    with connection:
-        while (job := jobs.get()) is not None:
-            key, probs, curve, path = job
-            try:
-                _draw(probs, labels, key, n_bins, curve, path)
-                outcome = None
-            except Exception as error:  # noqa: BLE001 — raised again in the process that asked
-                outcome = error
-            connection.send(outcome)
-
-
-def _draw(probs, labels, key: str, n_bins: int, smooth, path: Path) -> Path:
-    from focalcal.plots import reliability_diagram, save
-
-    return save(reliability_diagram(probs, labels, n_bins=n_bins, title=LABELS[key], smooth=smooth), path)
-
-
 def _cell(row: dict) -> str:
     scale = 100 if row["metric"] in PERCENT_METRICS else 1
     value = f"{scale * row['value']:.2f}"
@@ -406,8 +333,8 @@ def _cell(row: dict) -> str:
     return f"{value}<br><small>[{scale * row['ci_low']:.2f}, {scale * row['ci_high']:.2f}]</small>"
 
 
-def render_page(logits: LogitsSet, rows: list[dict], diagrams: dict[str, Path], n_resamples: int) -> str:
-    """One self-contained HTML page: the metrics table with intervals and the inlined diagrams."""
+def render_page(logits: LogitsSet, rows: list[dict], diagrams: dict[str, str], n_resamples: int) -> str:
+    """One self-contained HTML page: the metrics table with intervals and the diagrams (SVG text) inlined."""
     metrics = [m for m in METRIC_LABELS if any(row["metric"] == m for row in rows)]
     by_key = {(row["calibrator"], row["metric"]): row for row in rows}
     header = "".join(f"<th>{html.escape(METRIC_LABELS[m])}{' (%)' if m in PERCENT_METRICS else ''}</th>"
@@ -416,10 +343,7 @@ def render_page(logits: LogitsSet, rows: list[dict], diagrams: dict[str, Path], 
         f"<tr><th>{html.escape(LABELS[key])}</th>"
         + "".join(f"<td>{_cell(by_key[key, m]) if (key, m) in by_key else ''}</td>" for m in metrics) + "</tr>"
         for key in diagrams)
-    images = "".join(
-        f'<figure><img alt="reliability diagram of {html.escape(LABELS[key])}" '
-        f'src="data:image/png;base64,{base64.b64encode(path.read_bytes()).decode()}"></figure>'
-        for key, path in diagrams.items())
+    images = "".join(f"<figure>{svg}</figure>" for svg in diagrams.values())
     source = html.escape(logits.source)
     sizes = f"{len(logits.val_labels):,} validation and {len(logits.test_labels):,} test samples, {logits.num_classes} classes"
     return f"""<!DOCTYPE html>
@@ -431,7 +355,7 @@ th, td {{ border: 1px solid #ccc; padding: 0.3em 0.6em; text-align: right; verti
 thead th {{ background: #f2f2f2; }} tbody th {{ text-align: left; }}
 small {{ color: #666; }}
 .diagrams {{ display: flex; flex-wrap: wrap; gap: 1em; }}
-figure {{ margin: 0; }} img {{ width: 22em; height: auto; }}
+figure {{ margin: 0; }} figure svg {{ width: 22em; height: auto; }}
 </style></head><body>
 <h1>Calibration of <code>{source}</code></h1>
 <p>{sizes}. Calibrators are fitted on the validation split and measured on the test split.

@@ -151,7 +151,7 @@ def _top_label_bins(confidence: np.ndarray, correct: np.ndarray, weights: np.nda
     ranks = mass_cut_ranks(n_samples, n_bins)
     below = {  # per resample, how many sorted samples lie at or below each inner edge
         "width": np.broadcast_to(np.searchsorted(scores, inner_edges, side="right"), (n_resamples, n_bins - 1)),
-        "mass": last_of_run[np.stack([np.searchsorted(row, ranks, side="left") for row in cumulative[0, :, 1:]])] + 1,
+        "mass": last_of_run[_searchsorted_rows(cumulative[0, :, 1:], ranks, n_samples)] + 1,
     }
     bins = {}
     for binning, inner in below.items():
@@ -161,6 +161,16 @@ def _top_label_bins(confidence: np.ndarray, correct: np.ndarray, weights: np.nda
                                                                axis=2), axis=2)
         bins[binning] = (score_sum, hit_sum, count)
     return bins
+
+
+def _searchsorted_rows(cumulative_counts: np.ndarray, ranks: np.ndarray, n_samples: int) -> np.ndarray:
+    """``np.searchsorted(row, ranks, side="left")`` for every row of ``cumulative_counts`` (B, N),
+    non-decreasing rows of values in [0, N], in one call: row b is shifted by b (N + 1), so the
+    flattened rows stay sorted and each row's ranks land in their own row."""
+    n_rows = cumulative_counts.shape[0]
+    shift = np.arange(n_rows)[:, None] * (n_samples + 1)
+    found = np.searchsorted((cumulative_counts + shift).ravel(), (ranks[None, :] + shift).ravel(), side="left")
+    return found.reshape(n_rows, len(ranks)) - np.arange(n_rows)[:, None] * n_samples
 
 
 def _classwise_ece(probs: np.ndarray, labels: np.ndarray, all_weights: tuple[np.ndarray, ...],
@@ -209,6 +219,8 @@ def _weighted_means(weights: np.ndarray, losses: np.ndarray) -> np.ndarray:
     """Per resample, the mean of ``losses`` (N,) under multiplicities ``weights`` (B, N); a
     resample holding a sample with an infinite loss (a true-class probability of 0) has mean inf."""
     finite = np.isfinite(losses)
+    if finite.all():  # the same product without copying the (B, N) multiplicities
+        return weights @ losses / weights.shape[1]
     means = weights[:, finite] @ losses[finite] / weights.shape[1]
     if not finite.all():
         means[(weights[:, ~finite] > 0).any(axis=1)] = np.inf

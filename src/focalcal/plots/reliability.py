@@ -14,6 +14,7 @@ import numpy as np
 from focalcal import metrics
 
 from .style import RAW_COLOR, corner_text, new_figure, styled
+from .svg import observed_part
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -84,12 +85,3 @@ def reliability_diagram(probs, labels, *, n_bins: int = 15, binning: str = "widt
     bottom.set(xlim=(0, 1), xlabel="confidence (max predicted probability)", ylabel="% of samples")
     top.set_title(title)
     return figure
-
-
-def observed_part(curve: metrics.SmoothReliability, probs) -> tuple[np.ndarray, np.ndarray]:
-    """The smooth curve's (mesh, accuracy) over the observed confidences only: outside their range
-    the kernel estimate has no data to average and relplot reports 0, which would read as a
-    measured accuracy of 0."""
-    confidence = np.asarray(probs, dtype=np.float64).max(axis=1)
-    inside = (curve.mesh >= confidence.min()) & (curve.mesh <= confidence.max())
-    return curve.mesh[inside], curve.accuracy[inside]

@@ -39,9 +39,13 @@ window.addEventListener('load', function () {
     return {src: image.getAttribute('src') ? image.getAttribute('src').slice(0, 60) : '',
             width: image.naturalWidth, height: image.naturalHeight, complete: image.complete};
   });
+  var svgs = Array.prototype.map.call(document.querySelectorAll('svg'), function (svg) {
+    var box = svg.getBoundingClientRect();
+    return {width: box.width, height: box.height, texts: svg.querySelectorAll('text').length};
+  });
   var out = document.createElement('pre');
   out.id = '%s';
-  out.textContent = JSON.stringify({title: document.title, images: images, errors: window.__focalcalErrors,
+  out.textContent = JSON.stringify({title: document.title, images: images, svgs: svgs, errors: window.__focalcalErrors,
                                     scroll_width: document.documentElement.scrollWidth, viewport_width: window.innerWidth});
   document.body.appendChild(out);
 });
@@ -108,7 +112,8 @@ def _probed_copy(page: Path, folder: Path) -> Path:
 
 
 def inspect_page(page: Path, chromium: str | None = None, timeout: float = 60.0) -> dict:
-    """Load ``page`` in headless Chromium; return its title, images (natural sizes), script errors,
+    """Load ``page`` in headless Chromium; return its title, images (natural sizes), inline SVGs
+    (rendered sizes, number of text elements), script errors,
     and its width against the window's (``scroll_width`` > ``viewport_width``: it scrolls sideways)."""
     chromium = chromium or find_chromium()
     with tempfile.TemporaryDirectory(prefix="focalcal-chromium-") as folder:
