@@ -92,8 +92,12 @@ def main(quick: bool = False) -> None:
                     walls[name].append(wall)
                     cpus[name].append(cpu)
             first = [tmp / f"out0_{name.split()[0]}" for name in sources]
-            same = {str(path.relative_to(first[0])): path.read_bytes() == (first[1] / path.relative_to(first[0])).read_bytes()
-                    for path in sorted(first[0].rglob("*")) if path.is_file() and path.suffix != ".sha256"}
+            written = [{str(path.relative_to(folder)) for path in folder.rglob("*")
+                        if path.is_file() and path.suffix != ".sha256"} for folder in first]
+            only = {name: sorted(files - other) for name, files, other in
+                    zip(sources, written, written[::-1], strict=True)}  # e.g. diagrams in another format
+            same = {name: (first[0] / name).read_bytes() == (first[1] / name).read_bytes()
+                    for name in sorted(written[0] & written[1])}
             entries = {}  # per calibrator: which results are equal
             for name in ("calibration.json", "metrics.csv"):
                 base_entries, ours = (_by_calibrator(folder / name) for folder in first)
@@ -111,11 +115,14 @@ def main(quick: bool = False) -> None:
           f"cpu {min(cpus[old]) / min(cpus[new]):.2f}x; goal <= {GOAL_S:.0f} s wall: checkout best "
           f"{min(walls[new]) / GOAL_S:.2f}x of it")
     differ = [name for name, equal in same.items() if not equal]
-    print(f"outputs of base and checkout: {len(same) - len(differ)} of {len(same)} files byte for byte equal"
-          + (f"; differ: {', '.join(differ)}" if differ else ""))
+    print(f"outputs of base and checkout: {len(same) - len(differ)} of the {len(same)} files both write byte for "
+          "byte equal" + (f"; differ: {', '.join(differ)}" if differ else ""))
+    for name, files in only.items():
+        if files:
+            print(f"  only the {name.split()[0]} writes: {', '.join(files)}")
     for name, (count, unequal) in entries.items():
         print(f"{name}: {count - len(unequal)} of {count} calibrators' entries equal"
               + (f"; differ: {', '.join(unequal)}" if unequal else ""))
-    print(f"{'calibrator':20s} {'fit s':>7s} {'measure s':>15s}   (checkout's last run; the diagrams are drawn beside)")
+    print(f"{'calibrator':20s} {'fit s':>7s} {'measure s':>15s}   (checkout's last run; measured includes its diagram)")
     for name, fit, measure in PROGRESS.findall(stdout):
         print(f"{name:20s} {float(fit):7.2f} {float(measure):15.2f}")

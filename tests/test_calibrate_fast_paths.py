@@ -180,12 +180,17 @@ def _small_logits(n=400, k=5, seed=0):
     return logits, (rng.uniform(size=(n, 1)) > softmax(logits / 2, axis=1).cumsum(axis=1)).sum(axis=1)
 
 
-def test_calibrators_fitted_in_the_second_process_are_the_ones_fitted_here(tmp_path):
-    """The second process takes TS by ECE ahead of the grid; the stored fits are those of a fit
-    in this process, to the last bit."""
+def test_calibrators_fitted_in_the_second_process_are_the_ones_fitted_and_measured_here(tmp_path):
+    """The second process takes TS by ECE ahead of the grid, and measures and draws what it fits;
+    the stored fits, metric rows and diagrams are those of this process, to the last bit."""
     import json
 
-    from focalcal.calibrate_command import BACKGROUND_KEYS, compare_calibrators, resolve_calibrators
+    from focalcal.calibrate_command import (
+        BACKGROUND_KEYS,
+        _Measuring,
+        compare_calibrators,
+        resolve_calibrators,
+    )
     from focalcal.logits_file import check_logits
     from focalcal.pipeline.calibrate import fit_calibrator
 
@@ -194,7 +199,7 @@ def test_calibrators_fitted_in_the_second_process_are_the_ones_fitted_here(tmp_p
                            "test_labels": test_labels}, source="model.npz")
     names = ["raw", "ts_ece", "isotonic", "fts_ece"]
     lines = []
-    compare_calibrators(logits, tmp_path / "out", names, n_resamples=10, smooth=False, progress=lines.append)
+    rows = compare_calibrators(logits, tmp_path / "out", names, n_resamples=10, seed=3, progress=lines.append)
     assert {"ts_ece", "fts_ece"} <= set(BACKGROUND_KEYS) and "isotonic" not in BACKGROUND_KEYS
     assert [line.split(":")[0].split()[1] for line in lines[:-1]] == ["raw", "isotonic", "ts_ece", "fts_ece"]
     stored = json.loads((tmp_path / "out" / "calibration.json").read_text())
@@ -203,6 +208,9 @@ def test_calibrators_fitted_in_the_second_process_are_the_ones_fitted_here(tmp_p
     for key in ("ts_ece", "isotonic", "fts_ece"):
         here, _ = fit_calibrator(specs[key], logits.val_logits, logits.val_labels, {})
         assert stored[key]["fitted"] == json.loads(json.dumps(here.to_dict())), key
+        measured = _Measuring(logits.test_logits, logits.test_labels, 15, 10, 3, True).measure(key, here)
+        assert [row for row in rows if row["calibrator"] == key] == measured.rows, key
+        assert (tmp_path / "out" / "reliability" / f"{key}.svg").read_text() == measured.svg, key
 
 
 def test_a_second_process_that_dies_fails_the_comparison_in_one_line_naming_the_calibrator():

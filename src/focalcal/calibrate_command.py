@@ -16,10 +16,10 @@ Written into ``out_dir``:
   (:func:`focalcal.plots.reliability_svg`: SVG text, no matplotlib);
 * ``index.html`` — the table and the diagrams in one file (diagrams inlined).
 
-Focal temperature scaling's (γ, T) grid, most of the fitting time, is fitted in a second
-process while this one fits, measures and draws the rest (:data:`BACKGROUND_KEYS`), so a
-progress line comes as each calibrator finishes; the files keep the order the calibrators were
-asked for.
+The costliest fits, focal temperature scaling's (γ, T) grid first, are fitted, measured and
+drawn in a second process while this one does the same for the rest (:data:`BACKGROUND_KEYS`),
+so a progress line comes as each calibrator finishes; the files keep the order the calibrators
+were asked for.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ import html
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 from focalcal import catalog
 from focalcal._constraints import GAMMA, validate_parameters
@@ -61,10 +62,10 @@ LABELS = {key: role.label for key, role in _OFFERED.items()}
 QUADRATIC_IN_K = tuple(key for key, spec in CALIBRATORS.items() if catalog.CALIBRATORS[spec["name"]].quadratic_in_k)
 OUTPUT_FILES = ("calibration.json", "metrics.csv", "index.html", "reliability")
 MAX_CLASSES_QUADRATIC = 200
-# Fitted in a second process beside the others (:class:`_BackgroundFits`), in this order: TS by
-# ECE's 100 softmaxes and vector scaling's Newton steps, the costliest fits, then focal TS's (γ, T)
-# grid (the compiled kernel: no torch import), so that this process, the second and the drawing
-# process take about as long on 100 × 5,000 validation logits. Their fits are the same wherever
+# Fitted, measured and drawn in a second process beside the others (:class:`_BackgroundFits`), in
+# this order: TS by ECE's 100 softmaxes and vector scaling's Newton steps, the costliest fits, then
+# focal TS's (γ, T) grid (the compiled kernel: no torch import), so that the two processes take
+# about as long on 100 × 5,000 validation logits. Their fits and measures are the same wherever
 # they run.
 BACKGROUND_KEYS = ("ts_ece", "vector_scaling", "fts_ece", "fts_nll")
 # The calibrators whose fit uses the compiled grid kernel (``calibration._focal_grid.USES_FUSED_KERNELS``,
@@ -116,15 +117,15 @@ def compare_calibrators(logits: LogitsSet, out_dir, names=None, gamma: float | N
     # The second process starts before anything else here, so that its start-up overlaps this
     # process's; it is stopped if a check below fails.
     with contextlib.ExitStack() as stack:
-        fits = stack.enter_context(_BackgroundFits(background, logits.val_logits, logits.val_labels))
-        rows, folder = _checked_compare(logits, out_dir, specs, fits, stack, n_bins, n_resamples, seed, smooth,
-                                        progress)
+        measuring = _Measuring(logits.test_logits, logits.test_labels, n_bins, n_resamples, seed, smooth)
+        fits = stack.enter_context(_BackgroundFits(background, logits.val_logits, logits.val_labels, measuring))
+        rows, folder = _checked_compare(logits, out_dir, specs, fits, stack, measuring, progress)
     progress(f"wrote {folder.path / 'index.html'}, metrics.csv, calibration.json and {len(specs)} diagrams")
     return rows
 
 
 def _checked_compare(logits: LogitsSet, out_dir, specs: dict, fits: _BackgroundFits, stack: contextlib.ExitStack,
-                     n_bins: int, n_resamples: int, seed: int, smooth: bool, progress: Callable[[str], None]):
+                     measuring: _Measuring, progress: Callable[[str], None]):
     from threadpoolctl import threadpool_limits
 
     from focalcal.calibration import calibrator_class
@@ -143,7 +144,7 @@ def _checked_compare(logits: LogitsSet, out_dir, specs: dict, fits: _BackgroundF
     # beside the second process's grid cost more CPU than they save (bench compare: 22 -> 16 s).
     folder = out_dir if isinstance(out_dir, OutputFolder) else stack.enter_context(output_folder(out_dir))
     stack.enter_context(threadpool_limits(limits=1, user_api="blas"))
-    rows = _compare(logits, folder.staging, specs, fits, n_bins, n_resamples, seed, smooth, progress)
+    rows = _compare(logits, folder.staging, specs, fits, measuring, progress)
     folder.commit()
     return rows, folder
 
@@ -160,56 +161,87 @@ def parameter_count(key: str, num_classes: int) -> int:
     return catalog.ROLES[key].parameters(num_classes, catalog.ROLES[key].spec)
 
 
-def _compare(logits: LogitsSet, out_dir: Path, specs: dict, fits: _BackgroundFits, n_bins: int, n_resamples: int,
-             seed: int, smooth: bool, progress: Callable[[str], None]) -> list[dict]:
-    from focalcal.metrics.bootstrap import bootstrap_indices, metrics_with_intervals, resample_weights
+def _compare(logits: LogitsSet, out_dir: Path, specs: dict, fits: _BackgroundFits, measuring: _Measuring,
+             progress: Callable[[str], None]) -> list[dict]:
     from focalcal.pipeline.calibrate import fit_calibrator, rows_to_csv
-    from focalcal.plots.svg import reliability_svg
 
-    indices = bootstrap_indices(len(logits.test_labels), n_resamples, seed)
-    weights = resample_weights(indices, len(logits.test_labels))  # counted once, for every calibrator
     background = fits.specs
     _eager_unless_built({key: spec for key, spec in specs.items() if key not in background}, progress)
     fitted_params, rows_of, diagrams = {}, {}, {}
     for done, key in enumerate([key for key in specs if key not in background] + list(background), start=1):
-        started = time.perf_counter()
         if key in background:
-            calibrator, fit_s = fits.result(key)
+            calibrator, fit_s, measured = fits.result(key)
         else:
+            started = time.perf_counter()
             calibrator, _ = fit_calibrator(specs[key], logits.val_logits, logits.val_labels, {})
             fit_s = time.perf_counter() - started
-        measure_started = time.perf_counter()
-        probs = calibrator.transform(logits.test_logits)
+            measured = measuring.measure(key, calibrator)
         fitted_params[key] = {"spec": specs[key], "fitted": calibrator.to_dict()}
-        intervals = metrics_with_intervals(probs, logits.test_labels, indices, n_bins, weights=weights)
-        rows_of[key] = [{"calibrator": key, "metric": metric,
-                         "bins": n_bins if metric in ("ece", "adaece", "mce", "classwise_ece") else "",
-                         "value": interval.estimate, "ci_low": interval.low, "ci_high": interval.high}
-                        for metric, interval in intervals.items()]
-        curve = False
-        if smooth:
-            from focalcal import metrics
-
-            curve = metrics.smooth_reliability_curve(probs, logits.test_labels)
-            rows_of[key].append({"calibrator": key, "metric": "smooth_ece", "bins": "",
-                                 "value": curve.smooth_ece, "ci_low": "", "ci_high": ""})
-        diagrams[key] = reliability_svg(probs, logits.test_labels, n_bins=n_bins, title=LABELS[key], smooth=curve)
-        atomic_write_text(diagrams[key], out_dir / "reliability" / f"{key}.svg")
-        progress(f"[{done}/{len(specs)}] {key}: fitted in {fit_s:.2f} s, measured in "
-                 f"{time.perf_counter() - measure_started:.2f} s; test ECE {100 * intervals['ece'].estimate:.2f} %")
+        rows_of[key], diagrams[key] = measured.rows, measured.svg
+        atomic_write_text(measured.svg, out_dir / "reliability" / f"{key}.svg")
+        progress(f"[{done}/{len(specs)}] {key}: fitted in {fit_s:.2f} s, measured in {measured.seconds:.2f} s; "
+                 f"test ECE {100 * measured.ece:.2f} %")
     rows = [row for key in specs for row in rows_of[key]]  # the order asked for, whatever finished first
     diagrams = {key: diagrams[key] for key in specs}
     atomic_write_json(fitted_params, out_dir / "calibration.json")
     atomic_write_text(rows_to_csv(rows, METRICS_HEADER), out_dir / "metrics.csv")
-    atomic_write_text(render_page(logits, rows, diagrams, n_resamples), out_dir / "index.html")
+    atomic_write_text(render_page(logits, rows, diagrams, measuring.n_resamples), out_dir / "index.html")
     return rows
+
+
+class Measured(NamedTuple):
+    """One calibrator's test rows of metrics.csv, its diagram (SVG text), its test ECE and the seconds it took."""
+
+    rows: list[dict]
+    svg: str
+    ece: float
+    seconds: float
+
+
+class _Measuring:
+    """Measures fitted calibrators on the test split: the bootstrap intervals over one set of
+    resamples (drawn from ``seed``, their multiplicities counted once), smECE and the diagram.
+    Built the same in either process, so a calibrator measures the same wherever it was fitted."""
+
+    def __init__(self, test_logits, test_labels, n_bins: int, n_resamples: int, seed: int, smooth: bool):
+        self.test_logits, self.test_labels = test_logits, test_labels
+        self.n_bins, self.n_resamples, self.seed, self.smooth = n_bins, n_resamples, seed, smooth
+        self._resamples = None
+
+    def __getstate__(self):  # sent to the second process without the resamples, which it draws again
+        return {**self.__dict__, "_resamples": None}
+
+    def measure(self, key: str, calibrator) -> Measured:
+        from focalcal import metrics
+        from focalcal.metrics.bootstrap import bootstrap_indices, metrics_with_intervals, resample_weights
+        from focalcal.plots.svg import reliability_svg
+
+        started = time.perf_counter()
+        if self._resamples is None:
+            indices = bootstrap_indices(len(self.test_labels), self.n_resamples, self.seed)
+            self._resamples = indices, resample_weights(indices, len(self.test_labels))
+        indices, weights = self._resamples
+        probs = calibrator.transform(self.test_logits)
+        intervals = metrics_with_intervals(probs, self.test_labels, indices, self.n_bins, weights=weights)
+        rows = [{"calibrator": key, "metric": metric,
+                 "bins": self.n_bins if metric in ("ece", "adaece", "mce", "classwise_ece") else "",
+                 "value": interval.estimate, "ci_low": interval.low, "ci_high": interval.high}
+                for metric, interval in intervals.items()]
+        curve = False
+        if self.smooth:
+            curve = metrics.smooth_reliability_curve(probs, self.test_labels)
+            rows.append({"calibrator": key, "metric": "smooth_ece", "bins": "", "value": curve.smooth_ece,
+                         "ci_low": "", "ci_high": ""})
+        svg = reliability_svg(probs, self.test_labels, n_bins=self.n_bins, title=LABELS[key], smooth=curve)
+        return Measured(rows, svg, intervals["ece"].estimate, time.perf_counter() - started)
 
 
 class _BackgroundFits:
     """Fits the ``specs`` in one second process (started at once, one after the other in their
-    order, so focal TS by NLL reuses the grid scored for focal TS by ECE) while the caller fits,
-    measures and draws the others: the command's one long fit then overlaps the rest of its work
-    on the second core. ``result(key)`` waits for that calibrator only.
+    order, so focal TS by NLL reuses the grid scored for focal TS by ECE) and, given a
+    ``measuring``, measures and draws each there too, while the caller fits, measures and draws
+    the others: the command's long fits then overlap the rest of its work on the second core.
+    ``result(key)`` waits for that calibrator only.
 
     The second process runs its grid on one core fewer than this process may use
     (:func:`background_threads`): with as many grid threads as cores, this process's work
@@ -217,8 +249,8 @@ class _BackgroundFits:
     thread while the others spin (on 2 cores the two-thread grid spends ~15 % more CPU).
     """
 
-    def __init__(self, specs: dict, val_logits, val_labels):
-        self.specs, self._arrays = specs, (val_logits, val_labels)
+    def __init__(self, specs: dict, val_logits, val_labels, measuring: _Measuring | None = None):
+        self.specs, self._arrays = specs, (val_logits, val_labels, measuring)
         self._process, self._connection, self._done = None, None, {}
 
     def __enter__(self):
@@ -236,8 +268,9 @@ class _BackgroundFits:
         return self
 
     def result(self, key: str):
-        """(fitted calibrator, fit seconds) of ``key``; its fit's own exception if it failed; a
-        RuntimeError naming it if the second process ends first (killed, out of memory)."""
+        """(fitted calibrator, fit seconds, :class:`Measured` or None without a ``measuring``) of
+        ``key``; its fit's or measure's own exception if one failed; a RuntimeError naming it if
+        the second process ends first (killed, out of memory)."""
         while key not in self._done:
             try:
                 if not self._connection.poll(0.25):
@@ -290,24 +323,26 @@ def background_threads() -> int:
     return max(1, cores - 1)
 
 
-def _fit_in_turn(specs: dict, val_logits, val_labels, threads: int, connection) -> None:
-    """The second process: fit each of ``specs`` in turn and send (key, (calibrator, fit
-    seconds)), or (key, exception), as each is done."""
-    with connection:
+def _fit_in_turn(specs: dict, val_logits, val_labels, measuring: _Measuring | None, threads: int,
+                 connection) -> None:
+    """The second process: fit (and measure) each of ``specs`` in turn with one BLAS thread, as
+    the first process does, and send (key, (calibrator, fit seconds, measured)), or (key,
+    exception), as each is done."""
+    from threadpoolctl import threadpool_limits
+
+    with connection, threadpool_limits(limits=1, user_api="blas"):
         for key, spec in specs.items():
             try:
-                outcome = _fit_one(spec, val_logits, val_labels, threads)
+                calibrator, fit_s = _fit_one(spec, val_logits, val_labels, threads)
+                outcome = calibrator, fit_s, measuring.measure(key, calibrator) if measuring else None
             except Exception as error:  # noqa: BLE001 — raised again in the process that asked
                 outcome = error
             connection.send((key, outcome))
 
 
 def _fit_one(spec: dict, val_logits, val_labels, threads: int):
-    """(fitted calibrator, fit seconds), in the second process: with one BLAS thread, as this
-    process fits, and a grid of ``threads`` threads (torch is imported only where the grid
-    kernel is not built)."""
-    from threadpoolctl import threadpool_limits
-
+    """(fitted calibrator, fit seconds), in the second process: a grid of ``threads`` threads
+    (torch is imported only where the grid kernel is not built)."""
     from focalcal.pipeline.calibrate import fit_calibrator
 
     if spec["build"]["name"] in FUSED_KERNEL_FITS:
@@ -320,8 +355,7 @@ def _fit_one(spec: dict, val_logits, val_labels, threads: int):
 
             torch.set_num_threads(threads)
     started = time.perf_counter()
-    with threadpool_limits(limits=1, user_api="blas"):
-        calibrator = fit_calibrator(spec, val_logits, val_labels, {})[0]
+    calibrator = fit_calibrator(spec, val_logits, val_labels, {})[0]
     return calibrator, time.perf_counter() - started
 
 

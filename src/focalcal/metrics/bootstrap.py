@@ -219,8 +219,6 @@ def _weighted_means(weights: np.ndarray, losses: np.ndarray) -> np.ndarray:
     """Per resample, the mean of ``losses`` (N,) under multiplicities ``weights`` (B, N); a
     resample holding a sample with an infinite loss (a true-class probability of 0) has mean inf."""
     finite = np.isfinite(losses)
-    if finite.all():  # the same product without copying the (B, N) multiplicities
-        return weights @ losses / weights.shape[1]
     means = weights[:, finite] @ losses[finite] / weights.shape[1]
     if not finite.all():
         means[(weights[:, ~finite] > 0).any(axis=1)] = np.inf
