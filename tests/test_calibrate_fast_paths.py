@@ -145,7 +145,7 @@ def test_a_saved_figure_saves_again_to_the_same_bytes(tmp_path):
     assert b"<svg" in save(figure, tmp_path / "c.svg").read_bytes()
 
 
-def test_the_second_process_grid_leaves_a_core_to_this_process(monkeypatch):
+def test_the_grid_leaves_a_core_to_the_other_process(monkeypatch):
     from focalcal import calibrate_command as command
 
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
@@ -154,7 +154,14 @@ def test_the_second_process_grid_leaves_a_core_to_this_process(monkeypatch):
     assert command.background_threads() == 1
 
 
-def test_the_second_process_fits_with_the_threads_it_is_given(monkeypatch):
+def _measuring(seed=1, n_resamples=10):
+    from focalcal.calibrate_command import _Measuring
+
+    test_logits, test_labels = _small_logits(seed=seed)
+    return _Measuring(test_logits, test_labels, 15, n_resamples, 3, True)
+
+
+def test_a_fit_runs_its_grid_on_the_threads_it_is_given(monkeypatch):
     from focalcal import calibrate_command as command
     from focalcal.calibration import _grid_kernel
 
@@ -165,13 +172,14 @@ def test_the_second_process_fits_with_the_threads_it_is_given(monkeypatch):
     monkeypatch.setattr(_grid_kernel, "focal_grid", lambda *a, original=_grid_kernel.focal_grid: seen.append(
         _grid_kernel.threads()) or original(*a))
     try:
-        fitted, _ = command._fit_one(spec, logits, labels, 1)
+        fitted, _, measured = command._fit_and_measure("fts_ece", spec, logits, labels, _measuring(), print, 1)
         assert seen == [1]  # the grid kernel ran, on the one thread given
-        command._fit_one({"build": {"name": "isotonic"}}, logits, labels, 1)
+        command._fit_and_measure("isotonic", {"build": {"name": "isotonic"}}, logits, labels, _measuring(), print, 1)
         assert seen == [1]
     finally:
         _grid_kernel.set_threads(None)
     assert fitted.temperature_ in (0.5, 1.0, 2.0)
+    assert measured.ece == next(row["value"] for row in measured.rows if row["metric"] == "ece")
 
 
 def _small_logits(n=400, k=5, seed=0):
@@ -180,61 +188,83 @@ def _small_logits(n=400, k=5, seed=0):
     return logits, (rng.uniform(size=(n, 1)) > softmax(logits / 2, axis=1).cumsum(axis=1)).sum(axis=1)
 
 
-def test_calibrators_fitted_in_the_second_process_are_the_ones_fitted_and_measured_here(tmp_path):
-    """The second process takes TS by ECE ahead of the grid, and measures and draws what it fits;
-    the stored fits, metric rows and diagrams are those of this process, to the last bit."""
+def test_work_units_take_the_costliest_first_and_keep_focal_ts_together():
+    from focalcal.calibrate_command import resolve_calibrators, work_units
+
+    specs = resolve_calibrators(["raw", "isotonic", "fts_nll", "ts_ece", "fts_ece", "ts_nll"])
+    assert work_units(specs) == [("fts_ece", "fts_nll"), ("ts_ece",), ("raw",), ("isotonic",), ("ts_nll",)]
+    assert work_units(resolve_calibrators(["raw"])) == [("raw",)]
+
+
+def test_calibrators_fitted_in_the_second_process_are_the_ones_fitted_and_measured_here():
+    """Whichever process takes a calibrator, its fit, metric rows and diagram are the same to the
+    last bit: here the second process takes every unit, as this one takes none."""
     import json
 
-    from focalcal.calibrate_command import (
-        BACKGROUND_KEYS,
-        _Measuring,
-        compare_calibrators,
-        resolve_calibrators,
-    )
-    from focalcal.logits_file import check_logits
+    from focalcal.calibrate_command import _SharedWork, resolve_calibrators
     from focalcal.pipeline.calibrate import fit_calibrator
+
+    val_logits, val_labels = _small_logits()
+    specs = resolve_calibrators(["raw", "ts_ece", "isotonic", "fts_ece", "fts_nll"])
+    units = [("fts_ece", "fts_nll"), ("ts_ece",), ("raw",), ("isotonic",)]
+    with _SharedWork(units, specs, val_logits, val_labels, _measuring()) as work:
+        there = {key: work.result(key) for unit in units for key in unit}
+        assert work.take() is None  # every unit taken, each once
+    for key, (calibrator, _, measured) in there.items():
+        here, _ = fit_calibrator(specs[key], val_logits, val_labels, {})
+        assert json.dumps(calibrator.to_dict()) == json.dumps(here.to_dict()), key
+        expected = _measuring().measure(key, here)
+        assert measured.rows == expected.rows and measured.svg == expected.svg, key
+
+
+def test_the_two_processes_share_the_units_and_each_is_fitted_once(tmp_path):
+    """compare_calibrators with its second process: every calibrator has one progress line and one
+    entry, and the files list the calibrators in the order asked for."""
+    import json
+
+    from focalcal.calibrate_command import compare_calibrators
+    from focalcal.logits_file import check_logits
 
     (val_logits, val_labels), (test_logits, test_labels) = _small_logits(), _small_logits(seed=1)
     logits = check_logits({"val_logits": val_logits, "val_labels": val_labels, "test_logits": test_logits,
                            "test_labels": test_labels}, source="model.npz")
-    names = ["raw", "ts_ece", "isotonic", "fts_ece"]
+    names = ["raw", "ts_ece", "isotonic", "fts_ece", "ts_nll", "histogram_binning"]
     lines = []
     rows = compare_calibrators(logits, tmp_path / "out", names, n_resamples=10, seed=3, progress=lines.append)
-    assert {"ts_ece", "fts_ece"} <= set(BACKGROUND_KEYS) and "isotonic" not in BACKGROUND_KEYS
-    assert [line.split(":")[0].split()[1] for line in lines[:-1]] == ["raw", "isotonic", "ts_ece", "fts_ece"]
-    stored = json.loads((tmp_path / "out" / "calibration.json").read_text())
-    assert sorted(stored) == sorted(names)
-    specs = resolve_calibrators(names)
-    for key in ("ts_ece", "isotonic", "fts_ece"):
-        here, _ = fit_calibrator(specs[key], logits.val_logits, logits.val_labels, {})
-        assert stored[key]["fitted"] == json.loads(json.dumps(here.to_dict())), key
-        measured = _Measuring(logits.test_logits, logits.test_labels, 15, 10, 3, True).measure(key, here)
-        assert [row for row in rows if row["calibrator"] == key] == measured.rows, key
-        assert (tmp_path / "out" / "reliability" / f"{key}.svg").read_text() == measured.svg, key
+    finished = [line.split(":")[0].split() for line in lines[:-1]]  # "[3/6] ts_ece"
+    assert [count for count, _ in finished] == [f"[{i}/{len(names)}]" for i in range(1, len(names) + 1)]
+    assert sorted(key for _, key in finished) == sorted(names)
+    assert sorted(json.loads((tmp_path / "out" / "calibration.json").read_text())) == sorted(names)
+    assert list(dict.fromkeys(row["calibrator"] for row in rows)) == names
 
 
 def test_a_second_process_that_dies_fails_the_comparison_in_one_line_naming_the_calibrator():
     import multiprocessing
     import signal
+    import time
 
-    from focalcal.calibrate_command import _BackgroundFits, resolve_calibrators
+    from focalcal.calibrate_command import _SharedWork, resolve_calibrators
 
     logits, labels = _small_logits(n=3000, k=50)
-    specs = resolve_calibrators(["fts_ece", "fts_nll"])
+    specs = resolve_calibrators(["fts_ece", "fts_nll", "raw"])
     with (pytest.raises(RuntimeError, match=r"^the second process fitting fts_ece ended before it was done"),
-          _BackgroundFits(specs, logits, labels) as fits):
-        os.kill(fits._process.pid, signal.SIGKILL)
-        fits.result("fts_ece")
+          _SharedWork([("fts_ece", "fts_nll"), ("raw",)], specs, logits, labels, _measuring()) as work):
+        deadline = time.monotonic() + 60
+        while work._next.value == 0 and time.monotonic() < deadline:  # until it has taken focal TS
+            time.sleep(0.01)
+        os.kill(work._process.pid, signal.SIGKILL)
+        work.result("fts_ece")
     assert multiprocessing.active_children() == []
 
 
 def test_a_fit_that_fails_in_the_second_process_raises_its_own_error_here():
-    from focalcal.calibrate_command import _BackgroundFits
+    from focalcal.calibrate_command import _SharedWork
 
     logits, labels = _small_logits()
-    specs = {"bad": {"build": {"name": "focal_temperature_scaling", "gammas": [-2.0]}},
-             "good": {"build": {"name": "focal_temperature_scaling", "gammas": [0.0, 1.0], "temperatures": [1.0, 2.0]}}}
-    with _BackgroundFits(specs, logits, labels) as fits:
-        assert fits.result("good")[0].temperature_ in (1.0, 2.0)  # sent after the failed one
+    specs = {"fts_ece": {"build": {"name": "focal_temperature_scaling", "gammas": [-2.0]}},
+             "fts_nll": {"build": {"name": "focal_temperature_scaling", "gammas": [0.0, 1.0],
+                                   "temperatures": [1.0, 2.0]}}}
+    with _SharedWork([("fts_ece",), ("fts_nll",)], specs, logits, labels, _measuring()) as work:
+        assert work.result("fts_nll")[0].temperature_ in (1.0, 2.0)  # sent after the failed one
         with pytest.raises(ValueError, match=r"FocalTemperatureScaling: gammas must be .*real numbers in \(-1, inf\).*entry 0 is -2.0"):
-            fits.result("bad")
+            work.result("fts_ece")

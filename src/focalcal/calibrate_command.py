@@ -16,10 +16,10 @@ Written into ``out_dir``:
   (:func:`focalcal.plots.reliability_svg`: SVG text, no matplotlib);
 * ``index.html`` — the table and the diagrams in one file (diagrams inlined).
 
-The costliest fits, focal temperature scaling's (γ, T) grid first, are fitted, measured and
-drawn in a second process while this one does the same for the rest (:data:`BACKGROUND_KEYS`),
-so a progress line comes as each calibrator finishes; the files keep the order the calibrators
-were asked for.
+Two processes share the calibrators (:class:`_SharedWork`): each takes the next one not yet
+taken, the costliest first (:func:`work_units`), fits, measures and draws it, so the command
+uses two cores whatever the machine's speed at each fit. A progress line comes as each
+calibrator finishes; the files keep the order the calibrators were asked for.
 """
 
 from __future__ import annotations
@@ -62,12 +62,11 @@ LABELS = {key: role.label for key, role in _OFFERED.items()}
 QUADRATIC_IN_K = tuple(key for key, spec in CALIBRATORS.items() if catalog.CALIBRATORS[spec["name"]].quadratic_in_k)
 OUTPUT_FILES = ("calibration.json", "metrics.csv", "index.html", "reliability")
 MAX_CLASSES_QUADRATIC = 200
-# Fitted, measured and drawn in a second process beside the others (:class:`_BackgroundFits`), in
-# this order: TS by ECE's 100 softmaxes and vector scaling's Newton steps, the costliest fits, then
-# focal TS's (γ, T) grid (the compiled kernel: no torch import), so that the two processes take
-# about as long on 100 × 5,000 validation logits. Their fits and measures are the same wherever
-# they run.
-BACKGROUND_KEYS = ("ts_ece", "vector_scaling", "fts_ece", "fts_nll")
+# The costliest fits on 100 × 5,000 validation logits, taken first (longest first keeps the two
+# processes' ends close): focal TS's (γ, T) grid, vector scaling's Newton steps, TS by ECE's 100
+# softmaxes. Focal TS by ECE and by NLL go together, so that the second reuses the grid the first
+# scored. The others follow in the order asked for.
+COSTLIEST_FIRST = (("fts_ece", "fts_nll"), ("vector_scaling",), ("ts_ece",))
 # The calibrators whose fit uses the compiled grid kernel (``calibration._focal_grid.USES_FUSED_KERNELS``,
 # named here so that checking for them imports nothing).
 FUSED_KERNEL_FITS = ("focal_temperature_scaling",)
@@ -111,20 +110,18 @@ def compare_calibrators(logits: LogitsSet, out_dir, names=None, gamma: float | N
             progress(f"skipping {key}: its cost grows as K² ({COSTS[key]}) and {logits.source} has "
                      f"{logits.num_classes:,} classes, more than {MAX_CLASSES_QUADRATIC}; name it in --calibrators "
                      "to fit it anyway")
-    background = {key: specs[key] for key in BACKGROUND_KEYS if key in specs}
-    if len(background) == len(specs):
-        background = {}  # nothing to overlap with: fit here
     # The second process starts before anything else here, so that its start-up overlaps this
     # process's; it is stopped if a check below fails.
     with contextlib.ExitStack() as stack:
         measuring = _Measuring(logits.test_logits, logits.test_labels, n_bins, n_resamples, seed, smooth)
-        fits = stack.enter_context(_BackgroundFits(background, logits.val_logits, logits.val_labels, measuring))
-        rows, folder = _checked_compare(logits, out_dir, specs, fits, stack, measuring, progress)
+        work = stack.enter_context(_SharedWork(work_units(specs), specs, logits.val_logits, logits.val_labels,
+                                               measuring))
+        rows, folder = _checked_compare(logits, out_dir, specs, work, stack, measuring, progress)
     progress(f"wrote {folder.path / 'index.html'}, metrics.csv, calibration.json and {len(specs)} diagrams")
     return rows
 
 
-def _checked_compare(logits: LogitsSet, out_dir, specs: dict, fits: _BackgroundFits, stack: contextlib.ExitStack,
+def _checked_compare(logits: LogitsSet, out_dir, specs: dict, work: _SharedWork, stack: contextlib.ExitStack,
                      measuring: _Measuring, progress: Callable[[str], None]):
     from threadpoolctl import threadpool_limits
 
@@ -144,7 +141,7 @@ def _checked_compare(logits: LogitsSet, out_dir, specs: dict, fits: _BackgroundF
     # beside the second process's grid cost more CPU than they save (bench compare: 22 -> 16 s).
     folder = out_dir if isinstance(out_dir, OutputFolder) else stack.enter_context(output_folder(out_dir))
     stack.enter_context(threadpool_limits(limits=1, user_api="blas"))
-    rows = _compare(logits, folder.staging, specs, fits, measuring, progress)
+    rows = _compare(logits, folder.staging, specs, work, measuring, progress)
     folder.commit()
     return rows, folder
 
@@ -161,26 +158,36 @@ def parameter_count(key: str, num_classes: int) -> int:
     return catalog.ROLES[key].parameters(num_classes, catalog.ROLES[key].spec)
 
 
-def _compare(logits: LogitsSet, out_dir: Path, specs: dict, fits: _BackgroundFits, measuring: _Measuring,
-             progress: Callable[[str], None]) -> list[dict]:
-    from focalcal.pipeline.calibrate import fit_calibrator, rows_to_csv
+def work_units(specs: dict) -> list[tuple[str, ...]]:
+    """The calibrators of ``specs`` as units of work in the order they are taken: the
+    :data:`COSTLIEST_FIRST` ones asked for, then the rest in the order asked for."""
+    units = [tuple(key for key in unit if key in specs) for unit in COSTLIEST_FIRST]
+    units = [unit for unit in units if unit]
+    taken = {key for unit in units for key in unit}
+    return units + [(key,) for key in specs if key not in taken]
 
-    background = fits.specs
-    _eager_unless_built({key: spec for key, spec in specs.items() if key not in background}, progress)
+
+def _compare(logits: LogitsSet, out_dir: Path, specs: dict, work: _SharedWork, measuring: _Measuring,
+             progress: Callable[[str], None]) -> list[dict]:
+    from focalcal.pipeline.calibrate import rows_to_csv
+
     fitted_params, rows_of, diagrams = {}, {}, {}
-    for done, key in enumerate([key for key in specs if key not in background] + list(background), start=1):
-        if key in background:
-            calibrator, fit_s, measured = fits.result(key)
-        else:
-            started = time.perf_counter()
-            calibrator, _ = fit_calibrator(specs[key], logits.val_logits, logits.val_labels, {})
-            fit_s = time.perf_counter() - started
-            measured = measuring.measure(key, calibrator)
+
+    def finished(key: str, calibrator, fit_s: float, measured: Measured) -> None:
         fitted_params[key] = {"spec": specs[key], "fitted": calibrator.to_dict()}
         rows_of[key], diagrams[key] = measured.rows, measured.svg
         atomic_write_text(measured.svg, out_dir / "reliability" / f"{key}.svg")
-        progress(f"[{done}/{len(specs)}] {key}: fitted in {fit_s:.2f} s, measured in {measured.seconds:.2f} s; "
+        progress(f"[{len(rows_of)}/{len(specs)}] {key}: fitted in {fit_s:.2f} s, measured in {measured.seconds:.2f} s; "
                  f"test ECE {100 * measured.ece:.2f} %")
+
+    while (unit := work.take()) is not None:
+        for key in unit:
+            finished(key, *_fit_and_measure(key, specs[key], logits.val_logits, logits.val_labels, measuring,
+                                            progress))
+        for key, outcome in work.arrived():
+            finished(key, *outcome)
+    for key in [key for key in specs if key not in rows_of]:  # taken by the second process
+        finished(key, *work.result(key))
     rows = [row for key in specs for row in rows_of[key]]  # the order asked for, whatever finished first
     diagrams = {key: diagrams[key] for key in specs}
     atomic_write_json(fitted_params, out_dir / "calibration.json")
@@ -236,41 +243,63 @@ class _Measuring:
         return Measured(rows, svg, intervals["ece"].estimate, time.perf_counter() - started)
 
 
-class _BackgroundFits:
-    """Fits the ``specs`` in one second process (started at once, one after the other in their
-    order, so focal TS by NLL reuses the grid scored for focal TS by ECE) and, given a
-    ``measuring``, measures and draws each there too, while the caller fits, measures and draws
-    the others: the command's long fits then overlap the rest of its work on the second core.
-    ``result(key)`` waits for that calibrator only.
+class _SharedWork:
+    """The ``units`` of work (tuples of calibrator keys), shared by this process and a second one
+    (started at once): each process takes the next unit not yet taken (:meth:`take`: a counter in
+    shared memory), fits, measures and draws its calibrators, so the two end close together
+    whatever each fit costs on this machine. The second process sends each calibrator's outcome
+    as it is done; :meth:`arrived` returns those received so far, :meth:`result` waits for one.
+    With one unit there is nothing to share and no second process.
 
-    The second process runs its grid on one core fewer than this process may use
-    (:func:`background_threads`): with as many grid threads as cores, this process's work
-    shares a core with one of them, and the grid's evenly split blocks wait for that slowed
-    thread while the others spin (on 2 cores the two-thread grid spends ~15 % more CPU).
+    Focal TS's grid runs on one core fewer than the machine has (:func:`background_threads`) in
+    either process: the other process keeps a core busy, and the grid's evenly split blocks
+    would wait for a thread that shares it (on 2 cores a two-thread grid spends ~15 % more CPU).
     """
 
-    def __init__(self, specs: dict, val_logits, val_labels, measuring: _Measuring | None = None):
-        self.specs, self._arrays = specs, (val_logits, val_labels, measuring)
-        self._process, self._connection, self._done = None, None, {}
+    def __init__(self, units: list[tuple[str, ...]], specs: dict, val_logits, val_labels, measuring: _Measuring):
+        self.units, self._arguments = units, (specs, val_logits, val_labels, measuring)
+        self._process, self._connection, self._next, self._taken, self._done = None, None, None, -1, {}
 
     def __enter__(self):
-        if self.specs:
+        if len(self.units) > 1:
             import multiprocessing
 
             # spawn: a fresh interpreter, whatever threads this one has started. A bare process and
             # a pipe, not a Pool: a Pool whose worker is killed waits for ever, and can hang in terminate.
             context = multiprocessing.get_context("spawn")
+            self._next = context.Value("i", 0)
             self._connection, child_end = context.Pipe(duplex=False)
-            self._process = context.Process(target=_fit_in_turn, args=(self.specs, *self._arrays,
-                                                                       background_threads(), child_end), daemon=True)
+            self._process = context.Process(target=_work_in_turn, args=(self.units, *self._arguments, self._next,
+                                                                        background_threads(), child_end), daemon=True)
             self._process.start()
             child_end.close()
         return self
 
-    def result(self, key: str):
-        """(fitted calibrator, fit seconds, :class:`Measured` or None without a ``measuring``) of
-        ``key``; its fit's or measure's own exception if one failed; a RuntimeError naming it if
-        the second process ends first (killed, out of memory)."""
+    def take(self) -> tuple[str, ...] | None:
+        """The next unit not yet taken by either process, or None when all are."""
+        if self._process is None:  # no second process: a plain count
+            self._taken += 1
+            return self.units[self._taken] if self._taken < len(self.units) else None
+        return _take(self.units, self._next)
+
+    def arrived(self) -> list[tuple[str, tuple]]:
+        """(key, (calibrator, fit seconds, Measured)) of the second process's calibrators received
+        since the last call, without waiting; a failed one raises its own exception."""
+        received = []
+        while self._connection is not None and self._connection.poll():
+            try:
+                key, outcome = self._connection.recv()
+            except EOFError:
+                break  # ended: result() says which calibrator it left undone
+            if isinstance(outcome, BaseException):
+                raise outcome
+            received.append((key, outcome))
+        return received
+
+    def result(self, key: str) -> tuple:
+        """(fitted calibrator, fit seconds, :class:`Measured`) of ``key``, which the second process
+        took; its fit's or measure's own exception if one failed; a RuntimeError naming it if the
+        second process ends first (killed, out of memory)."""
         while key not in self._done:
             try:
                 if not self._connection.poll(0.25):
@@ -289,18 +318,25 @@ class _BackgroundFits:
 
     def __exit__(self, exc_type, *exc_info):
         if self._process is not None:
-            if exc_type is not None:  # interrupted or failed: do not wait for the grid
+            if exc_type is not None:  # interrupted or failed: do not wait for its fits
                 self._process.terminate()
             self._process.join()
             self._connection.close()
         return False
 
 
+def _take(units: list, counter) -> tuple[str, ...] | None:
+    with counter.get_lock():
+        index = counter.value
+        counter.value = index + 1
+    return units[index] if index < len(units) else None
+
+
 def _eager_unless_built(specs: dict, announce: Callable[[str], None]) -> None:
     """The command never compiles focal temperature scaling's grid kernel (its build belongs to
     `focalcal build-kernels`, and would pass for a calibrator's fit time). Where it is not built,
     the grid runs on the eager PyTorch path and one line says so. Called by the process that
-    fits the grid, so that the others never import torch."""
+    fits the grid, just before, so that a process that does not fit it never imports torch."""
     import os
 
     if not any(spec["build"]["name"] in FUSED_KERNEL_FITS for spec in specs.values()):
@@ -315,48 +351,53 @@ def _eager_unless_built(specs: dict, announce: Callable[[str], None]) -> None:
 
 
 def background_threads() -> int:
-    """Threads for the second process's grid: the cores this process may run on, less the one
-    it keeps busy itself (at least one)."""
+    """Threads for focal TS's grid while the other process works: the cores this process may run
+    on, less the one the other keeps busy (at least one)."""
     import os
 
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     return max(1, cores - 1)
 
 
-def _fit_in_turn(specs: dict, val_logits, val_labels, measuring: _Measuring | None, threads: int,
-                 connection) -> None:
-    """The second process: fit (and measure) each of ``specs`` in turn with one BLAS thread, as
-    the first process does, and send (key, (calibrator, fit seconds, measured)), or (key,
-    exception), as each is done."""
+def _work_in_turn(units: list, specs: dict, val_logits, val_labels, measuring: _Measuring, counter, threads: int,
+                  connection) -> None:
+    """The second process: take units until none is left; fit and measure each calibrator with one
+    BLAS thread, as the first process does, and send (key, (calibrator, fit seconds, measured)),
+    or (key, exception), as each is done."""
     from threadpoolctl import threadpool_limits
 
     with connection, threadpool_limits(limits=1, user_api="blas"):
-        for key, spec in specs.items():
-            try:
-                calibrator, fit_s = _fit_one(spec, val_logits, val_labels, threads)
-                outcome = calibrator, fit_s, measuring.measure(key, calibrator) if measuring else None
-            except Exception as error:  # noqa: BLE001 — raised again in the process that asked
-                outcome = error
-            connection.send((key, outcome))
+        while (unit := _take(units, counter)) is not None:
+            for key in unit:
+                try:
+                    outcome = _fit_and_measure(key, specs[key], val_logits, val_labels, measuring,
+                                               lambda line: print(line, flush=True), threads)
+                except Exception as error:  # noqa: BLE001 — raised again in the process that asked
+                    outcome = error
+                connection.send((key, outcome))
 
 
-def _fit_one(spec: dict, val_logits, val_labels, threads: int):
-    """(fitted calibrator, fit seconds), in the second process: a grid of ``threads`` threads
-    (torch is imported only where the grid kernel is not built)."""
+def _fit_and_measure(key: str, spec: dict, val_logits, val_labels, measuring: _Measuring,
+                     announce: Callable[[str], None], threads: int | None = None) -> tuple:
+    """(fitted calibrator, fit seconds, :class:`Measured`) in either process. Focal TS's grid runs
+    on ``threads`` threads (default :func:`background_threads`); torch is imported only where the
+    grid kernel is not built."""
     from focalcal.pipeline.calibrate import fit_calibrator
 
     if spec["build"]["name"] in FUSED_KERNEL_FITS:
         from focalcal.calibration import _grid_kernel
 
+        threads = threads or background_threads()
         _grid_kernel.set_threads(threads)
-        _eager_unless_built({"grid": spec}, lambda line: print(line, flush=True))  # says so once: it switches off
+        _eager_unless_built({key: spec}, announce)  # says so once: it switches the kernels off
         if _grid_kernel.library() is None:
             import torch
 
             torch.set_num_threads(threads)
     started = time.perf_counter()
     calibrator = fit_calibrator(spec, val_logits, val_labels, {})[0]
-    return calibrator, time.perf_counter() - started
+    fit_s = time.perf_counter() - started
+    return calibrator, fit_s, measuring.measure(key, calibrator)
 
 
 def _cell(row: dict) -> str:

@@ -29,7 +29,7 @@ import sys
 from functools import lru_cache, partial
 
 import numpy as np
-from scipy import optimize, special
+from scipy import special
 
 from ._constraints import GAMMA, POSITIVE_GAMMA, PSI_GAMMA, Each, Interval, validate_parameters
 from ._validation import as_numpy, check_probs, check_scores, row_sum_tolerance
@@ -717,6 +717,8 @@ def _minimax_on_active_rows(target, logits, left: float, right: float, start_err
     starts from the rows with the largest errors at both ends and at the scan's best point
     (``start_errors``).
     """
+    from scipy import optimize  # here: importing the calibrators (theory's psi) does not load scipy.optimize
+
     def top_rows(errors: np.ndarray) -> np.ndarray:
         count = min(_ACTIVE_ROWS, len(errors))
         return np.argpartition(errors, len(errors) - count)[len(errors) - count:]

@@ -22,7 +22,6 @@ import numbers
 from typing import ClassVar
 
 import numpy as np
-from scipy.optimize import minimize_scalar
 from scipy.special import log_softmax, logsumexp, softmax
 
 from focalcal._constraints import GAMMA, POSITIVE, Interval, Options, SequenceOf, validate_parameters
@@ -236,6 +235,9 @@ def _minimise_focal_temperature(logits, labels, gamma, low, high) -> float:
 def minimise_temperature(objective, low: float, high: float, points: int = _FOCAL_SEARCH_POINTS) -> float:
     """T ∈ [low, high] minimising ``objective(T)``, which need not be convex: a log-spaced grid
     locates the basin, a bounded Brent search in log T refines it."""
+    # imported here: fits that never search, e.g. in `focalcal calibrate`'s second process, do not load scipy.optimize
+    from scipy.optimize import minimize_scalar
+
     log_grid = np.linspace(np.log(low), np.log(high), points)
     values = np.array([objective(np.exp(u)) for u in log_grid])
     best = int(np.argmin(values))
