@@ -44,12 +44,13 @@ def checkout_copy(destination: Path) -> None:
             shutil.copy2(ROOT / name, target)
 
 
-def training_cpu(workdir: Path, task: str | None = None) -> tuple[float, int]:
+def training_cpu(workdir: Path, datasets: dict, task: str | None = None) -> tuple[float, int]:
     """Sum of cpu_time over the train rule's benchmark files, and their number; with ``task``,
-    over the runs whose data set (the first part of the run path) has that task."""
+    over the runs whose data set (the first part of the run path: a key of the config's
+    ``datasets``, whose ``name`` the catalog declares) has that task."""
     root = workdir / "results/benchmarks/train"
     files = sorted(path for path in root.rglob("*.tsv")
-                   if task is None or catalog.DATASETS[path.relative_to(root).parts[0]].task == task)
+                   if task is None or catalog.DATASETS[datasets[path.relative_to(root).parts[0]]["name"]].task == task)
     total = 0.0
     for path in files:
         with path.open() as handle:
@@ -69,7 +70,8 @@ def run_config(label: str, config: Path, quick: bool) -> dict[str, tuple[float, 
         print(f"{label}: training every run of the config ...", flush=True)
         subprocess.run([str(Path(sys.executable).with_name("snakemake")), "--cores", "2", "--until", "train",
                         "--quiet", "all"], cwd=workdir, check=True)
-        return {"all": training_cpu(workdir), "translation": training_cpu(workdir, "translation")}
+        return {"all": training_cpu(workdir, settings["datasets"]),
+                "translation": training_cpu(workdir, settings["datasets"], "translation")}
 
 
 def main(quick: bool = False) -> None:
