@@ -2,8 +2,9 @@
 
 The default run (config/config.yaml) may cost at most 1.25x the training CPU of the baseline
 (bench/default_config_before_claims.yaml, a smaller default with fewer seeds and
-grids), measured as the sum of
-``cpu_time`` over ``results/benchmarks/train/`` — what a user's own run records. Both are
+grids), measured as the sum of the training jobs' CPU, each read from the last line of its log
+(:mod:`bench.job_cpu`: the whole process, start-up included), over the jobs of
+``results/benchmarks/train/``. Both are
 measured here on the same machine, one after the other: each config's training jobs alone
 (``snakemake --until train``) in a fresh copy of this checkout, so start-up (interpreter and
 torch imports) counts as it does in a real run. The workflow builds the fused loss kernels
@@ -16,7 +17,6 @@ config.
 
 from __future__ import annotations
 
-import csv
 import shutil
 import subprocess
 import sys
@@ -25,6 +25,7 @@ from pathlib import Path
 
 import yaml
 
+from bench.job_cpu import job_cpu
 from focalcal import catalog
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -45,18 +46,13 @@ def checkout_copy(destination: Path) -> None:
 
 
 def training_cpu(workdir: Path, datasets: dict, task: str | None = None) -> tuple[float, int]:
-    """Sum of cpu_time over the train rule's benchmark files, and their number; with ``task``,
+    """Sum of the train jobs' CPU (:func:`bench.job_cpu.job_cpu`), and their number; with ``task``,
     over the runs whose data set (the first part of the run path: a key of the config's
     ``datasets``, whose ``name`` the catalog declares) has that task."""
     root = workdir / "results/benchmarks/train"
     files = sorted(path for path in root.rglob("*.tsv")
                    if task is None or catalog.DATASETS[datasets[path.relative_to(root).parts[0]]["name"]].task == task)
-    total = 0.0
-    for path in files:
-        with path.open() as handle:
-            rows = list(csv.DictReader(handle, delimiter="\t"))
-        total += float(rows[-1]["cpu_time"])
-    return total, len(files)
+    return sum(job_cpu(workdir, path)[0] for path in files), len(files)
 
 
 def run_config(label: str, config: Path, quick: bool) -> dict[str, tuple[float, int]]:

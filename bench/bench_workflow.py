@@ -10,10 +10,10 @@
   - overhead = wall time / (training jobs' CPU / cores) <= 1.3: everything that is not
     training (scheduling, the other jobs, idle cores) adds under 30 %;
   - CPU of every non-training job / training jobs' CPU <= 0.35, both summed from the run's
-    results/benchmarks/ (cpu_time, which counts a job's child processes; Snakemake samples it
-    every 0.5 s, so a job under a second reads low), and the bound that counts everything:
+    jobs' logs (each ends with its whole process's CPU: :mod:`bench.job_cpu`; a job without that
+    line counts its results/benchmarks/ file's cpu_time), and the bound that counts everything:
     the run's child CPU minus its training jobs';
-  - Snakemake's own CPU: the run's child CPU minus its jobs' cpu_time;
+  - Snakemake's own CPU: the run's child CPU minus its jobs' CPU;
   - kernel compiles during the run: must be 0 (the logs would say "Building extension").
   Training jobs also stage what the run's next job publishes (a classifier's logits, a
   segmentation run's evaluation); the CPU that took, from each published run.json's
@@ -34,6 +34,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from bench.job_cpu import job_cpu
 
 ROOT = Path(__file__).resolve().parents[1]
 SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
@@ -76,7 +78,7 @@ def dry_runs(workdir: Path, repeats: int) -> list[tuple[str, int, float, float]]
 
 
 def rule_families(workdir: Path) -> dict[str, tuple[int, float, float]]:
-    """rule family -> (jobs, summed cpu_time s, summed wall s) from the run's benchmark files.
+    """rule family -> (jobs, summed CPU s (:func:`bench.job_cpu.job_cpu`), summed wall s) from the run's benchmark files.
     Figures split into theory and study figures; every other family is its rule's folder."""
     families: dict[str, list[float]] = {}
     root = workdir / "results" / "benchmarks"
@@ -84,10 +86,10 @@ def rule_families(workdir: Path) -> dict[str, tuple[int, float, float]]:
         parts = tsv.relative_to(root).parts
         family = parts[0] if parts[0] != "figures" else ("theory_figure" if parts[1] == "theory" else "study_figure")
         with open(tsv) as handle:
-            row = list(csv.DictReader(handle, delimiter="\t"))[-1]
+            row = list(csv.DictReader(handle, delimiter="\t"))[-1]  # its wall time
         totals = families.setdefault(family, [0, 0.0, 0.0])
         totals[0] += 1
-        totals[1] += float(row["cpu_time"])
+        totals[1] += job_cpu(workdir, tsv)[0]
         totals[2] += float(row["s"])
     return {family: (int(n), cpu, wall) for family, (n, cpu, wall) in families.items()}
 

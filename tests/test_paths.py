@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from focalcal import paths
-from focalcal.pipeline.joblog import logged
+from focalcal.pipeline.joblog import job_cpu_seconds, logged
 from focalcal.pipeline.plan import Run
 
 RUN = Run("digits", "cnn_small", "focal1", "tiny", 3)
@@ -75,6 +78,28 @@ def test_a_job_log_holds_its_output_and_its_traceback(tmp_path):
         raise ValueError("bad input")
     text = log.read_text()
     assert text.startswith("reading the run\n") and "Traceback" in text and "ValueError: bad input" in text
+    assert text.splitlines()[-1].startswith("job CPU: ")  # after the traceback
+    assert job_cpu_seconds(log) > 0
+
+
+def test_a_job_log_ends_with_its_whole_process_cpu(tmp_path):
+    """The line counts the process from its start (interpreter and imports), as a job costs,
+    where Snakemake's benchmark file would keep a sample taken up to 30 s before the end."""
+    log = tmp_path / "job.log"
+    script = (f"import time\nfrom focalcal.pipeline.joblog import job_cpu_seconds, logged\nwith logged({str(log)!r}):\n"
+              "    start = time.process_time()\n    while time.process_time() - start < 0.3: pass\n"
+              "    print('cpu so far', time.process_time())\n")
+    subprocess.run([sys.executable, "-c", script], check=True)
+    so_far = float(log.read_text().splitlines()[0].split()[-1])
+    assert so_far > 0.3  # the import of focalcal and the loop
+    assert so_far <= job_cpu_seconds(log) < so_far + 0.2
+
+
+def test_a_log_without_the_line_reads_none(tmp_path):
+    killed = tmp_path / "killed.log"
+    killed.write_text("epoch 3/6\n")
+    assert job_cpu_seconds(killed) is None
+    assert job_cpu_seconds(tmp_path / "never_ran.log") is None
 
 
 def test_a_kept_attempt_survives_the_next_attempt_deleting_the_declared_log(tmp_path, capsys, monkeypatch):
@@ -86,7 +111,10 @@ def test_a_kept_attempt_survives_the_next_attempt_deleting_the_declared_log(tmp_
             log.unlink()  # what Snakemake does before it runs the job again
         with logged(str(log), keep_attempt=True):
             print(f"{attempt} attempt")
-    assert log.read_text() == "second attempt\n"
+    def output(path):
+        return [line for line in path.read_text().splitlines() if not line.startswith("job CPU: ")]
+
+    assert output(log) == ["second attempt"]
     kept = sorted((tmp_path / "train" / "run.attempts").iterdir())
-    assert sorted(path.read_text() for path in kept) == ["first attempt\n", "second attempt\n"]
+    assert sorted(output(path) for path in kept) == [["first attempt"], ["second attempt"]]
     assert capsys.readouterr().out == ""  # the job's output goes to its logs only

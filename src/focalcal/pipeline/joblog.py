@@ -10,8 +10,16 @@ import contextlib
 import io
 import os
 import platform
+import re
+import resource
 import time
 import traceback
+
+#: The line :func:`logged` ends a job's log with. Snakemake's ``benchmark:`` file samples a job's
+#: CPU every 0.5 s for its first 15 s, then every 30 s, and keeps the last sample: a 44 s job
+#: reads its CPU at 15 s. This line is the whole process's, read when the job ends.
+USAGE_LINE = "job CPU: {cpu:.3f} s (this process from its start, and its ended children)"
+_USAGE_PATTERN = re.compile(r"^job CPU: ([0-9.]+) s ", re.MULTILINE)
 
 
 class _Tee(io.TextIOBase):
@@ -37,7 +45,8 @@ def attempt_log_path(log_path: str) -> str:
 
 @contextlib.contextmanager
 def logged(log_path, keep_attempt=False):
-    """Redirect stdout/stderr to ``log_path``; a failure's traceback lands there too.
+    """Redirect stdout/stderr to ``log_path``; a failure's traceback lands there too, and the
+    job's CPU (:data:`USAGE_LINE`) ends it either way.
 
     With ``keep_attempt`` the output also goes to :func:`attempt_log_path`: Snakemake deletes
     a job's log before it runs the job again (a retry, or a second Snakemake on the same
@@ -56,3 +65,24 @@ def logged(log_path, keep_attempt=False):
         except BaseException:
             traceback.print_exc(file=handle)
             raise
+        finally:
+            print(USAGE_LINE.format(cpu=process_cpu_seconds()), file=handle, flush=True)
+
+
+def process_cpu_seconds() -> float:
+    """User + system CPU of this process since it started (interpreter start-up and imports
+    included) and of its children that have ended."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def job_cpu_seconds(log_path) -> float | None:
+    """The CPU a job's log ends with (:data:`USAGE_LINE`), or None when it has none (a job
+    still running, killed, or not run through :func:`logged`)."""
+    try:
+        with open(log_path, errors="replace") as handle:
+            text = handle.read()
+    except FileNotFoundError:
+        return None
+    found = _USAGE_PATTERN.findall(text)
+    return float(found[-1]) if found else None
