@@ -138,6 +138,18 @@ def test_pad_batch_adds_bos_eos_and_right_pads():
     assert pad_batch([[5], [6, 7]]).tolist() == [[5, PAD_ID], [6, 7]]
     with pytest.raises(ValueError, match="at least one"):
         pad_batch([])
+    with pytest.raises(ValueError, match="only empty sequences"):
+        pad_batch([[], []])
+
+
+@pytest.mark.parametrize(("add_bos", "add_eos"), [(False, False), (True, False), (False, True), (True, True)])
+def test_pad_batch_equals_the_rows_written_out_one_by_one(add_bos, add_eos):
+    rng = np.random.default_rng(3)
+    sequences = [rng.integers(4, 400, size=rng.integers(0, 12)) for _ in range(40)] + [[]]
+    rows = [[BOS_ID] * add_bos + [int(i) for i in seq] + [EOS_ID] * add_eos for seq in sequences]
+    width = max(len(row) for row in rows)
+    expected = [row + [PAD_ID] * (width - len(row)) for row in rows]
+    assert pad_batch(sequences, add_bos=add_bos, add_eos=add_eos).tolist() == expected
 
 
 def test_a_corpus_loads_a_split_given_as_a_loader_on_its_first_use_only(corpus):

@@ -116,6 +116,7 @@ def test_a_few_steps_fit_a_tiny_batch(model):
 def test_builders_and_bad_arguments():
     small = transformer_small(100)
     assert (small.d_model, len(small.encoder.layers), len(small.decoder.layers)) == (64, 2, 2)
+    assert small.encoder.layers[0].linear1.out_features == 128 and small.encoder.layers[0].self_attn.num_heads == 4
     base = transformer_base(1000)
     assert (base.d_model, len(base.encoder.layers), base.encoder.layers[0].linear1.out_features) == (512, 6, 2048)
     assert base.encoder.layers[0].self_attn.num_heads == 8 and not base.encoder.layers[0].norm_first
@@ -173,9 +174,9 @@ def _rates(model):
 def test_the_builders_dropout_rates_in_each_place():
     # transformer_base: tensor2tensor's transformer_base_v1 / fairseq's base_architecture
     assert _rates(transformer_base(100)) == ({0.1}, {0.0}, {0.0})
-    assert _rates(transformer_small(100)) == ({0.1}, {0.1}, {0.1})  # the stand-in's own, as it was tuned
+    assert _rates(transformer_small(100)) == ({0.1}, {0.0}, {0.0})  # the base model's
     assert _rates(build("transformer-base", num_classes=100, attention_dropout=0.2)) == ({0.1}, {0.2}, {0.0})
-    assert _rates(build("transformer-small", num_classes=100, activation_dropout=0.0)) == ({0.1}, {0.1}, {0.0})
+    assert _rates(build("transformer-small", num_classes=100, activation_dropout=0.2)) == ({0.1}, {0.0}, {0.2})
     for option in ("dropout", "attention_dropout", "activation_dropout"):
         with pytest.raises(ValueError, match=f"^{option} must lie in"):
             Transformer(V, 32, 4, 1, 8, max_length=20, **{"dropout": 0.1, option: 1.0})

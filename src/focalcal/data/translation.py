@@ -322,11 +322,16 @@ def pad_batch(sequences: Sequence, add_bos: bool = False, add_eos: bool = False)
 
     if len(sequences) == 0:
         raise ValueError("pad_batch needs at least one sequence")
-    rows = [[BOS_ID] * add_bos + [int(i) for i in seq] + [EOS_ID] * add_eos for seq in sequences]
-    width = max(len(row) for row in rows)
+    rows = [np.asarray(seq, dtype=np.int64).reshape(-1) for seq in sequences]
+    lengths = np.array([len(row) for row in rows], dtype=np.int64)
+    width = int(lengths.max()) + add_bos + add_eos
     if width == 0:
         raise ValueError("pad_batch got only empty sequences and neither BOS nor EOS")
-    out = torch.full((len(rows), width), PAD_ID, dtype=torch.long)
+    out = np.full((len(rows), width), PAD_ID, dtype=np.int64)
+    if add_bos:
+        out[:, 0] = BOS_ID
     for i, row in enumerate(rows):
-        out[i, : len(row)] = torch.tensor(row, dtype=torch.long)
-    return out
+        out[i, add_bos : add_bos + len(row)] = row
+    if add_eos:
+        out[np.arange(len(rows)), add_bos + lengths] = EOS_ID
+    return torch.from_numpy(out)
