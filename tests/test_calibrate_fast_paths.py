@@ -196,14 +196,38 @@ def test_work_units_take_the_costliest_first_and_keep_focal_ts_together():
     assert work_units(resolve_calibrators(["raw"])) == [("raw",)]
 
 
-def test_calibrators_fitted_in_the_second_process_are_the_ones_fitted_and_measured_here():
+@pytest.fixture(params=["fork", "spawn"])
+def start(request, monkeypatch):
+    """The second process forked (with this one's modules and resamples) or spawned (a fresh interpreter)."""
+    from focalcal import calibrate_command
+
+    monkeypatch.setattr(calibrate_command, "start_method", lambda: request.param)
+    return request.param
+
+
+def test_the_second_process_forks_unless_torch_is_loaded(monkeypatch):
+    import multiprocessing
+    import sys
+
+    from focalcal.calibrate_command import start_method
+
+    monkeypatch.delitem(sys.modules, "torch", raising=False)
+    assert start_method() == ("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
+    monkeypatch.setitem(sys.modules, "torch", object())
+    assert start_method() == "spawn"
+
+
+def test_calibrators_fitted_in_the_second_process_are_the_ones_fitted_and_measured_here(start):
     """Whichever process takes a calibrator, its fit, metric rows and diagram are the same to the
-    last bit: here the second process takes every unit, as this one takes none."""
+    last bit, whether it was forked or spawned: here the second process takes every unit, as this
+    one takes none."""
     import json
 
     from focalcal.calibrate_command import _SharedWork, resolve_calibrators
+    from focalcal.calibration import _focal_grid
     from focalcal.pipeline.calibrate import fit_calibrator
 
+    _focal_grid._LAST_SCORES.clear()  # the fits here in the second process's order, from no kept scores as it
     val_logits, val_labels = _small_logits()
     specs = resolve_calibrators(["raw", "ts_ece", "isotonic", "fts_ece", "fts_nll"])
     units = [("fts_ece", "fts_nll"), ("ts_ece",), ("raw",), ("isotonic",)]
@@ -238,7 +262,7 @@ def test_the_two_processes_share_the_units_and_each_is_fitted_once(tmp_path):
     assert list(dict.fromkeys(row["calibrator"] for row in rows)) == names
 
 
-def test_a_second_process_that_dies_fails_the_comparison_in_one_line_naming_the_calibrator():
+def test_a_second_process_that_dies_fails_the_comparison_in_one_line_naming_the_calibrator(start):
     import multiprocessing
     import signal
     import time
@@ -257,7 +281,7 @@ def test_a_second_process_that_dies_fails_the_comparison_in_one_line_naming_the_
     assert multiprocessing.active_children() == []
 
 
-def test_a_fit_that_fails_in_the_second_process_raises_its_own_error_here():
+def test_a_fit_that_fails_in_the_second_process_raises_its_own_error_here(start):
     from focalcal.calibrate_command import _SharedWork
 
     logits, labels = _small_logits()

@@ -218,16 +218,22 @@ class _Measuring:
     def __getstate__(self):  # sent to the second process without the resamples, which it draws again
         return {**self.__dict__, "_resamples": None}
 
+    def resamples(self) -> tuple:
+        """(indices, multiplicities) of the bootstrap resamples, drawn on first use."""
+        if self._resamples is None:
+            from focalcal.metrics.bootstrap import bootstrap_indices, resample_weights
+
+            indices = bootstrap_indices(len(self.test_labels), self.n_resamples, self.seed)
+            self._resamples = indices, resample_weights(indices, len(self.test_labels))
+        return self._resamples
+
     def measure(self, key: str, calibrator) -> Measured:
         from focalcal import metrics
-        from focalcal.metrics.bootstrap import bootstrap_indices, metrics_with_intervals, resample_weights
+        from focalcal.metrics.bootstrap import metrics_with_intervals
         from focalcal.plots.svg import reliability_svg
 
         started = time.perf_counter()
-        if self._resamples is None:
-            indices = bootstrap_indices(len(self.test_labels), self.n_resamples, self.seed)
-            self._resamples = indices, resample_weights(indices, len(self.test_labels))
-        indices, weights = self._resamples
+        indices, weights = self.resamples()
         probs = calibrator.transform(self.test_logits)
         intervals = metrics_with_intervals(probs, self.test_labels, indices, self.n_bins, weights=weights)
         rows = [{"calibrator": key, "metric": metric,
@@ -264,9 +270,12 @@ class _SharedWork:
         if len(self.units) > 1:
             import multiprocessing
 
-            # spawn: a fresh interpreter, whatever threads this one has started. A bare process and
-            # a pipe, not a Pool: a Pool whose worker is killed waits for ever, and can hang in terminate.
-            context = multiprocessing.get_context("spawn")
+            # A bare process and a pipe, not a Pool: a Pool whose worker is killed waits for ever,
+            # and can hang in terminate.
+            method = start_method()
+            if method == "fork":
+                _load_for_fork(self._arguments[3])
+            context = multiprocessing.get_context(method)
             self._next = context.Value("i", 0)
             self._connection, child_end = context.Pipe(duplex=False)
             self._process = context.Process(target=_work_in_turn, args=(self.units, *self._arguments, self._next,
@@ -325,6 +334,39 @@ class _SharedWork:
         return False
 
 
+#: What every fit and measure loads (the fitting itself loads the rest): a forked second process
+#: inherits them loaded.
+WORK_MODULES = ("focalcal.pipeline.calibrate", "focalcal.metrics.bootstrap", "focalcal.metrics.batched",
+                "focalcal.plots.svg", "scipy.optimize", "scipy.sparse", "scipy.special", "threadpoolctl")
+
+
+def start_method() -> str:
+    """How the second process starts: ``fork`` where the system has it and torch is not loaded
+    here, else ``spawn``. A forked process starts with this one's modules, logits and bootstrap
+    resamples (:func:`_load_for_fork`), where a spawned one is a fresh interpreter that imports
+    them again and receives the logits through a pipe: about 1 s of CPU on 10,000 + 5,000 × 100
+    logits (bench/README.md). torch's thread pools do not survive a fork, so a process that has
+    loaded torch (a notebook calling :func:`compare_calibrators`) spawns."""
+    import multiprocessing
+    import sys
+
+    return "fork" if "fork" in multiprocessing.get_all_start_methods() and "torch" not in sys.modules else "spawn"
+
+
+def _load_for_fork(measuring: _Measuring) -> None:
+    """Load, before the fork, what both processes use: :data:`WORK_MODULES`, relplot's smECE
+    modules and the bootstrap resamples."""
+    from importlib import import_module
+
+    from focalcal.metrics.calibration import load_relplot
+
+    for name in WORK_MODULES:
+        import_module(name)
+    if measuring.smooth:
+        load_relplot()
+    measuring.resamples()
+
+
 def _take(units: list, counter) -> tuple[str, ...] | None:
     with counter.get_lock():
         index = counter.value
@@ -366,6 +408,9 @@ def _work_in_turn(units: list, specs: dict, val_logits, val_labels, measuring: _
     or (key, exception), as each is done."""
     from threadpoolctl import threadpool_limits
 
+    from focalcal.calibration import _focal_grid
+
+    _focal_grid._LAST_SCORES.clear()  # a forked process starts with none, as a spawned one: no other problem's scores
     with connection, threadpool_limits(limits=1, user_api="blas"):
         while (unit := _take(units, counter)) is not None:
             for key in unit:

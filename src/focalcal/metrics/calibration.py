@@ -206,6 +206,12 @@ def smooth_reliability_curve(probs, labels) -> SmoothReliability:
 _RELPLOT_CORE = "focalcal._relplot_core"
 
 
+def load_relplot() -> None:
+    """Load relplot's computing modules now (a process about to fork a second that measures smECE)."""
+    for name in ("metrics", "kernels", "config"):
+        _relplot(name)
+
+
 def _relplot(name: str):
     """relplot's submodule ``name`` (``metrics``, ``kernels`` or ``config``: numpy and scipy only).
 
