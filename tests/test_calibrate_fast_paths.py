@@ -227,7 +227,7 @@ def test_calibrators_fitted_in_the_second_process_are_the_ones_fitted_and_measur
     from focalcal.calibration import _focal_grid
     from focalcal.pipeline.calibrate import fit_calibrator
 
-    _focal_grid._LAST_SCORES.clear()  # the fits here in the second process's order, from no kept scores as it
+    _focal_grid.forget_kept_scores()  # the fits here in the second process's order, from no kept scores as it
     val_logits, val_labels = _small_logits()
     specs = resolve_calibrators(["raw", "ts_ece", "isotonic", "fts_ece", "fts_nll"])
     units = [("fts_ece", "fts_nll"), ("ts_ece",), ("raw",), ("isotonic",)]

@@ -410,7 +410,7 @@ def _work_in_turn(units: list, specs: dict, val_logits, val_labels, measuring: _
 
     from focalcal.calibration import _focal_grid
 
-    _focal_grid._LAST_SCORES.clear()  # a forked process starts with none, as a spawned one: no other problem's scores
+    _focal_grid.forget_kept_scores()  # a forked process starts with none, as a spawned one: no other problem's scores
     with connection, threadpool_limits(limits=1, user_api="blas"):
         while (unit := _take(units, counter)) is not None:
             for key in unit:

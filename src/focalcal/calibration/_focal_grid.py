@@ -278,6 +278,11 @@ class _ScoreTable:
 _LAST_SCORES: dict[str, _ScoreTable] = {}
 
 
+def forget_kept_scores() -> None:
+    """Drop the kept table, so the next fit scores from nothing (a forked process starts as a fresh one)."""
+    _LAST_SCORES.clear()
+
+
 def focal_grid_scores(logits, labels, gammas, temperatures, objective, *, n_bins=15, binning="mass", dtype="float32",
                       search="grid"):
     """(n_gamma, n_T) validation ECE or NLL of Ψ^γ(softmax(z / T)) over the grid (``search="grid"``),
