@@ -17,8 +17,9 @@ import traceback
 
 #: The line :func:`logged` ends a job's log with. Snakemake's ``benchmark:`` file samples a job's
 #: CPU every 0.5 s for its first 15 s, then every 30 s, and keeps the last sample: a 44 s job
-#: reads its CPU at 15 s. This line is the whole process's, read when the job ends.
-USAGE_LINE = "job CPU: {cpu:.3f} s (this process from its start, and its ended children)"
+#: reads its CPU at 15 s. This line is the whole process's, read when the job ends, to the
+#: microsecond ``getrusage`` counts in.
+USAGE_LINE = "job CPU: {cpu:.6f} s (this process from its start, and its ended children)"
 _USAGE_PATTERN = re.compile(r"^job CPU: ([0-9.]+) s ", re.MULTILINE)
 
 
