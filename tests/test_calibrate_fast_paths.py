@@ -262,6 +262,25 @@ def test_the_two_processes_share_the_units_and_each_is_fitted_once(tmp_path):
     assert list(dict.fromkeys(row["calibrator"] for row in rows)) == names
 
 
+def test_the_second_process_sends_its_outcomes_without_waiting_for_this_one_to_read(start):
+    """Its outcomes outgrow a pipe's 64 KiB while this process is busy elsewhere (here: asleep,
+    taking no unit), yet it finishes every unit and ends: a thread here receives as they come."""
+    import pickle
+
+    from focalcal.calibrate_command import _SharedWork, resolve_calibrators
+
+    logits, labels = _small_logits()
+    keys = ["raw", "ts_ece", "ts_nll", "histogram_binning", "isotonic", "vector_scaling", "fts_ece", "fts_nll"]
+    specs = resolve_calibrators(keys)
+    with _SharedWork([(key,) for key in keys], specs, logits, labels, _measuring()) as work:
+        work._process.join(timeout=120)
+        assert not work._process.is_alive()  # ended with nobody here reading
+        work.result(keys[-1])  # its last: received with all before it
+        arrived = work.arrived()
+    assert [key for key, _ in arrived] == keys and work.arrived() == []
+    assert len(pickle.dumps(arrived)) > 64 * 1024  # more than a pipe holds
+
+
 def test_a_second_process_that_dies_fails_the_comparison_in_one_line_naming_the_calibrator(start):
     import multiprocessing
     import signal
