@@ -241,6 +241,50 @@ def test_grid_kernel_matches_the_torch_path_in_float32_and_float64(n_classes, mo
     assert (fused[0] <= 1).all() and np.isfinite(fused[1]).all()
 
 
+@pytest.mark.parametrize("kernel", [True, False], ids=["kernel", "torch"])
+def test_a_grid_of_wanted_pairs_gives_each_the_whole_grids_values_and_nan_elsewhere(kernel, monkeypatch):
+    """Only the wanted pairs are computed (the kernel skips a temperature no γ wants), each to the
+    last bit as in the whole grid, whatever the blocks; the others are NaN."""
+    from focalcal import _kernels
+    from focalcal.calibration import _focal_grid
+
+    if not kernel:
+        monkeypatch.setenv(_kernels.ENV_SWITCH, "0")
+    assert (_focal_grid._grid_kernel() is not None) == kernel
+    rng = np.random.default_rng(21)
+    logits, labels = rng.normal(size=(300, 11)) * 4, rng.integers(0, 11, 300)
+    gammas, temps = [0.0, 0.5, 1.0, 3.0], np.linspace(0.3, 4.0, 12)
+    wanted = rng.uniform(size=(4, 12)) < 0.3
+    wanted[:, 5] = False  # a temperature nobody wants
+
+    def grid(**options):
+        blocks = list(focal_grid_blocks(logits, labels, gammas, temps, "both", max_block_elements=4 * 3 * 300,
+                                        **options))
+        assert len(blocks) > 1
+        return [np.concatenate([values[i] for _, values in blocks], axis=1) for i in (0, 1)]
+
+    whole, some = grid(), grid(wanted=wanted)
+    for every, only in zip(whole, some, strict=True):
+        np.testing.assert_array_equal(only[wanted], every[wanted])
+        assert np.isnan(only[~wanted]).all()
+    with pytest.raises(ValueError, match=r"wanted must have shape \(n_gamma, n_T\) = \(4, 12\), got \(12, 4\)"):
+        next(focal_grid_blocks(logits, labels, gammas, temps, wanted=wanted.T))
+
+
+def test_the_refined_search_scores_its_coarse_grid_in_one_pass_and_every_refinement_in_another(monkeypatch):
+    from focalcal.calibration import _focal_grid
+
+    rng = np.random.default_rng(8)
+    logits, labels = rng.normal(size=(400, 6)) * 3, rng.integers(0, 6, 400)
+    passes = []
+    original = _focal_grid.focal_grid_blocks
+    monkeypatch.setattr(_focal_grid, "focal_grid_blocks",
+                        lambda *a, **k: passes.append(len(a[2])) or original(*a, **k))
+    _focal_grid.forget_kept_scores()
+    fitted = FocalTemperatureScaling(objective="ece", search="refine").fit(logits, labels)
+    assert passes == [len(fitted.gammas_), len(fitted.gammas_)]  # every γ in each
+
+
 @pytest.mark.parametrize("objective", ["ece", "nll"])
 def test_focal_ts_by_the_grid_kernel_picks_the_torch_paths_pair_with_scores_within_their_tolerance(objective,
                                                                                                 monkeypatch):

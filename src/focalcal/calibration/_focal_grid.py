@@ -121,7 +121,8 @@ def _dtype_name(dtype) -> str:
 
 
 def focal_grid_blocks(
-    logits, labels, gammas, temperatures, quantity="confidence", *, dtype="float32", max_block_elements=2**21
+    logits, labels, gammas, temperatures, quantity="confidence", *, dtype="float32", max_block_elements=2**21,
+    wanted=None,
 ):
     """Yield (temperature slice, values) for consecutive blocks of the temperature grid.
 
@@ -131,18 +132,29 @@ def focal_grid_blocks(
     ``logits`` (N, K) and ``labels`` (N,) are numpy arrays. Work is split over T and then over
     samples so that the (n_gamma, n_T, rows, K) work buffers hold at most
     ``max_block_elements`` entries: big enough that per-operation overhead is small, small
-    enough to stay in cache.
+    enough to stay in cache. ``wanted`` (n_gamma, n_T) bool: only those pairs are needed (NaN
+    at the others); the compiled kernel then computes only them, each as it would in the whole
+    grid, and a temperature's γ-free terms once for all its wanted γ.
     """
     if quantity not in QUANTITIES:
         raise ValueError(f"quantity must be one of {QUANTITIES}, got {quantity!r}")
     gammas = check_gamma_grid(gammas, "focal_grid_blocks")
     dtype = _dtype_name(dtype)
     temperatures = np.asarray(temperatures, dtype=np.float64)
+    if wanted is not None:
+        wanted = np.asarray(wanted, dtype=bool)
+        if wanted.shape != (len(gammas), len(temperatures)):
+            raise ValueError(f"wanted must have shape (n_gamma, n_T) = {(len(gammas), len(temperatures))}, "
+                             f"got {wanted.shape}")
     if dtype == "float32" and _grid_kernel() is not None:
         yield from _kernel_blocks(np.asarray(logits, dtype=np.float64), np.asarray(labels, dtype=np.int64), gammas,
-                                  temperatures, quantity, max_block_elements)
+                                  temperatures, quantity, max_block_elements, wanted)
         return
-    yield from _torch_blocks(logits, labels, gammas, temperatures, quantity, dtype, max_block_elements)
+    for temps, values in _torch_blocks(logits, labels, gammas, temperatures, quantity, dtype, max_block_elements):
+        if wanted is not None:
+            for array in (values if quantity == "both" else (values,)):
+                array[~wanted[:, temps]] = np.nan
+        yield temps, values
 
 
 def _torch_blocks(logits, labels, gammas, temperatures, quantity, dtype, max_block_elements):
@@ -208,7 +220,7 @@ def _grid_kernel():
     return _grid_kernel if _grid_kernel.library() is not None else None
 
 
-def _kernel_blocks(z: np.ndarray, y: np.ndarray, gammas, temperatures, quantity, max_block_elements):
+def _kernel_blocks(z: np.ndarray, y: np.ndarray, gammas, temperatures, quantity, max_block_elements, wanted=None):
     """``focal_grid_blocks`` by the compiled kernel, in blocks of T whose outputs hold at most
     ``max_block_elements`` (γ, T, sample) entries each."""
     rows = np.arange(z.shape[0])
@@ -222,7 +234,8 @@ def _kernel_blocks(z: np.ndarray, y: np.ndarray, gammas, temperatures, quantity,
     for start in range(0, len(temperatures), temps_per_block):
         stop = min(start + temps_per_block, len(temperatures))
         betas = (1.0 / temperatures[start:stop]).astype(np.float32)
-        confidence, log_psi_label = _grid_kernel().focal_grid(centred32, second, top, y, gammas, betas)
+        confidence, log_psi_label = _grid_kernel().focal_grid(centred32, second, top, y, gammas, betas,
+                                                              None if wanted is None else wanted[:, start:stop])
         values = {"confidence": confidence, "log_psi_label": log_psi_label, "both": (confidence, log_psi_label)}
         yield slice(start, stop), values[quantity]
 
@@ -255,23 +268,25 @@ class _ScoreTable:
     def complete(self) -> bool:
         return not np.isnan(self.scores["ece"]).any()
 
-    def score(self, gamma_index, temperature_index) -> None:
-        """Score the pairs gammas[gamma_index] × temperatures[temperature_index] not scored yet."""
+    def score(self, wanted: np.ndarray) -> None:
+        """Score the pairs ``wanted`` (n_gamma, n_T) bool marks that are not scored yet, in one pass:
+        each temperature's γ-free terms once for all the γ that want it."""
         from focalcal.metrics.batched import ece_grid
 
-        gamma_index = np.asarray(gamma_index, dtype=np.intp)
-        temperature_index = np.asarray(temperature_index, dtype=np.intp)
-        temperature_index = temperature_index[np.isnan(self.scores["ece"][np.ix_(gamma_index, temperature_index)]).any(axis=0)]
+        wanted = wanted & np.isnan(self.scores["ece"])
+        gamma_index, temperature_index = np.flatnonzero(wanted.any(axis=1)), np.flatnonzero(wanted.any(axis=0))
         if temperature_index.size == 0:
             return
+        wanted = wanted[np.ix_(gamma_index, temperature_index)]
         gammas, temperatures = self.gammas[gamma_index], self.temperatures[temperature_index]
-        for temps, (confidence, log_psi_label) in focal_grid_blocks(self.logits, self.labels, gammas, temperatures,
-                                                                    "both", dtype=self.dtype):
-            pairs = np.ix_(gamma_index, temperature_index[temps])
-            flat = confidence.reshape(-1, confidence.shape[-1])
-            self.scores["ece"][pairs] = ece_grid(flat, self.correct, n_bins=self.n_bins,
-                                                 binning=self.binning).reshape(len(gammas), -1)
-            self.scores["nll"][pairs] = -log_psi_label.astype(np.float64).mean(axis=2)
+        for temps, (confidence, log_psi_label) in focal_grid_blocks(
+                self.logits, self.labels, gammas, temperatures, "both", dtype=self.dtype,
+                wanted=None if wanted.all() else wanted):
+            block_g, block_t = np.nonzero(wanted[:, temps])  # the block's wanted pairs
+            pairs = gamma_index[block_g], temperature_index[temps][block_t]
+            self.scores["ece"][pairs] = ece_grid(confidence[block_g, block_t], self.correct, n_bins=self.n_bins,
+                                                 binning=self.binning)
+            self.scores["nll"][pairs] = -log_psi_label[block_g, block_t].astype(np.float64).mean(axis=1)
 
 
 # The last problem's table.
@@ -304,18 +319,21 @@ def focal_grid_scores(logits, labels, gammas, temperatures, objective, *, n_bins
         table = _ScoreTable(logits, labels, gammas, temperatures, n_bins, binning, dtype)
         _LAST_SCORES.clear()
         _LAST_SCORES[key] = table
-    every_gamma = np.arange(len(gammas))
+    pairs = np.ones((len(gammas), len(temperatures)), dtype=bool)
     if search == "grid":
-        table.score(every_gamma, np.arange(len(temperatures)))
+        table.score(pairs)
     else:
         order = np.argsort(temperatures, kind="stable")
         coarse = np.arange(min(COARSE_STRIDE, len(order)) - 1, len(order), COARSE_STRIDE)  # positions in ``order``
-        table.score(every_gamma, order[coarse])
-        for g in every_gamma:
+        pairs[:] = False
+        pairs[:, order[coarse]] = True
+        table.score(pairs)
+        pairs[:] = False
+        for g in range(len(gammas)):  # each γ's refinement from its own coarse scores: all scored in one pass
             best = coarse[np.argsort(table.scores[objective][g, order[coarse]], kind="stable")[:REFINE_AROUND[objective]]]
-            near = np.unique(np.concatenate([np.arange(max(0, p - COARSE_STRIDE + 1), min(len(order), p + COARSE_STRIDE))
-                                             for p in best]))
-            table.score([g], order[near])
+            for p in best:
+                pairs[g, order[max(0, p - COARSE_STRIDE + 1):min(len(order), p + COARSE_STRIDE)]] = True
+        table.score(pairs)
     return table.scores[objective].copy()
 
 

@@ -102,7 +102,7 @@ def library():
             _library.focal_grid.restype = ctypes.c_int
             _library.focal_grid.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_int64] * 2 + [
                 ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p,
-                ctypes.c_int]
+                ctypes.c_void_p, ctypes.c_int]
         except Exception as error:  # noqa: BLE001 — no compiler, no libmvec, read-only cache: the torch path runs
             warnings.warn(f"focalcal: the focal TS grid kernel is unavailable, using the torch path: {error}",
                           RuntimeWarning, stacklevel=2)
@@ -126,19 +126,31 @@ def threads() -> int:
 
 
 def focal_grid(centred: np.ndarray, second: np.ndarray, top: np.ndarray, labels: np.ndarray, gammas: np.ndarray,
-               betas: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+               betas: np.ndarray, wanted: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Confidence and log Ψ_label, each (n_gamma, n_T, N) float32, of the centred logits ``centred``
     (N, K float32, z − z_top), ``second`` (N,: z_second − z_top), the top classes and labels, at
-    every γ and inverse temperature β (the kernel must be available: :func:`library`)."""
+    every γ and inverse temperature β, or only at the pairs ``wanted`` (n_gamma, n_T) bool marks
+    (NaN at the others; a wanted pair's values are the same either way, and a temperature's
+    γ-free terms, most of the work, are computed once for all its wanted γ). The kernel must be
+    available: :func:`library`."""
     centred = np.ascontiguousarray(centred, dtype=np.float32)
     second = np.ascontiguousarray(second, dtype=np.float32)
     top, labels = (np.ascontiguousarray(a, dtype=np.int64) for a in (top, labels))
     gammas, betas = (np.ascontiguousarray(a, dtype=np.float32) for a in (gammas, betas))
     (n, k), shape = centred.shape, (len(gammas), len(betas), centred.shape[0])
-    confidence, log_psi_label = np.empty(shape, np.float32), np.empty(shape, np.float32)
+    if wanted is None:
+        confidence, log_psi_label = np.empty(shape, np.float32), np.empty(shape, np.float32)
+        mask = None
+    else:
+        if np.shape(wanted) != shape[:2]:
+            raise ValueError(f"wanted must have shape (n_gamma, n_T) = {shape[:2]}, got {np.shape(wanted)}")
+        confidence, log_psi_label = np.full(shape, np.nan, np.float32), np.full(shape, np.nan, np.float32)
+        mask = np.ascontiguousarray(wanted, dtype=np.uint8)
     status = library().focal_grid(centred.ctypes.data, second.ctypes.data, top.ctypes.data, labels.ctypes.data, n, k,
                                   gammas.ctypes.data, len(gammas), betas.ctypes.data, len(betas),
-                                  confidence.ctypes.data, log_psi_label.ctypes.data, threads())
+                                  None if mask is None else mask.ctypes.data, confidence.ctypes.data,
+                                  log_psi_label.ctypes.data, threads())
     if status != 0:
-        raise MemoryError("focal_grid: a per-thread buffer of 4 K floats could not be allocated")
+        raise MemoryError("focal_grid: a per-thread buffer of 4 K floats, or the temperatures' mask, could not be "
+                          "allocated")
     return confidence, log_psi_label

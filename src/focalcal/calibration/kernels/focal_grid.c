@@ -38,12 +38,13 @@ static float softplus(float x) { return x > 0.0f ? x + log1pf(expf(-x)) : log1pf
 
 // One sample's scores at every (gamma, T): its row c of centred logits, s = z_second - z_top.
 static void one_sample(const float *restrict c, float s, int64_t t_index, int64_t y, int64_t k, const float *gammas,
-                       int64_t n_gammas, const float *betas, int64_t n_temps, int64_t n, float *confidence,
-                       float *log_psi_label, float *restrict others, float *restrict d, float *restrict rel,
-                       float *restrict rho) {
+                       int64_t n_gammas, const float *betas, int64_t n_temps, const uint8_t *wanted,
+                       const uint8_t *any_wanted, int64_t n, float *confidence, float *log_psi_label,
+                       float *restrict others, float *restrict d, float *restrict rel, float *restrict rho) {
 #pragma omp simd
   for (int64_t j = 0; j < k; ++j) others[j] = c[j] - s;  // <= 0 but at the top class
   for (int64_t t = 0; t < n_temps; ++t) {
+    if (any_wanted != NULL && !any_wanted[t]) continue;
     const float b = betas[t];
     // e_j = e^{(z_j - z_second) b}, summed over j != top: R; then q_j = e_j e^{second b - softplus(R)}
     float sum = 0.0f;
@@ -72,6 +73,7 @@ static void one_sample(const float *restrict c, float s, int64_t t_index, int64_
     rel[t_index] = 0.0f;
     rho[t_index] = top_rho;
     for (int64_t g = 0; g < n_gammas; ++g) {
+      if (wanted != NULL && !wanted[g * n_temps + t]) continue;
       const float gamma = gammas[g];
       float normaliser = 0.0f;
 #pragma omp simd reduction(+ : normaliser)
@@ -85,11 +87,20 @@ static void one_sample(const float *restrict c, float s, int64_t t_index, int64_
 }
 
 // centred (n, k): z - z_top; second (n,): z_second - z_top; top, label (n,); gammas (n_gammas,),
-// betas (n_temps,): 1 / T. Writes confidence and log Psi_label, each (n_gammas, n_temps, n).
+// betas (n_temps,): 1 / T; wanted (n_gammas, n_temps): the pairs to compute (NULL: all; a pair's
+// values are the same either way, and a temperature no pair wants costs nothing). Writes
+// confidence and log Psi_label, each (n_gammas, n_temps, n), at the wanted pairs.
 // Returns 0, or -1 where a buffer could not be allocated.
 int focal_grid(const float *centred, const float *second, const int64_t *top, const int64_t *label, int64_t n,
                int64_t k, const float *gammas, int64_t n_gammas, const float *betas, int64_t n_temps,
-               float *confidence, float *log_psi_label, int threads) {
+               const uint8_t *wanted, float *confidence, float *log_psi_label, int threads) {
+  uint8_t *any_wanted = NULL;
+  if (wanted != NULL) {
+    any_wanted = calloc((size_t)n_temps, 1);
+    if (any_wanted == NULL) return -1;
+    for (int64_t g = 0; g < n_gammas; ++g)
+      for (int64_t t = 0; t < n_temps; ++t) any_wanted[t] |= wanted[g * n_temps + t];
+  }
   int failed = 0;
 #pragma omp parallel num_threads(threads) reduction(| : failed)
   {
@@ -98,10 +109,11 @@ int focal_grid(const float *centred, const float *second, const int64_t *top, co
 #pragma omp for schedule(static)
     for (int64_t i = 0; i < n; ++i) {
       if (buffer != NULL)
-        one_sample(centred + i * k, second[i], top[i], label[i], k, gammas, n_gammas, betas, n_temps, n,
-                   confidence + i, log_psi_label + i, buffer, buffer + k, buffer + 2 * k, buffer + 3 * k);
+        one_sample(centred + i * k, second[i], top[i], label[i], k, gammas, n_gammas, betas, n_temps, wanted,
+                   any_wanted, n, confidence + i, log_psi_label + i, buffer, buffer + k, buffer + 2 * k, buffer + 3 * k);
     }
     free(buffer);
   }
+  free(any_wanted);
   return failed ? -1 : 0;
 }
