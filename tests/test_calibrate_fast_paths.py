@@ -81,6 +81,9 @@ def test_bootstrap_weights_counted_once_give_the_intervals_counted_per_call():
                                                                                                    indices)
     with pytest.raises(ValueError, match="weights must have the shape of indices"):
         metrics_with_intervals(probs, labels, indices, weights=weights[:10])
+    for bad in (weights + 0.5, -weights, weights * 401):  # running counts are summed in integers
+        with pytest.raises(ValueError, match=r"weights must be multiplicities: whole numbers from 0 to the sample count"):
+            metrics_with_intervals(probs, labels, indices, weights=bad)
     with pytest.raises(ValueError, match="indices must be"):
         resample_weights(indices, 399)
 

@@ -60,10 +60,7 @@ def resampled_metrics(probs, labels, indices: np.ndarray, n_bins: int = 15, *,
     probs = check_probs(probs).astype(np.float64, copy=False)
     labels = check_labels(labels, probs.shape[0], probs.shape[1])
     n_bins = check_n_bins(n_bins)
-    if weights is None:
-        weights = resample_weights(indices, probs.shape[0])  # (n_resamples, n_samples)
-    elif weights.shape != np.shape(indices):
-        raise ValueError(f"weights must have the shape of indices {np.shape(indices)}, got {weights.shape}")
+    weights = _checked_weights(weights, indices, probs.shape[0])
     return _resampled(probs, labels, weights, n_bins, _per_sample_losses(probs, labels))[0]
 
 
@@ -84,8 +81,9 @@ def _resampled(probs: np.ndarray, labels: np.ndarray, weights: np.ndarray, n_bin
             with np.errstate(invalid="ignore", divide="ignore"):
                 values["mce"] = np.where(count > 0, gap / count, -np.inf).max(axis=1)
     values["classwise_ece"], whole = _classwise_ece(probs, labels, (weights, np.ones((1, n_samples))), n_bins)
+    by_column = np.asfortranarray(weights)  # one copy for all the means (see _weighted_means)
     for name, loss in losses.items():
-        values[name] = _weighted_means(weights, loss)
+        values[name] = _weighted_means(by_column, loss)
     return values, float(whole[0])
 
 
@@ -100,10 +98,7 @@ def metrics_with_intervals(probs, labels, indices: np.ndarray, n_bins: int = 15,
     probs = check_probs(probs).astype(np.float64, copy=False)
     labels = check_labels(labels, probs.shape[0], probs.shape[1])
     n_bins = check_n_bins(n_bins)
-    if weights is None:
-        weights = resample_weights(indices, probs.shape[0])
-    elif weights.shape != np.shape(indices):
-        raise ValueError(f"weights must have the shape of indices {np.shape(indices)}, got {weights.shape}")
+    weights = _checked_weights(weights, indices, probs.shape[0])
     losses = _per_sample_losses(probs, labels)
     # classwise ECE: the resamples' own computation with every multiplicity 1, so estimate and interval share it
     replicates, whole_classwise = _resampled(probs, labels, weights, n_bins, losses)
@@ -123,6 +118,21 @@ def metrics_with_intervals(probs, labels, indices: np.ndarray, n_bins: int = 15,
     return intervals
 
 
+def _checked_weights(weights: np.ndarray | None, indices: np.ndarray, n_samples: int) -> np.ndarray:
+    """``weights``, or :func:`resample_weights` of ``indices`` where None; refused unless they are
+    (n_resamples, n_samples) whole non-negative multiplicities (their sums in sorted order are
+    counted in integers)."""
+    if weights is None:
+        return resample_weights(indices, n_samples)  # (n_resamples, n_samples)
+    if weights.shape != np.shape(indices):
+        raise ValueError(f"weights must have the shape of indices {np.shape(indices)}, got {weights.shape}")
+    if weights.size and (weights.min() < 0 or weights.max() > n_samples
+                         or not np.array_equal(weights, np.trunc(weights))):
+        raise ValueError("weights must be multiplicities: whole numbers from 0 to the sample count "
+                         "(resample_weights(indices, n_samples))")
+    return weights
+
+
 def _multiplicities(indices: np.ndarray, n_samples: int) -> np.ndarray:
     rows = np.arange(indices.shape[0])[:, None] * n_samples
     counts = np.bincount((indices + rows).ravel(), minlength=indices.shape[0] * n_samples)
@@ -140,25 +150,32 @@ def _top_label_bins(confidence: np.ndarray, correct: np.ndarray, weights: np.nda
     n_resamples, n_samples = weights.shape
     order = np.argsort(confidence, kind="stable")
     scores = confidence[order]
-    in_order = weights[:, order]
-    cumulative = np.zeros((3, n_resamples, n_samples + 1))  # count, score and hit sums up to each sample
-    np.cumsum(in_order, axis=1, out=cumulative[0, :, 1:])
-    np.cumsum(in_order * scores, axis=1, out=cumulative[1, :, 1:])
-    np.cumsum(in_order * correct[order], axis=1, out=cumulative[2, :, 1:])
+    # Multiplicities are whole numbers: their running counts and hits are summed in integers (exact,
+    # as the float sums of whole numbers were, and several times faster); the scores in float64, in
+    # sample order. np.take keeps rows contiguous, so each running sum walks memory in order.
+    whole = np.int32 if n_samples < 2**31 - 1 else np.int64  # a running count reaches n_samples at most
+    in_order = np.take(weights.astype(whole), order, axis=1)
+    count_sums, hit_sums = (np.zeros((n_resamples, n_samples + 1), whole) for _ in range(2))
+    np.cumsum(in_order, axis=1, out=count_sums[:, 1:])
+    np.multiply(in_order, correct[order], out=hit_sums[:, 1:])
+    np.cumsum(hit_sums[:, 1:], axis=1, out=hit_sums[:, 1:])
+    score_sums = np.zeros((n_resamples, n_samples + 1))
+    np.multiply(in_order, scores, out=score_sums[:, 1:])
+    np.cumsum(score_sums[:, 1:], axis=1, out=score_sums[:, 1:])
     inner_edges = bin_edges(scores, n_bins, "width")[1:-1]
     run_ends = np.append(np.flatnonzero(scores[1:] != scores[:-1]), n_samples - 1)
     last_of_run = np.repeat(run_ends, np.diff(run_ends, prepend=-1))  # sorted position -> end of its tie run
     ranks = mass_cut_ranks(n_samples, n_bins)
     below = {  # per resample, how many sorted samples lie at or below each inner edge
         "width": np.broadcast_to(np.searchsorted(scores, inner_edges, side="right"), (n_resamples, n_bins - 1)),
-        "mass": last_of_run[_searchsorted_rows(cumulative[0, :, 1:], ranks, n_samples)] + 1,
+        "mass": last_of_run[_searchsorted_rows(count_sums[:, 1:], ranks, n_samples)] + 1,
     }
     bins = {}
     for binning, inner in below.items():
         ends = np.concatenate([np.zeros((n_resamples, 1), np.int64), inner, np.full((n_resamples, 1), n_samples)],
                               axis=1)
-        count, score_sum, hit_sum = np.diff(np.take_along_axis(cumulative, np.broadcast_to(ends, (3, *ends.shape)),
-                                                               axis=2), axis=2)
+        count, score_sum, hit_sum = (np.diff(np.take_along_axis(sums, ends, axis=1), axis=1).astype(np.float64)
+                                     for sums in (count_sums, score_sums, hit_sums))
         bins[binning] = (score_sum, hit_sum, count)
     return bins
 
@@ -217,9 +234,12 @@ def _per_sample_losses(probs: np.ndarray, labels: np.ndarray) -> dict[str, np.nd
 
 def _weighted_means(weights: np.ndarray, losses: np.ndarray) -> np.ndarray:
     """Per resample, the mean of ``losses`` (N,) under multiplicities ``weights`` (B, N); a
-    resample holding a sample with an infinite loss (a true-class probability of 0) has mean inf."""
+    resample holding a sample with an infinite loss (a true-class probability of 0) has mean inf.
+    Pass ``weights`` column-major, as ``weights[:, finite]`` lays them out: BLAS then sums each
+    mean in one order whether or not a loss is infinite."""
     finite = np.isfinite(losses)
+    if finite.all():  # the common case, without copying the (B, N) weights
+        return weights @ losses / weights.shape[1]
     means = weights[:, finite] @ losses[finite] / weights.shape[1]
-    if not finite.all():
-        means[(weights[:, ~finite] > 0).any(axis=1)] = np.inf
+    means[(weights[:, ~finite] > 0).any(axis=1)] = np.inf
     return means
