@@ -195,7 +195,8 @@ def test_work_units_take_the_costliest_first_and_keep_focal_ts_together():
     from focalcal.calibrate_command import resolve_calibrators, work_units
 
     specs = resolve_calibrators(["raw", "isotonic", "fts_nll", "ts_ece", "fts_ece", "ts_nll"])
-    assert work_units(specs) == [("fts_ece", "fts_nll"), ("ts_ece",), ("raw",), ("isotonic",), ("ts_nll",)]
+    assert work_units(specs) == [("fts_ece", "fts_nll"), ("ts_nll", "isotonic"), ("ts_ece",), ("raw",)]
+    assert work_units(resolve_calibrators(["isotonic", "raw"])) == [("isotonic",), ("raw",)]
     assert work_units(resolve_calibrators(["raw"])) == [("raw",)]
 
 

@@ -62,11 +62,14 @@ LABELS = {key: role.label for key, role in _OFFERED.items()}
 QUADRATIC_IN_K = tuple(key for key, spec in CALIBRATORS.items() if catalog.CALIBRATORS[spec["name"]].quadratic_in_k)
 OUTPUT_FILES = ("calibration.json", "metrics.csv", "index.html", "reliability")
 MAX_CLASSES_QUADRATIC = 200
-# The costliest fits on 100 × 5,000 validation logits, taken first (longest first keeps the two
-# processes' ends close): focal TS's (γ, T) grid, vector scaling's Newton steps, TS by ECE's 100
-# softmaxes. Focal TS by ECE and by NLL go together, so that the second reuses the grid the first
-# scored. The others follow in the order asked for.
-COSTLIEST_FIRST = (("fts_ece", "fts_nll"), ("vector_scaling",), ("ts_ece",))
+# The costliest units on 100 × 5,000 validation logits, taken first (longest first keeps the two
+# processes' ends close): focal TS's (γ, T) grid, vector scaling's Newton steps, the two fits that
+# search with scipy.optimize, TS by ECE's 100 softmaxes. Focal TS by ECE and by NLL go together, so
+# that the second reuses the grid the first scored; TS by NLL (Brent's method) and isotonic
+# regression (pool-adjacent-violators) go together, so that one process alone imports
+# scipy.optimize (~0.2 s, and as much again to tear it down at exit). The others follow in the
+# order asked for.
+COSTLIEST_FIRST = (("fts_ece", "fts_nll"), ("vector_scaling",), ("ts_nll", "isotonic"), ("ts_ece",))
 # The calibrators whose fit uses the compiled grid kernel (``calibration._focal_grid.USES_FUSED_KERNELS``,
 # named here so that checking for them imports nothing).
 FUSED_KERNEL_FITS = ("focal_temperature_scaling",)
@@ -352,10 +355,10 @@ class _SharedWork:
         return False
 
 
-#: What every fit and measure loads (the fitting itself loads the rest): a forked second process
-#: inherits them loaded.
+#: What every fit and measure loads (the fitting itself loads the rest, scipy.optimize included:
+#: see COSTLIEST_FIRST): a forked second process inherits them loaded.
 WORK_MODULES = ("focalcal.pipeline.calibrate", "focalcal.metrics.bootstrap", "focalcal.metrics.batched",
-                "focalcal.plots.svg", "scipy.optimize", "scipy.sparse", "scipy.special", "threadpoolctl")
+                "focalcal.plots.svg", "scipy.sparse", "scipy.special", "threadpoolctl")
 
 
 def start_method() -> str:
