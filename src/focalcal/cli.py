@@ -132,9 +132,11 @@ def _add_calibrate_parser(commands) -> None:
 def _calibrate(args) -> int:
     import contextlib
 
+    from focalcal._allocator import keep_freed_arrays
     from focalcal.calibrate_command import compare_calibrators, output_folder, resolve_calibrators
     from focalcal.logits_file import read_logits
 
+    keep_freed_arrays()  # this process (and its forked second one) reuses its freed arrays
     with contextlib.ExitStack() as stack:
         try:
             resolve_calibrators(args.calibrators, args.gamma)  # bad names fail before the logits are read
