@@ -32,7 +32,8 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ("results", frozenset({"pipeline", "claims", "verify"})),
     ("drawing", frozenset({"plots"})),
     ("report", frozenset({"report", "papers"})),
-    ("commands", frozenset({"cli", "__main__", "calibrate_command", "__init__"})),
+    # _allocator: settings of a command's own process (glibc's allocator), which no library module makes
+    ("commands", frozenset({"cli", "__main__", "calibrate_command", "__init__", "_allocator"})),
 )
 
 
