@@ -285,6 +285,33 @@ def test_the_second_process_sends_its_outcomes_without_waiting_for_this_one_to_r
     assert len(pickle.dumps(arrived)) > 64 * 1024  # more than a pipe holds
 
 
+def _refuse_to_be_rebuilt():
+    raise RuntimeError("this outcome cannot be rebuilt here")
+
+
+class _Unreadable:
+    """Pickles in the second process; unpickling it here raises."""
+
+    def __reduce__(self):
+        return _refuse_to_be_rebuilt, ()
+
+
+def test_an_outcome_that_cannot_be_received_fails_the_wait_for_it_naming_why(monkeypatch):
+    """The receiving thread stops at an outcome it cannot rebuild; waiting for a calibrator then
+    fails in one line with that reason, where it would otherwise wait for ever."""
+    from focalcal import calibrate_command
+    from focalcal.calibrate_command import _SharedWork, resolve_calibrators
+
+    monkeypatch.setattr(calibrate_command, "start_method", lambda: "fork")  # the forked process sends _Unreadable
+    monkeypatch.setattr(calibrate_command, "_fit_and_measure", lambda *args, **kwargs: _Unreadable())
+    logits, labels = _small_logits()
+    specs = resolve_calibrators(["raw", "ts_ece"])
+    with (pytest.raises(RuntimeError, match=r"^an outcome of the second process could not be received, so raw's is "
+                                            r"lost: RuntimeError\('this outcome cannot be rebuilt here'\)"),
+          _SharedWork([("raw",), ("ts_ece",)], specs, logits, labels, _measuring()) as work):
+        work.result("raw")
+
+
 def test_a_second_process_that_dies_fails_the_comparison_in_one_line_naming_the_calibrator(start):
     import multiprocessing
     import signal

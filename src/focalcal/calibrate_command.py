@@ -67,7 +67,7 @@ MAX_CLASSES_QUADRATIC = 200
 # search with scipy.optimize, TS by ECE's 100 softmaxes. Focal TS by ECE and by NLL go together, so
 # that the second reuses the grid the first scored; TS by NLL (Brent's method) and isotonic
 # regression (pool-adjacent-violators) go together, so that one process alone imports
-# scipy.optimize (~0.2 s, and as much again to tear it down at exit). The others follow in the
+# scipy.optimize (~0.2 s, and its share of the teardown at exit). The others follow in the
 # order asked for.
 COSTLIEST_FIRST = (("fts_ece", "fts_nll"), ("vector_scaling",), ("ts_nll", "isotonic"), ("ts_ece",))
 # The calibrators whose fit uses the compiled grid kernel (``calibration._focal_grid.USES_FUSED_KERNELS``,
@@ -277,6 +277,7 @@ class _SharedWork:
         self._received: dict[str, object] = {}  # key -> outcome, in the order they came
         self._reported = 0  # how many of them arrived() has returned
         self._receiver, self._ended, self._changed = None, False, threading.Condition()
+        self._failure: Exception | None = None  # why the receiving thread stopped early, if it did
 
     def __enter__(self):
         if len(self.units) > 1:
@@ -300,17 +301,22 @@ class _SharedWork:
         return self
 
     def _receive(self) -> None:
-        """The receiving thread: store each outcome as it comes, until the second process ends."""
+        """The receiving thread: store each outcome as it comes, until the second process ends
+        or an outcome cannot be rebuilt here (kept, and raised by :meth:`result`)."""
+        failure = None
         while True:
             try:
                 key, outcome = self._connection.recv()
             except (EOFError, OSError):
                 break  # ended (its last outcome sent, or killed): result() names what it left undone
+            except Exception as error:  # noqa: BLE001 — an outcome that does not unpickle here
+                failure = error
+                break
             with self._changed:
                 self._received[key] = outcome
                 self._changed.notify_all()
         with self._changed:
-            self._ended = True
+            self._ended, self._failure = True, failure
             self._changed.notify_all()
 
     def take(self) -> tuple[str, ...] | None:
@@ -338,6 +344,9 @@ class _SharedWork:
         with self._changed:
             self._changed.wait_for(lambda: key in self._received or self._ended)
             if key not in self._received:
+                if self._failure is not None:
+                    raise RuntimeError(f"an outcome of the second process could not be received, so {key}'s is "
+                                       f"lost: {self._failure!r}") from self._failure
                 raise RuntimeError(f"the second process fitting {key} ended before it was done (killed, or out "
                                    "of memory?)")
             outcome = self._received[key]
