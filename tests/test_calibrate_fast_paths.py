@@ -81,8 +81,11 @@ def test_bootstrap_weights_counted_once_give_the_intervals_counted_per_call():
                                                                                                    indices)
     with pytest.raises(ValueError, match="weights must have the shape of indices"):
         metrics_with_intervals(probs, labels, indices, weights=weights[:10])
-    for bad in (weights + 0.5, -weights, weights * 401):  # running counts are summed in integers
-        with pytest.raises(ValueError, match=r"weights must be multiplicities: whole numbers from 0 to the sample count"):
+    one_more = weights.copy()
+    one_more[3, 0] += 1  # 401 draws in one row
+    for bad in (weights + 0.5, weights - 1, one_more):  # running counts are summed in integers
+        with pytest.raises(ValueError, match=r"weights must be multiplicities of 400 draws: whole numbers >= 0, "
+                                             r"each row summing to 400"):
             metrics_with_intervals(probs, labels, indices, weights=bad)
     with pytest.raises(ValueError, match="indices must be"):
         resample_weights(indices, 399)

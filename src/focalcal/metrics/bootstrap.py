@@ -119,17 +119,17 @@ def metrics_with_intervals(probs, labels, indices: np.ndarray, n_bins: int = 15,
 
 
 def _checked_weights(weights: np.ndarray | None, indices: np.ndarray, n_samples: int) -> np.ndarray:
-    """``weights``, or :func:`resample_weights` of ``indices`` where None; refused unless they are
-    (n_resamples, n_samples) whole non-negative multiplicities (their sums in sorted order are
-    counted in integers)."""
+    """``weights``, or :func:`resample_weights` of ``indices`` where None; refused unless each row
+    is the multiplicities of n_samples draws: whole numbers >= 0 that sum to n_samples (their
+    running sums are counted in integers, which that bound keeps from overflowing)."""
     if weights is None:
         return resample_weights(indices, n_samples)  # (n_resamples, n_samples)
     if weights.shape != np.shape(indices):
         raise ValueError(f"weights must have the shape of indices {np.shape(indices)}, got {weights.shape}")
-    if weights.size and (weights.min() < 0 or weights.max() > n_samples
-                         or not np.array_equal(weights, np.trunc(weights))):
-        raise ValueError("weights must be multiplicities: whole numbers from 0 to the sample count "
-                         "(resample_weights(indices, n_samples))")
+    if weights.size and (weights.min() < 0 or not np.array_equal(weights, np.trunc(weights))
+                         or (weights.sum(axis=1) != n_samples).any()):
+        raise ValueError(f"weights must be multiplicities of {n_samples} draws: whole numbers >= 0, each row "
+                         f"summing to {n_samples} (resample_weights(indices, n_samples))")
     return weights
 
 
@@ -153,7 +153,7 @@ def _top_label_bins(confidence: np.ndarray, correct: np.ndarray, weights: np.nda
     # Multiplicities are whole numbers: their running counts and hits are summed in integers (exact,
     # as the float sums of whole numbers were, and several times faster); the scores in float64, in
     # sample order. np.take keeps rows contiguous, so each running sum walks memory in order.
-    whole = np.int32 if n_samples < 2**31 - 1 else np.int64  # a running count reaches n_samples at most
+    whole = np.int32 if n_samples < 2**31 - 1 else np.int64  # running counts reach n_samples (_checked_weights)
     in_order = np.take(weights.astype(whole), order, axis=1)
     count_sums, hit_sums = (np.zeros((n_resamples, n_samples + 1), whole) for _ in range(2))
     np.cumsum(in_order, axis=1, out=count_sums[:, 1:])
