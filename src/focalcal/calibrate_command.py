@@ -261,8 +261,8 @@ class _SharedWork:
     With one unit there is nothing to share and no second process.
 
     A thread of this process receives the outcomes as they are sent: a pipe holds 64 KiB, about
-    five calibrators' diagrams, and a second process whose sends waited for this one to finish
-    its fit stood idle (0.3-0.4 s of 2.8 s on 10,000 + 5,000 × 100 logits).
+    five calibrators' diagrams, so without it the second process's sends would wait, idle, for
+    this one to finish its fit (0.3-0.4 s of 2.8 s on 10,000 + 5,000 × 100 logits).
 
     Focal TS's grid runs on one core fewer than the machine has (:func:`background_threads`) in
     either process: the other process keeps a core busy, and the grid's evenly split blocks

@@ -151,8 +151,7 @@ def _top_label_bins(confidence: np.ndarray, correct: np.ndarray, weights: np.nda
     order = np.argsort(confidence, kind="stable")
     scores = confidence[order]
     # Multiplicities are whole numbers: their running counts and hits are summed in integers (exact,
-    # as the float sums of whole numbers were, and several times faster); the scores in float64, in
-    # sample order. np.take keeps rows contiguous, so each running sum walks memory in order.
+    # and several times faster than float64 sums); the scores in float64, in sample order. np.take keeps rows contiguous, so each running sum walks memory in order.
     whole = np.int32 if n_samples < 2**31 - 1 else np.int64  # running counts reach n_samples (_checked_weights)
     in_order = np.take(weights.astype(whole), order, axis=1)
     count_sums, hit_sums = (np.zeros((n_resamples, n_samples + 1), whole) for _ in range(2))
