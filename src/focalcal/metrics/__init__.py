@@ -1,4 +1,4 @@
-"""Classification and calibration metrics.
+"""Classification, calibration and segmentation metrics (core install: numpy and scipy only).
 
 Conventions shared by every function here:
 
@@ -7,14 +7,22 @@ Conventions shared by every function here:
   range, shape mismatch, no samples, rows not summing to 1) raises ``ValueError``.
 * Output: fractions, not percentages (ECE 0.0123 is the papers' "1.23 %"); NLL and KL
   in nats.
-* Binned metrics use right-closed bins ``((i-1)/M, i/M]`` with 0 in the first bin;
+* Binned metrics use right-closed bins $((i-1)/M, i/M]$ with 0 in the first bin;
   ``binning="mass"`` gives equal-mass bins (AdaECE) that never split tied confidences.
   Details: :mod:`focalcal.metrics.binning`.
-* ``smooth_ece`` (Błasiok & Nakkiran 2023) needs no bins; it comes from the ``relplot`` package.
+* ``smooth_ece`` (Błasiok & Nakkiran 2023) needs no bins; it comes from the ``relplot``
+  package, and ``reliability_bins``' DataFrame from pandas (both in ``focalcal[plots]``).
 * Segmentation (:mod:`focalcal.metrics.segmentation`): IoU, pixel accuracy and Hausdorff
   distance take integer label maps; ``pixel_ece`` is ``ece`` over the flattened pixels.
-"""
 
+Examples:
+    >>> import numpy as np
+    >>> from focalcal import metrics
+    >>> probs = np.array([[0.9, 0.1], [0.8, 0.2], [0.3, 0.7], [0.4, 0.6]])
+    >>> labels = np.array([0, 1, 1, 1])
+    >>> round(metrics.ece(probs, labels, n_bins=5), 4), metrics.error(probs, labels)
+    (0.25, 0.25)
+"""
 from focalcal.metrics.calibration import (
     SmoothReliability,
     classwise_ece,

@@ -11,30 +11,81 @@ bins are summed with one numpy bincount, in ``ece``'s order (bit for bit); equal
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from focalcal._validation import as_numpy
 from focalcal.metrics.binning import bin_edges, check_binning, check_n_bins, mass_cut_ranks
 
+if TYPE_CHECKING:
+    from focalcal._typing import ArrayLike
 
-def ece_grid(confidences, correct, n_bins: int = 15, binning: str = "width") -> np.ndarray:
-    """ECE of each row of ``confidences`` (G, N) against ``correct`` (N,) or (G, N).
+
+def ece_grid(confidences: ArrayLike, correct: ArrayLike, n_bins: int = 15, binning: str = "width") -> np.ndarray:
+    """ECE of each row of ``confidences`` against ``correct``.
 
     Row g gives the same value as ``ece(probs_g, labels, n_bins, binning)`` for
     probabilities ``probs_g`` whose top-label confidences are ``confidences[g]`` and whose
     top-label predictions are right where ``correct`` (row g of it, if 2-D) is True.
     Confidences keep their dtype (float32 edges for float32 input, as in ``ece``).
-    Returns a float64 array of shape (G,).
+
+    Args:
+        confidences: Top-label confidences of G candidate calibrations of the same N samples,
+            floating point in [0, 1], shape (G, N).
+        correct: Whether each top-label prediction is right, boolean, shape (N,) (one for all
+            rows) or (G, N).
+        n_bins: The number of bins, as in :func:`focalcal.metrics.ece`.
+        binning: ``"width"`` or ``"mass"``, as in :func:`focalcal.metrics.ece`.
+
+    Returns:
+        float64 array of shape (G,): each row's ECE, a fraction in [0, 1].
+
+    Raises:
+        ValueError: ``confidences`` is not a non-empty 2-D floating-point array of finite
+            values in [0, 1], ``correct`` has neither shape, or ``n_bins``/``binning`` are invalid.
+
+    Examples:
+        >>> import numpy as np
+        >>> from focalcal.metrics.batched import ece_grid
+        >>> confidences = np.array([[0.9, 0.8, 0.7, 0.6], [0.6, 0.6, 0.6, 0.6]])
+        >>> correct = np.array([True, False, True, True])
+        >>> ece_grid(confidences, correct, n_bins=5).round(4).tolist()
+        [0.25, 0.15]
     """
     score_sum, hit_sum, _ = binned_grid(confidences, correct, n_bins, binning)
     n_samples = np.shape(confidences)[1]
     return np.abs(score_sum - hit_sum).sum(axis=1) / n_samples
 
 
-def binned_grid(confidences, correct, n_bins: int = 15, binning: str = "width", *, counts: bool = False):
-    """(score_sum, hit_sum, count or None), each (G, n_bins): the top-label bins of every row
-    of ``confidences`` as :func:`~focalcal.metrics.binning.bin_statistics` makes them (see
-    :func:`ece_grid` for the arguments); ``count`` only with ``counts=True`` (one more pass)."""
+def binned_grid(confidences: ArrayLike, correct: ArrayLike, n_bins: int = 15, binning: str = "width", *,
+                counts: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """The top-label bins of every row of ``confidences``.
+
+    As :func:`~focalcal.metrics.binning.bin_statistics` makes them for each row.
+
+    Args:
+        confidences: Top-label confidences, shape (G, N), as for :func:`ece_grid`.
+        correct: Whether each prediction is right, shape (N,) or (G, N), as for :func:`ece_grid`.
+        n_bins: The number of bins M.
+        binning: ``"width"`` or ``"mass"``.
+        counts: Whether to count the samples per bin too (one more pass).
+
+    Returns:
+        ``(score_sum, hit_sum, count)``, each of shape (G, M): float64 sums of the
+        confidences and of the hits per bin, and the int64 counts (None unless ``counts``).
+
+    Raises:
+        ValueError: Malformed input, as for :func:`ece_grid`.
+
+    Examples:
+        >>> import numpy as np
+        >>> from focalcal.metrics.batched import binned_grid
+        >>> confidences = np.array([[0.9, 0.8, 0.7, 0.6]])
+        >>> score_sum, hit_sum, count = binned_grid(confidences, np.array([True, False, True, True]), 2, counts=True)
+        >>> score_sum.round(4).tolist(), hit_sum.tolist(), count.tolist()
+        ([[0.0, 3.0]], [[0.0, 3.0]], [[0, 4]])
+    """
     n_bins, binning = check_n_bins(n_bins), check_binning(binning)
     confidences = as_numpy(confidences, "confidences")
     correct = as_numpy(correct, "correct")

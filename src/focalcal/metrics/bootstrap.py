@@ -19,18 +19,33 @@ the same :func:`resample_weights` of them, so their multiplicities are counted o
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from focalcal._validation import check_labels, check_probs
 from focalcal.metrics.binning import bin_edges, check_n_bins, mass_cut_ranks, top_label
 
+if TYPE_CHECKING:
+    from focalcal._typing import ArrayLike
+
 METRICS = ("ece", "adaece", "mce", "classwise_ece", "nll", "brier", "error", "top5_error")
 
 
 @dataclass(frozen=True)
 class Interval:
-    """A metric on the whole test set (``estimate``) and its percentile bootstrap interval."""
+    r"""A metric on the whole test set (``estimate``) and its percentile bootstrap interval.
+
+    Attributes:
+        estimate: The metric on the whole test set.
+        low: The interval's lower end, the $(1 - \text{level})/2$ quantile of the resamples' values.
+        high: The interval's upper end, the $(1 + \text{level})/2$ quantile of the resamples' values.
+
+    Examples:
+        >>> from focalcal.metrics.bootstrap import Interval
+        >>> Interval(estimate=0.05, low=0.03, high=0.08).high
+        0.08
+    """
 
     estimate: float
     low: float
@@ -38,25 +53,86 @@ class Interval:
 
 
 def bootstrap_indices(n_samples: int, n_resamples: int = 200, seed: int = 0) -> np.ndarray:
-    """(n_resamples, n_samples) sample indices drawn with replacement, reproducibly from ``seed``."""
+    """Sample indices drawn with replacement, reproducibly from ``seed``.
+
+    Args:
+        n_samples: The number of test samples N.
+        n_resamples: The number of resamples B, an integer >= 2.
+        seed: The seed of numpy's ``default_rng``: the same seed gives the same resamples.
+
+    Returns:
+        int64 array of shape (n_resamples, n_samples): row b is resample b's sample indices.
+
+    Raises:
+        ValueError: ``n_resamples`` is not an integer >= 2.
+
+    Examples:
+        >>> from focalcal.metrics.bootstrap import bootstrap_indices
+        >>> indices = bootstrap_indices(5, n_resamples=3, seed=0)
+        >>> indices.shape, bool((indices == bootstrap_indices(5, n_resamples=3, seed=0)).all())
+        ((3, 5), True)
+    """
     if isinstance(n_resamples, bool) or not isinstance(n_resamples, (int, np.integer)) or n_resamples < 2:
         raise ValueError(f"n_resamples must be an integer >= 2, got {n_resamples!r}")
     return np.random.default_rng(seed).integers(0, n_samples, size=(n_resamples, n_samples))
 
 
-def resample_weights(indices: np.ndarray, n_samples: int) -> np.ndarray:
-    """(n_resamples, n_samples) float64: how many times each resample of ``indices`` draws each sample."""
+def resample_weights(indices: ArrayLike, n_samples: int) -> np.ndarray:
+    """How many times each resample of ``indices`` draws each sample.
+
+    Args:
+        indices: Sample indices in 0 .. N-1, shape (n_resamples, N) (:func:`bootstrap_indices`).
+        n_samples: The number of test samples N.
+
+    Returns:
+        float64 array of shape (n_resamples, N) of whole numbers; each row sums to N.
+
+    Raises:
+        ValueError: ``indices`` is not (n_resamples, N) or holds an index outside 0 .. N-1.
+
+    Examples:
+        >>> import numpy as np
+        >>> from focalcal.metrics.bootstrap import resample_weights
+        >>> resample_weights(np.array([[0, 0, 2], [1, 2, 2]]), 3).tolist()
+        [[2.0, 0.0, 1.0], [0.0, 1.0, 2.0]]
+    """
     indices = np.asarray(indices)
     if indices.ndim != 2 or indices.shape[1] != n_samples or indices.min() < 0 or indices.max() >= n_samples:
         raise ValueError(f"indices must be (n_resamples, {n_samples}) sample indices, got shape {indices.shape}")
     return _multiplicities(indices, n_samples)
 
 
-def resampled_metrics(probs, labels, indices: np.ndarray, n_bins: int = 15, *,
+def resampled_metrics(probs: ArrayLike, labels: ArrayLike, indices: ArrayLike, n_bins: int = 15, *,
                       weights: np.ndarray | None = None) -> dict[str, np.ndarray]:
-    """Each metric of :data:`METRICS` on every resample ``probs[indices[b]], labels[indices[b]]``
-    (``top5_error`` only with 5 or more classes). ``weights``: ``resample_weights(indices, N)``,
-    when the caller has it already."""
+    """Each metric of :data:`METRICS` on every resample ``probs[indices[b]], labels[indices[b]]``.
+
+    ``ece``, ``mce`` use equal-width bins, ``adaece`` equal-mass bins, ``classwise_ece``
+    equal-width bins, each with ``n_bins`` bins, exactly as the library's metrics bin them.
+
+    Args:
+        probs: Predicted probabilities, shape (N, K), rows summing to 1 (numpy or torch).
+        labels: True classes, integers in 0 .. K-1, shape (N,).
+        indices: Sample indices in 0 .. N-1, shape (B, N) (:func:`bootstrap_indices`).
+        n_bins: The number of bins of the binned metrics (15, as in :func:`focalcal.metrics.ece`).
+        weights: ``resample_weights(indices, N)``, when the caller has it already (shared by
+            the calibrators of one model); None computes it.
+
+    Returns:
+        Metric name -> float64 array of shape (B,), one value per resample, fractions (NLL in
+        nats); ``top5_error`` only with 5 or more classes.
+
+    Raises:
+        ValueError: Malformed ``probs``, ``labels``, ``indices`` or ``n_bins``, or ``weights``
+            not the multiplicities of N draws in the shape of ``indices``.
+
+    Examples:
+        >>> import numpy as np
+        >>> from focalcal.metrics.bootstrap import bootstrap_indices, resampled_metrics
+        >>> probs = np.array([[0.9, 0.1], [0.8, 0.2], [0.3, 0.7], [0.4, 0.6]])
+        >>> values = resampled_metrics(probs, np.array([0, 1, 1, 1]), bootstrap_indices(4, 50))
+        >>> sorted(values), values["ece"].shape
+        (['adaece', 'brier', 'classwise_ece', 'ece', 'error', 'mce', 'nll'], (50,))
+    """
     probs = check_probs(probs).astype(np.float64, copy=False)
     labels = check_labels(labels, probs.shape[0], probs.shape[1])
     n_bins = check_n_bins(n_bins)
@@ -87,10 +163,37 @@ def _resampled(probs: np.ndarray, labels: np.ndarray, weights: np.ndarray, n_bin
     return values, float(whole[0])
 
 
-def metrics_with_intervals(probs, labels, indices: np.ndarray, n_bins: int = 15, level: float = 0.95, *,
-                           weights: np.ndarray | None = None) -> dict[str, Interval]:
-    """Each metric on the whole test set with its ``level`` percentile interval over ``indices``
-    (``weights``: as for :func:`resampled_metrics`)."""
+def metrics_with_intervals(probs: ArrayLike, labels: ArrayLike, indices: ArrayLike, n_bins: int = 15,
+                           level: float = 0.95, *, weights: np.ndarray | None = None) -> dict[str, Interval]:
+    """Each metric on the whole test set with its ``level`` percentile interval over ``indices``.
+
+    The interval's ends are the resamples' ``(1 - level)/2`` and ``(1 + level)/2`` quantiles,
+    without interpolation (an infinite NLL stays infinite).
+
+    Args:
+        probs: Predicted probabilities, shape (N, K), rows summing to 1 (numpy or torch).
+        labels: True classes, integers in 0 .. K-1, shape (N,).
+        indices: Sample indices in 0 .. N-1, shape (B, N) (:func:`bootstrap_indices`).
+        n_bins: The number of bins of the binned metrics (15, as in :func:`focalcal.metrics.ece`).
+        level: The interval's coverage, in (0, 1) (0.95 for a 95 % interval).
+        weights: As for :func:`resampled_metrics`.
+
+    Returns:
+        Metric name (:data:`METRICS`; ``top5_error`` only with 5 or more classes) -> its
+        :class:`Interval`, fractions (NLL in nats).
+
+    Raises:
+        ValueError: ``level`` outside (0, 1), or malformed input as for :func:`resampled_metrics`.
+
+    Examples:
+        >>> import numpy as np
+        >>> from focalcal.metrics.bootstrap import bootstrap_indices, metrics_with_intervals
+        >>> probs = np.array([[0.9, 0.1], [0.8, 0.2], [0.3, 0.7], [0.4, 0.6]])
+        >>> intervals = metrics_with_intervals(probs, np.array([0, 1, 1, 1]), bootstrap_indices(4, 50))
+        >>> error = intervals["error"]
+        >>> error.estimate, error.low <= error.estimate <= error.high
+        (0.25, True)
+    """
     from focalcal import metrics
 
     if not 0 < level < 1:

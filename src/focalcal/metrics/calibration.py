@@ -1,4 +1,4 @@
-"""Binned calibration errors: ECE, AdaECE, MCE, classwise ECE, reliability-diagram bins.
+"""Calibration errors: ECE, AdaECE, MCE, classwise ECE, reliability-diagram bins, smooth ECE.
 
 All values are fractions in [0, 1] (multiply by 100 for the papers' "%" tables).
 Binning (edges, the right-closed convention, equal-mass ties) is defined once, in
@@ -25,6 +25,8 @@ from focalcal.metrics.binning import (
 if TYPE_CHECKING:
     import pandas as pd
 
+    from focalcal._typing import ArrayLike
+
 
 def _top_label_bins(probs, labels, n_bins: int, binning: str) -> BinStatistics:
     probs = check_probs(probs)
@@ -33,25 +35,74 @@ def _top_label_bins(probs, labels, n_bins: int, binning: str) -> BinStatistics:
     return bin_statistics(confidence, predicted == labels, check_n_bins(n_bins), check_binning(binning))
 
 
-def ece(probs, labels, n_bins: int = 15, binning: str = "width") -> float:
-    """Top-label expected calibration error, ``sum_i |B_i|/N * |acc_i - conf_i|``.
+def ece(probs: ArrayLike, labels: ArrayLike, n_bins: int = 15, binning: str = "width") -> float:
+    r"""Top-label expected calibration error.
 
-    ``binning="width"`` is the ECE of mukhoti2020 eq. 1 (M equal-width bins);
+    $$
+    \mathrm{ECE} = \sum_{i=1}^{M} \frac{|B_i|}{N} \, \lvert \mathrm{acc}(B_i) - \mathrm{conf}(B_i) \rvert
+    $$
+
+    ``binning="width"`` is the ECE of mukhoti2020 eq. 1 ($M$ equal-width bins);
     ``binning="mass"`` is their AdaECE (eq. 3) and komisarenko2024's equal-mass ECE.
-    ``probs`` is (N, K) probabilities (numpy or torch), ``labels`` N integer classes.
-    Bins are right-closed, ``((i-1)/M, i/M]`` for width. Equal-mass bins hold every
+    Bins are right-closed, $((i-1)/M, i/M]$ for width. Equal-mass bins hold every
     sample (without ties their sizes differ by at most one) but never split tied
     confidences, so with ties fewer than ``n_bins`` bins may be non-empty;
-    ``reliability_bins`` shows which.
-    Empty bins contribute nothing. Returns a fraction, not a percentage.
+    :func:`reliability_bins` shows which. Empty bins contribute nothing.
+
+    Args:
+        probs: Predicted probabilities, shape (N, K), rows summing to 1 (numpy or torch).
+        labels: True classes, integers in 0 .. K-1, shape (N,).
+        n_bins: The number of bins $M$ (15, as in mukhoti2020).
+        binning: ``"width"`` for equal-width bins (ECE) or ``"mass"`` for equal-mass bins (AdaECE).
+
+    Returns:
+        The ECE, a fraction in [0, 1], not a percentage.
+
+    Raises:
+        ValueError: ``probs`` or ``labels`` are malformed (NaN/Inf, rows not summing to 1,
+            labels out of range, shape mismatch, no samples), or ``n_bins``/``binning`` are invalid.
+
+    Examples:
+        >>> import numpy as np
+        >>> from focalcal.metrics import ece
+        >>> probs = np.array([[0.9, 0.1], [0.8, 0.2], [0.3, 0.7], [0.4, 0.6]])
+        >>> labels = np.array([0, 1, 1, 1])
+        >>> round(ece(probs, labels, n_bins=5), 4)
+        0.25
+        >>> round(ece(probs, labels, n_bins=2, binning="mass"), 4)
+        0.35
     """
     return _ece_of_bins(_top_label_bins(probs, labels, n_bins, binning))
 
 
-def ece_of_confidence(confidence, correct, n_bins: int = 15, binning: str = "width") -> float:
-    """``ece`` from each sample's top-label confidence (in [0, 1]) and whether its prediction
-    is right: for samples too many to hold as (N, K) probabilities (pixels, gathered batch by
-    batch)."""
+def ece_of_confidence(confidence: ArrayLike, correct: ArrayLike, n_bins: int = 15, binning: str = "width") -> float:
+    """:func:`ece` from each sample's top-label confidence and whether its prediction is right.
+
+    For samples too many to hold as (N, K) probabilities (pixels, gathered batch by batch).
+
+    Args:
+        confidence: Each sample's top-label confidence in [0, 1], any shape with N elements
+            (flattened).
+        correct: Whether each sample's top-label prediction is right, boolean, N elements.
+        n_bins: The number of bins, as in :func:`ece`.
+        binning: ``"width"`` or ``"mass"``, as in :func:`ece`.
+
+    Returns:
+        The ECE, a fraction in [0, 1]; equal to ``ece(probs, labels, n_bins, binning)`` for
+        probabilities with these top-label confidences and hits.
+
+    Raises:
+        ValueError: ``confidence`` and ``correct`` are empty or differ in size, a confidence
+            lies outside [0, 1], or ``correct`` is not boolean.
+
+    Examples:
+        >>> import numpy as np
+        >>> from focalcal.metrics import ece_of_confidence
+        >>> confidence = np.array([0.9, 0.8, 0.7, 0.6])
+        >>> correct = np.array([True, False, True, True])
+        >>> round(ece_of_confidence(confidence, correct, n_bins=5), 4)
+        0.25
+    """
     confidence = np.asarray(confidence, dtype=np.float64).reshape(-1)
     correct = np.asarray(correct).reshape(-1)
     if confidence.shape != correct.shape or confidence.size == 0:
@@ -69,21 +120,67 @@ def _ece_of_bins(bins: BinStatistics) -> float:
     return float(np.abs(bins.score_sum - bins.hit_sum).sum() / bins.count.sum())
 
 
-def mce(probs, labels, n_bins: int = 15, binning: str = "width") -> float:
-    """Maximum calibration error, ``max_i |acc_i - conf_i|`` over the non-empty bins (mukhoti2020 eq. 2)."""
+def mce(probs: ArrayLike, labels: ArrayLike, n_bins: int = 15, binning: str = "width") -> float:
+    r"""Maximum calibration error over the non-empty bins (mukhoti2020 eq. 2).
+
+    $$
+    \mathrm{MCE} = \max_{i:\, |B_i| > 0} \lvert \mathrm{acc}(B_i) - \mathrm{conf}(B_i) \rvert
+    $$
+
+    Args:
+        probs: Predicted probabilities, shape (N, K), rows summing to 1 (numpy or torch).
+        labels: True classes, integers in 0 .. K-1, shape (N,).
+        n_bins: The number of bins, as in :func:`ece`.
+        binning: ``"width"`` or ``"mass"``, as in :func:`ece`.
+
+    Returns:
+        The MCE, a fraction in [0, 1], not a percentage.
+
+    Raises:
+        ValueError: Malformed input, as for :func:`ece`.
+
+    Examples:
+        >>> import numpy as np
+        >>> from focalcal.metrics import mce
+        >>> probs = np.array([[0.9, 0.1], [0.8, 0.2], [0.3, 0.7], [0.4, 0.6]])
+        >>> round(mce(probs, np.array([0, 1, 1, 1]), n_bins=5), 4)
+        0.4
+    """
     bins = _top_label_bins(probs, labels, n_bins, binning)
     filled = bins.count > 0
     return float(np.max(np.abs(bins.score_sum[filled] - bins.hit_sum[filled]) / bins.count[filled]))
 
 
-def reliability_bins(probs, labels, n_bins: int = 15, binning: str = "width") -> pd.DataFrame:
+def reliability_bins(probs: ArrayLike, labels: ArrayLike, n_bins: int = 15, binning: str = "width") -> pd.DataFrame:
     """What a reliability diagram draws: one row per bin, all ``n_bins`` rows always present.
 
-    Columns: ``lower``, ``upper`` (the bin is ``(lower, upper]``; the first bin also holds
-    ``lower``), ``count`` (samples in the bin), ``confidence`` (mean top-label confidence)
-    and ``accuracy`` (fraction correct). An empty bin has ``count == 0`` and NaN
-    confidence/accuracy; with ``binning="mass"`` empty bins are how tied confidences show
-    (see :mod:`focalcal.metrics.binning`). ``ece``/``mce`` are computed from the same bins.
+    An empty bin has ``count == 0`` and NaN confidence/accuracy; with ``binning="mass"``
+    empty bins are how tied confidences show (see :mod:`focalcal.metrics.binning`).
+    :func:`ece` and :func:`mce` are computed from the same bins. Needs pandas
+    (``focalcal[plots]``); :func:`reliability_columns` gives the same columns without it.
+
+    Args:
+        probs: Predicted probabilities, shape (N, K), rows summing to 1 (numpy or torch).
+        labels: True classes, integers in 0 .. K-1, shape (N,).
+        n_bins: The number of bins, as in :func:`ece`.
+        binning: ``"width"`` or ``"mass"``, as in :func:`ece`.
+
+    Returns:
+        A DataFrame of ``n_bins`` rows indexed by ``bin`` (0-based), with columns ``lower``,
+        ``upper`` (the bin is ``(lower, upper]``; the first bin also holds ``lower``),
+        ``count`` (samples in the bin), ``confidence`` (mean top-label confidence) and
+        ``accuracy`` (fraction correct).
+
+    Raises:
+        ValueError: Malformed input, as for :func:`ece`.
+
+    Examples:
+        >>> import numpy as np
+        >>> from focalcal.metrics import reliability_bins
+        >>> probs = np.array([[0.9, 0.1], [0.8, 0.2], [0.3, 0.7], [0.4, 0.6]])
+        >>> table = reliability_bins(probs, np.array([0, 1, 1, 1]), n_bins=2)
+        >>> table["count"].tolist(), table["accuracy"].round(4).tolist()
+        ([0, 4], [nan, 0.75])
     """
     import pandas as pd  # here, not at import: jobs that only compute scalar metrics skip its start-up
 
@@ -92,8 +189,31 @@ def reliability_bins(probs, labels, n_bins: int = 15, binning: str = "width") ->
     return frame
 
 
-def reliability_columns(probs, labels, n_bins: int = 15, binning: str = "width") -> dict[str, np.ndarray]:
-    """:func:`reliability_bins`' columns as numpy arrays (no pandas import: ``focalcal calibrate``)."""
+def reliability_columns(probs: ArrayLike, labels: ArrayLike, n_bins: int = 15,
+                        binning: str = "width") -> dict[str, np.ndarray]:
+    """:func:`reliability_bins`' columns as numpy arrays (no pandas import: ``focalcal calibrate``).
+
+    Args:
+        probs: Predicted probabilities, shape (N, K), rows summing to 1 (numpy or torch).
+        labels: True classes, integers in 0 .. K-1, shape (N,).
+        n_bins: The number of bins, as in :func:`ece`.
+        binning: ``"width"`` or ``"mass"``, as in :func:`ece`.
+
+    Returns:
+        ``lower``, ``upper``, ``count``, ``confidence`` and ``accuracy``, each an array of
+        shape (n_bins,), as the columns of :func:`reliability_bins`.
+
+    Raises:
+        ValueError: Malformed input, as for :func:`ece`.
+
+    Examples:
+        >>> import numpy as np
+        >>> from focalcal.metrics import reliability_columns
+        >>> probs = np.array([[0.9, 0.1], [0.8, 0.2], [0.3, 0.7], [0.4, 0.6]])
+        >>> columns = reliability_columns(probs, np.array([0, 1, 1, 1]), n_bins=2)
+        >>> columns["upper"].tolist(), columns["confidence"].round(4).tolist()
+        ([0.5, 1.0], [nan, 0.75])
+    """
     bins = _top_label_bins(probs, labels, n_bins, binning)
     with np.errstate(invalid="ignore", divide="ignore"):
         confidence = bins.score_sum / bins.count
@@ -107,14 +227,39 @@ def reliability_columns(probs, labels, n_bins: int = 15, binning: str = "width")
     }
 
 
-def classwise_ece(probs, labels, n_bins: int = 15, binning: str = "width") -> float:
-    """Classwise ECE (Kull et al. 2019; Kumar et al. 2019's marginal calibration error with L1).
+def classwise_ece(probs: ArrayLike, labels: ArrayLike, n_bins: int = 15, binning: str = "width") -> float:
+    r"""Classwise ECE (Kull et al. 2019; Kumar et al. 2019's marginal calibration error with L1).
 
-    For every class k, bin the probabilities ``probs[:, k]`` of all N samples and compare
-    each bin's mean ``probs[:, k]`` with the fraction of its samples whose label is k:
-    ``classwise_ece = (1/K) sum_k sum_i |B_ki|/N * |freq_ki - conf_ki|``. Unlike ``ece``
-    it looks at every class, not only the predicted one; per-class probabilities can be
-    exactly 0 or 1 and both land in a bin. Same bins and units as ``ece``.
+    For every class $k$, bin the probabilities ``probs[:, k]`` of all $N$ samples and compare
+    each bin's mean ``probs[:, k]`` with the fraction of its samples whose label is $k$:
+
+    $$
+    \mathrm{classwise\ ECE} = \frac{1}{K} \sum_{k=1}^{K} \sum_{i=1}^{M} \frac{|B_{ki}|}{N}
+        \, \lvert \mathrm{freq}(B_{ki}) - \mathrm{conf}(B_{ki}) \rvert
+    $$
+
+    Unlike :func:`ece` it looks at every class, not only the predicted one; per-class
+    probabilities can be exactly 0 or 1 and both land in a bin. Same bins and units as
+    :func:`ece`.
+
+    Args:
+        probs: Predicted probabilities, shape (N, K), rows summing to 1 (numpy or torch).
+        labels: True classes, integers in 0 .. K-1, shape (N,).
+        n_bins: The number of bins per class, as in :func:`ece`.
+        binning: ``"width"`` or ``"mass"`` (equal-mass edges cut per class), as in :func:`ece`.
+
+    Returns:
+        The classwise ECE, a fraction in [0, 1], not a percentage.
+
+    Raises:
+        ValueError: Malformed input, as for :func:`ece`.
+
+    Examples:
+        >>> import numpy as np
+        >>> from focalcal.metrics import classwise_ece
+        >>> probs = np.array([[0.9, 0.1], [0.8, 0.2], [0.3, 0.7], [0.4, 0.6]])
+        >>> round(classwise_ece(probs, np.array([0, 1, 1, 1]), n_bins=5), 4)
+        0.375
     """
     probs = check_probs(probs)
     labels = check_labels(labels, probs.shape[0], probs.shape[1])
@@ -164,32 +309,90 @@ def _classwise_ece_width(probs: np.ndarray, labels: np.ndarray, n_bins: int) -> 
     return float(np.abs(score_sum - hit_sum).sum() / (n_samples * n_classes))
 
 
-def smooth_ece(probs, labels) -> float:
-    """Top-label smooth calibration error (smECE) of Błasiok & Nakkiran 2023: the calibration
-    gap smoothed by a kernel whose bandwidth σ is chosen so that smECE = σ (their §4), which
-    needs no bins. Computed by their ``relplot`` package on (confidence, correct).
+def smooth_ece(probs: ArrayLike, labels: ArrayLike) -> float:
+    r"""Top-label smooth calibration error (smECE) of Błasiok & Nakkiran 2023.
+
+    The calibration gap smoothed by a kernel whose bandwidth $\sigma$ is chosen so that
+    smECE $= \sigma$ (their §4), which needs no bins. Computed by their ``relplot`` package
+    (``focalcal[plots]``) on (confidence, correct).
+
+    Args:
+        probs: Predicted probabilities, shape (N, K), rows summing to 1 (numpy or torch).
+        labels: True classes, integers in 0 .. K-1, shape (N,).
+
+    Returns:
+        The smECE, a fraction in [0, 1], not a percentage.
+
+    Raises:
+        ValueError: Malformed input, as for :func:`ece`.
+        ModuleNotFoundError: relplot is not installed.
+
+    Examples:
+        >>> import numpy as np
+        >>> from focalcal.metrics import smooth_ece
+        >>> probs = np.array([[0.9, 0.1], [0.8, 0.2], [0.3, 0.7], [0.4, 0.6]])
+        >>> round(smooth_ece(probs, np.array([0, 1, 1, 1])), 4)
+        0.1377
     """
     confidence, correct = _confidence_and_correct(probs, labels)
     return float(_relplot("metrics").smECE(confidence, correct))
 
 
 class SmoothReliability(NamedTuple):
-    """The smooth reliability diagram of Błasiok & Nakkiran 2023 and its smECE, from one ``relplot`` call."""
+    """The smooth reliability diagram of Błasiok & Nakkiran 2023 and its smECE, from one ``relplot`` call.
 
-    mesh: np.ndarray  # confidences in [0, 1]
-    accuracy: np.ndarray  # smoothed accuracy on the mesh
-    density: np.ndarray  # kernel density of the confidences on the mesh
-    smooth_ece: float  # equal to smooth_ece(probs, labels)
+    Made by :func:`smooth_reliability_curve`.
+
+    Attributes:
+        mesh: float64 array, shape (P,): the confidences in [0, 1] the curve is evaluated at
+            (relplot's ``plot_mesh_pts`` of them, evenly spaced).
+        accuracy: float64 array, shape (P,): the smoothed accuracy at each mesh point.
+        density: float64 array, shape (P,): the kernel density of the confidences at each mesh point.
+        smooth_ece: The smECE, a fraction; equal to ``smooth_ece(probs, labels)``.
+
+    Examples:
+        >>> import numpy as np
+        >>> from focalcal.metrics import smooth_reliability_curve
+        >>> probs = np.array([[0.9, 0.1], [0.8, 0.2], [0.3, 0.7], [0.4, 0.6]])
+        >>> curve = smooth_reliability_curve(probs, np.array([0, 1, 1, 1]))
+        >>> float(curve.mesh[0]), float(curve.mesh[-1]), curve.accuracy.shape == curve.mesh.shape
+        (0.0, 1.0, True)
+    """
+
+    mesh: np.ndarray
+    accuracy: np.ndarray
+    density: np.ndarray
+    smooth_ece: float
 
 
-def smooth_reliability_curve(probs, labels) -> SmoothReliability:
-    """The smooth reliability curve and density at smECE's own bandwidth, with the smECE itself
-    (computed once on the way; asking for both separately would compute it twice).
+def smooth_reliability_curve(probs: ArrayLike, labels: ArrayLike) -> SmoothReliability:
+    """The smooth reliability curve and density at smECE's own bandwidth, with the smECE itself.
 
+    The smECE is computed once on the way; asking for both separately would compute it twice.
     These are the ``mesh``, ``mu``, ``density`` and ``ce`` of ``relplot.prepare_rel_diagram(f, y,
     plot_confidence_band=False, report_CE=True, report_CE_std=False)``, made by the same relplot
     calls (its default reflected Gaussian kernel, its kernel smoother's ``smooth``), without the
     plotting half of relplot that its package imports (scikit-learn, seaborn, pyplot: ~1 s).
+
+    Args:
+        probs: Predicted probabilities, shape (N, K), rows summing to 1 (numpy or torch).
+        labels: True classes, integers in 0 .. K-1, shape (N,).
+
+    Returns:
+        The curve on relplot's mesh of confidences, its density and the smECE (a fraction).
+
+    Raises:
+        ValueError: Malformed input, as for :func:`ece`.
+        ModuleNotFoundError: relplot is not installed.
+
+    Examples:
+        >>> import numpy as np
+        >>> from focalcal.metrics import smooth_ece, smooth_reliability_curve
+        >>> probs = np.array([[0.9, 0.1], [0.8, 0.2], [0.3, 0.7], [0.4, 0.6]])
+        >>> labels = np.array([0, 1, 1, 1])
+        >>> curve = smooth_reliability_curve(probs, labels)
+        >>> round(curve.smooth_ece, 4) == round(smooth_ece(probs, labels), 4)
+        True
     """
     confidence, correct = _confidence_and_correct(probs, labels)
     relplot_metrics, kernels, config = _relplot("metrics"), _relplot("kernels"), _relplot("config")
@@ -207,7 +410,17 @@ _RELPLOT_CORE = "focalcal._relplot_core"
 
 
 def load_relplot() -> None:
-    """Load relplot's computing modules now (a process about to fork a second that measures smECE)."""
+    """Load relplot's computing modules now (a process about to fork a second that measures smECE).
+
+    Only relplot's numpy/scipy modules load, not its plotting half (see :func:`smooth_ece`).
+
+    Raises:
+        ModuleNotFoundError: relplot is not installed.
+
+    Examples:
+        >>> from focalcal.metrics.calibration import load_relplot
+        >>> load_relplot()
+    """
     for name in ("metrics", "kernels", "config"):
         _relplot(name)
 
