@@ -1,5 +1,9 @@
-"""Command line: ``focalcal calibrate``, ``focalcal train``, ``focalcal export-logits``,
-``focalcal plan``, ``focalcal verify``, ``focalcal build-kernels`` (also ``python -m focalcal``)."""
+"""Command line: `focalcal calibrate`, `focalcal train`, `focalcal export-logits`,
+`focalcal plan`, `focalcal verify`, `focalcal build-kernels` (also `python -m focalcal`).
+
+Every command and option is listed, from the parser itself, in the CLI reference below.
+Help texts are plain text, so that `focalcal --help` reads as written in a terminal.
+"""
 
 from __future__ import annotations
 
@@ -16,8 +20,21 @@ def _read_config(path: str) -> dict:
     return json.loads(text) if path.endswith(".json") else yaml.safe_load(text)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="focalcal", description=__doc__)
+DESCRIPTION = (
+    "focalcal: focal-loss calibration. Compare calibrators on your own logits (calibrate), train one run and dump "
+    "its logits (train, export-logits), price a study before it runs (plan), check the workflow's results (verify), "
+    "compile the CPU kernels (build-kernels). Also run as python -m focalcal."
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The `focalcal` command's parser, every subcommand and option; the docs' CLI reference is rendered from it.
+
+    Returns:
+        argparse.ArgumentParser: the parser `main` runs; its subcommands are the choices of its one
+            subparsers action (`dest="command"`).
+    """
+    parser = argparse.ArgumentParser(prog="focalcal", description=DESCRIPTION)
     commands = parser.add_subparsers(dest="command", required=True)
     for name, help_text in (
         ("train", "train (or resume) one run and dump its logits"),
@@ -33,7 +50,9 @@ def main(argv: list[str] | None = None) -> int:
         sub.add_argument("--threads", type=int, default=1, help="CPU threads (pinned: part of the numerics; default 1)")
         if name == "train":
             sub.add_argument("--no-export", action="store_true", help="train only; do not write logits.npz")
-            sub.add_argument("--progress", choices=("auto", "bar", "lines"), default="auto")
+            sub.add_argument("--progress", choices=("auto", "bar", "lines"), default="auto",
+                             help="auto (default): a progress bar when stderr is a terminal, else lines; bar: a "
+                                  "progress bar; lines: a line on stderr every 30 s (cluster logs)")
     kernels = commands.add_parser("build-kernels", help="compile the CPU kernels (fused losses, focal TS grid) once (shared by every checkout)")
     kernels.add_argument("--numerics", choices=("pinned", "native"), default="pinned",
                          help="build for the pinned AVX2 target (default, what workflow jobs load) or the machine's own")
@@ -42,11 +61,24 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_argument("configfile", nargs="+", help="workflow config (e.g. config/studies/mukhoti2020.yaml), and "
                      "any overlays after it, merged as snakemake --configfile merges them")
     sub.add_argument("--gpu-results", default="bench/gpu_results.json",
-                     help="what `python -m bench gpu` measured (default: bench/gpu_results.json)")
+                     help="what python -m bench gpu measured (default: bench/gpu_results.json)")
     sub.add_argument("--gpu", help="the GPU the studies will run on (default: the one measured)")
     sub.add_argument("--schema", default="workflow/schemas/config.schema.yaml", help="the workflow's config schema")
     _add_verify_parser(commands)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one `focalcal` command; `argv` defaults to the process's arguments.
+
+    Args:
+        argv: the arguments after `focalcal` (e.g. `["verify", "."]`); `None` reads `sys.argv[1:]`.
+
+    Returns:
+        int: the exit status: 0 done, 1 `verify` found damage or `build-kernels` built a kernel short,
+            2 a bad config, logits file or output folder (said in one line on stderr).
+    """
+    args = build_parser().parse_args(argv)
     if args.command == "plan":
         return _plan(args)
     if args.command == "build-kernels":
