@@ -11,13 +11,16 @@ from __future__ import annotations
 import contextlib
 import math
 import numbers
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import torch
 from torch import nn
 
 from focalcal._constraints import Interval, Options, validate_parameters
 from focalcal._validation import real_array
+
+if TYPE_CHECKING:
+    from focalcal._typing import ArrayLike
 
 REDUCTIONS = ("mean", "sum", "none")
 
@@ -47,8 +50,22 @@ def avoid_host_sync(tensor: torch.Tensor) -> bool:
 
 
 class Loss(nn.Module):
-    """Base class: ``loss(logits, target)`` with logits (N, K) or (N, K, *spatial), integer
-    targets (N,) or (N, *spatial).
+    """Base class of every loss: ``loss(logits, target)`` on logits and integer class targets.
+
+    Logits are (N, K) or (N, K, *spatial), targets (N,) or (N, *spatial). A subclass implements
+    :meth:`elementwise` (the loss of each sample or pixel) and, if it keeps state, overrides one
+    of the trainer hooks; a set-level loss (MMCE, generalised Dice) overrides
+    :meth:`reduce_valid` instead.
+
+    The trainer hooks are no-ops here, overridden by stateful losses, so a trainer calls them
+    unconditionally: :meth:`set_training_targets` once before training, :meth:`set_epoch` at the
+    start of each epoch (0-based), :meth:`update_from_validation` after each epoch's validation
+    pass. The class attributes ``needs_training_targets`` / ``needs_validation`` say whether the
+    hook matters, so a trainer can skip computing what no loss uses.
+
+    ``_parameter_constraints`` declares what each constructor parameter may hold
+    (:mod:`focalcal._constraints`); a subclass extends its parent's. A loss module has no
+    ``fit``, so ``__init__`` checks them (:meth:`_validate`), before any batch is seen.
 
     Args:
         reduction: ``"mean"`` (over non-ignored samples/pixels; an all-ignored batch gives 0),
@@ -57,16 +74,37 @@ class Loss(nn.Module):
         ignore_index: target value whose samples/pixels are left out (e.g. 255 for unlabelled
             pixels); ``None`` (default) means every target must be a valid class.
 
-    Trainer hooks (no-ops here, overridden by stateful losses; call them unconditionally):
-        ``set_training_targets(targets, num_classes)`` once before training,
-        ``set_epoch(epoch, num_epochs)`` at the start of each epoch (0-based),
-        ``update_from_validation(logits, labels)`` after each epoch's validation pass.
-    The class attributes ``needs_training_targets`` / ``needs_validation`` say whether the hook
-    matters, so a trainer can skip computing what no loss uses.
+    Attributes:
+        name (str): the loss's config name (a class attribute), as ``build`` takes it.
+        validate_inputs (bool): check the targets and name non-finite logits on every call
+            (default True); a caller that has checked all of its targets once with
+            :func:`check_target_values` may set it to False on the instance.
+        needs_training_targets (bool): whether :meth:`set_training_targets` matters.
+        needs_validation (bool): whether :meth:`update_from_validation` matters.
+        accepts_soft_targets (bool): whether ``forward`` takes float targets of the logits' shape.
+        mean_over_elements (bool): whether "mean" × the element count is the "sum".
+        per_sample (bool): whether each sample's loss depends on its own logits only.
 
-    ``_parameter_constraints`` declares what each constructor parameter may hold
-    (:mod:`focalcal._constraints`); a subclass extends its parent's. A loss module has no
-    ``fit``, so ``__init__`` checks them (:meth:`_validate`), before any batch is seen.
+    Raises:
+        ValueError: if ``reduction`` or ``ignore_index`` is not one the loss accepts.
+
+    Examples:
+        A new loss needs only its per-element value:
+
+        >>> import torch
+        >>> from focalcal.losses import Loss
+        >>> class NegativeLogLikelihood(Loss):
+        ...     name = "negative_log_likelihood"
+        ...     def elementwise(self, logits, index):
+        ...         return -torch.log_softmax(logits, dim=1).gather(1, index)
+        >>> logits = torch.tensor([[2.0, 0.5, -1.0], [0.1, 0.3, 1.2], [1.0, 1.0, 0.0]])
+        >>> targets = torch.tensor([0, 2, 255])
+        >>> loss = NegativeLogLikelihood(ignore_index=255)
+        >>> print(f"{loss(logits, targets).item():.4f}")
+        0.3974
+        >>> per_sample = NegativeLogLikelihood(reduction="none", ignore_index=255)(logits, targets)
+        >>> [round(value, 4) for value in per_sample.tolist()]
+        [0.2413, 0.5536, 0.0]
     """
 
     name = "loss"
@@ -102,21 +140,62 @@ class Loss(nn.Module):
         validate_parameters(type(self)._parameter_constraints, values, type(self).__name__)
 
     # ---- trainer hooks -------------------------------------------------------------------
-    def set_training_targets(self, targets, num_classes: int) -> None:
-        """Called once with all training labels; only class-frequency losses use it."""
+    def set_training_targets(self, targets: ArrayLike, num_classes: int) -> None:
+        """Called once with all training labels; only class-frequency losses use it.
+
+        Args:
+            targets: every training target, integer class indices of any shape.
+            num_classes: the number of classes K.
+        """
 
     def set_epoch(self, epoch: int, num_epochs: int) -> None:
-        """Called at the start of every epoch; only scheduled losses use it."""
+        """Called at the start of every epoch; only scheduled losses use it.
+
+        Args:
+            epoch: the epoch about to start, 0-based.
+            num_epochs: the run's number of epochs.
+        """
 
     def update_from_validation(self, logits: torch.Tensor, labels: torch.Tensor) -> None:
-        """Called after every validation pass; only AdaFocal uses it."""
+        """Called after every validation pass; only AdaFocal uses it.
+
+        Args:
+            logits: the validation set's logits, (N, K).
+            labels: its integer class labels, (N,).
+        """
 
     # ---- computation ---------------------------------------------------------------------
     def elementwise(self, logits: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
-        """Loss per element, shape (N, 1, *spatial); ``index`` holds valid class indices."""
+        """The loss of each element; what a subclass implements.
+
+        Args:
+            logits: float logits, (N, K, *spatial).
+            index: target class indices, (N, 1, *spatial), every one a valid class.
+
+        Returns:
+            The loss of each element, (N, 1, *spatial).
+        """
         raise NotImplementedError
 
     def forward(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        """The loss of a batch.
+
+        Args:
+            logits: float logits, (N, K) or (N, K, *spatial) with K ≥ 2; float16 and bfloat16
+                are computed in float32.
+            target: integer class indices, (N,) or (N, *spatial), each in 0..K − 1 or
+                ``ignore_index``. A loss with ``accepts_soft_targets`` also takes float targets
+                of the logits' shape whose rows along dim 1 are probability vectors.
+
+        Returns:
+            A 0-d tensor for ``reduction="mean"`` or ``"sum"``; for ``"none"`` one value per
+            sample or pixel, (N,) or (N, *spatial), 0 where the target is ``ignore_index``.
+
+        Raises:
+            ValueError: if ``validate_inputs`` is on and the logits or targets have the wrong
+                type, dtype, shape, device or values, or if the loss is not finite because the
+                logits hold NaN or Inf.
+        """
         if not self.validate_inputs:
             return self._forward_trusted(logits, target)
         logits = check_logits(logits)
@@ -137,10 +216,28 @@ class Loss(nn.Module):
         return self.reduce_valid(logits, index, valid)
 
     def soft_target_elementwise(self, logits: torch.Tensor, soft: torch.Tensor) -> torch.Tensor:
+        """The loss of each element against soft targets; only losses with ``accepts_soft_targets``.
+
+        Args:
+            logits: float logits, (N, K, *spatial).
+            soft: soft targets of the logits' shape and dtype, each row a probability vector.
+
+        Returns:
+            The loss of each element, (N, 1, *spatial).
+        """
         raise NotImplementedError
 
     def reduce_valid(self, logits: torch.Tensor, index: torch.Tensor, valid: torch.Tensor | None) -> torch.Tensor:
-        """Per-element loss, ignored elements zeroed, then reduced."""
+        """Per-element loss, ignored elements zeroed, then reduced.
+
+        Args:
+            logits: float logits, (N, K, *spatial).
+            index: target class indices, (N, 1, *spatial), ignored ones replaced by class 0.
+            valid: which elements count, (N, *spatial) booleans, or None when all do.
+
+        Returns:
+            The reduced loss, as :meth:`forward` returns it.
+        """
         if valid is None and self.reduction != "none":
             reduced = self.reduced(logits, index, self.reduction)
             if reduced is not None:
@@ -148,8 +245,17 @@ class Loss(nn.Module):
         return self._reduce(self.elementwise(logits, index), valid)
 
     def reduced(self, logits: torch.Tensor, index: torch.Tensor, reduction: str) -> torch.Tensor | None:
-        """The loss already reduced ("mean" or "sum") inside one autograd node — one node and
-        one pass less per batch — or None where a loss has no such path."""
+        """The loss already reduced inside one autograd node — one node and one pass less per batch.
+
+        Args:
+            logits: float logits, (N, K, *spatial).
+            index: target class indices, (N, 1, *spatial), every one a valid class.
+            reduction: ``"mean"`` or ``"sum"`` (a loss whose ``elementwise`` calls this also
+                passes ``"none"``).
+
+        Returns:
+            The reduced loss, a 0-d tensor, or None where a loss has no such path.
+        """
         return None
 
     def _reduce(self, loss: torch.Tensor, valid: torch.Tensor | None) -> torch.Tensor:
@@ -177,11 +283,20 @@ class Loss(nn.Module):
         return result
 
     def extra_repr(self) -> str:
+        """The hyperparameters as ``name=value`` pairs, for the module's repr.
+
+        Returns:
+            The text between the parentheses of ``repr(loss)``.
+        """
         parts = [f"{k}={v!r}" for k, v in self.hyperparameters().items()]
         return ", ".join(parts)
 
-    def hyperparameters(self) -> dict:
-        """The constructor arguments that define this loss (for configs and repr)."""
+    def hyperparameters(self) -> dict[str, object]:
+        """The constructor arguments that define this loss (for configs and repr).
+
+        Returns:
+            Constructor parameter name -> value.
+        """
         return {"reduction": self.reduction, "ignore_index": self.ignore_index}
 
 
@@ -238,9 +353,29 @@ def check_target_range(index: torch.Tensor, num_classes: int, ignore_index: int 
         raise ValueError(f"target out of range: found {bad}, expected 0..{num_classes - 1}{hint}")
 
 
-def check_target_values(targets, num_classes: int, ignore_index: int | None = None) -> None:
-    """Check a whole set of integer targets once (e.g. a training set before a loss is told
-    ``validate_inputs = False``): integer dtype and every value a class or ``ignore_index``."""
+def check_target_values(targets: torch.Tensor, num_classes: int, ignore_index: int | None = None) -> None:
+    """Check a whole set of integer targets once, e.g. a training set before a loss is told
+    ``validate_inputs = False``: integer dtype and every value a class or ``ignore_index``.
+
+    Args:
+        targets: integer class indices, any shape (a whole data set's, not one batch's).
+        num_classes: the number of classes K; valid classes are 0..K − 1.
+        ignore_index: a target value that is allowed besides the classes (e.g. 255 for
+            unlabelled pixels); ``None`` (default) allows none.
+
+    Raises:
+        ValueError: if ``targets`` is not an integer tensor or holds a value that is neither a
+            class nor ``ignore_index``.
+
+    Examples:
+        >>> import torch
+        >>> from focalcal.losses import check_target_values
+        >>> check_target_values(torch.tensor([0, 2, 255]), num_classes=3, ignore_index=255)
+        >>> check_target_values(torch.tensor([0, 3]), num_classes=3)
+        Traceback (most recent call last):
+            ...
+        ValueError: target out of range: found 3, expected 0..2
+    """
     if not torch.is_tensor(targets) or targets.is_floating_point() or targets.is_complex() or targets.dtype == torch.bool:
         kind = targets.dtype if torch.is_tensor(targets) else type(targets).__name__
         raise ValueError(f"targets must be a tensor of integer class indices, got {kind}")

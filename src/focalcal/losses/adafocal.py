@@ -26,24 +26,53 @@ is how both that code and this module encode the regime.
 from __future__ import annotations
 
 import numbers
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import torch
 
 from focalcal._constraints import NON_NEGATIVE, POSITIVE, POSITIVE_INT, REAL, Interval, Options
 
 from ._base import Loss, avoid_host_sync, cast_like, check_targets
+
+if TYPE_CHECKING:
+    from focalcal._typing import ArrayLike
 from .focal import focal_of_target
 
 BIN_BY = ("true_class", "predicted")
 
 
-def equal_mass_bins(confidence: torch.Tensor, correct: torch.Tensor, num_bins: int):
+def equal_mass_bins(confidence: torch.Tensor, correct: torch.Tensor,
+                    num_bins: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Split samples into ``num_bins`` bins of (almost) equal size by confidence.
 
-    Returns (inner_edges (num_bins − 1,), mean confidence per bin, accuracy per bin); edge b
+    Bin sizes differ by at most one, the larger bins first (as ``numpy.array_split``). Edge b
     lies halfway between the last confidence of bin b and the first of bin b + 1, and a
     confidence c belongs to the bin ``bucketize(c, inner_edges)`` (edges[b−1] < c ≤ edges[b]).
+
+    Args:
+        confidence: each sample's top-label confidence, (N,).
+        correct: whether each sample's prediction is right, (N,) booleans (or 0/1).
+        num_bins: the number of bins, at most N.
+
+    Returns:
+        (inner edges (num_bins − 1,), mean confidence per bin (num_bins,), accuracy per bin
+        (num_bins,) as a fraction), all float64.
+
+    Raises:
+        ValueError: if there are fewer samples than bins.
+
+    Examples:
+        >>> import torch
+        >>> from focalcal.losses.adafocal import equal_mass_bins
+        >>> confidence = torch.tensor([0.9, 0.4, 0.6, 0.8, 0.5])
+        >>> correct = torch.tensor([True, False, True, True, False])
+        >>> edges, mean_confidence, accuracy = equal_mass_bins(confidence, correct, num_bins=2)
+        >>> [round(value, 4) for value in edges.tolist()]
+        [0.7]
+        >>> [round(value, 4) for value in mean_confidence.tolist()]
+        [0.5, 0.85]
+        >>> [round(value, 4) for value in accuracy.tolist()]
+        [0.3333, 1.0]
     """
     n = confidence.numel()
     if n < num_bins:
@@ -66,7 +95,11 @@ def equal_mass_bins(confidence: torch.Tensor, correct: torch.Tensor, num_bins: i
 
 
 class AdaFocalLoss(Loss):
-    """Calibration-aware adaptive focal loss; see the module docstring for the update rule.
+    r"""Calibration-aware adaptive focal loss; see the module docstring for the update rule.
+
+    Each training sample's loss is $-(1 - p_y)^{\gamma_b} \log p_y$ with the γ of its bin b, or
+    the inverse-focal $-(1 + p_y)^{|\gamma_b|} \log p_y$ where $\gamma_b < 0$. Defaults are the
+    official AdaFocal code's.
 
     Args:
         num_bins: equal-mass validation bins (15).
@@ -76,8 +109,38 @@ class AdaFocalLoss(Loss):
         gamma_max: upper bound of γ, the cap on a focal bin's γ (20).
         switch_threshold: S_th, the |γ| below which a bin switches between focal and
             inverse-focal (0.2); at most min(|gamma_min|, gamma_max), so a switched bin is not clipped.
-        bin_by: which probability of a training sample picks its bin: ``"true_class"`` (p_y)
-            or ``"predicted"`` (top-label confidence).
+        bin_by: which probability of a training sample picks its bin: ``"true_class"`` (default,
+            $p_y$) or ``"predicted"`` (top-label confidence).
+        reduction: ``"mean"`` (over non-ignored samples/pixels), ``"sum"``, or ``"none"``
+            (one value per sample/pixel).
+        ignore_index: target value whose samples/pixels are left out; ``None`` (default)
+            means none.
+
+    Attributes:
+        gammas (torch.Tensor): the signed γ of each bin, (num_bins,) float64; negative means
+            inverse focal.
+        bin_edges (torch.Tensor): the inner edges of the bins, (num_bins − 1,) float64, from the
+            last validation pass (equal-width before the first).
+
+    Raises:
+        ValueError: if ``switch_threshold`` exceeds min(|gamma_min|, gamma_max), or
+            ``gamma_initial`` lies outside [gamma_min, gamma_max] or below ``switch_threshold``
+            in magnitude.
+
+    Examples:
+        >>> import torch
+        >>> from focalcal.losses import AdaFocalLoss
+        >>> logits = torch.tensor([[2.0, 0.5, -1.0], [0.1, 0.3, 1.2]])
+        >>> targets = torch.tensor([0, 1])
+        >>> loss = AdaFocalLoss(num_bins=2)
+        >>> print(f"{loss(logits, targets).item():.4f}")
+        0.5828
+        >>> validation_logits = torch.tensor([[3.0, 0.0, 0.0], [2.5, 0.0, 0.0], [0.2, 0.0, 0.1], [0.0, 0.3, 0.0]])
+        >>> loss.update_from_validation(validation_logits, torch.tensor([1, 0, 0, 1]))
+        >>> [round(value, 4) for value in loss.gammas.tolist()]
+        [0.5407, 1.4685]
+        >>> print(f"{loss(logits, targets).item():.4f}")
+        0.6419
     """
 
     name = "adafocal"
@@ -123,7 +186,16 @@ class AdaFocalLoss(Loss):
 
     # ---- epoch-level update ------------------------------------------------------------------
     def update_from_validation(self, logits: torch.Tensor, labels: torch.Tensor) -> None:
-        """Rebin the validation set by confidence and update every bin's γ (call once per epoch)."""
+        """Rebin the validation set by confidence and update every bin's γ (call once per epoch).
+
+        Args:
+            logits: the validation set's logits, (N, K), N ≥ ``num_bins``.
+            labels: its integer class labels, (N,).
+
+        Raises:
+            ValueError: if the logits are not a (N, K) tensor, the labels do not fit them, or
+                there are fewer samples than bins.
+        """
         if not torch.is_tensor(logits) or logits.dim() != 2:
             raise ValueError(f"adafocal validation logits must be a (N, K) tensor, got "
                              f"{getattr(logits, 'shape', type(logits).__name__)}")
@@ -134,8 +206,16 @@ class AdaFocalLoss(Loss):
             self.update_gammas(mean_conf, accuracy)
             self.bin_edges.copy_(edges)
 
-    def update_gammas(self, bin_confidence, bin_accuracy) -> None:
-        """One AdaFocal step from per-bin validation confidence C_b and accuracy A_b."""
+    def update_gammas(self, bin_confidence: ArrayLike, bin_accuracy: ArrayLike) -> None:
+        """One AdaFocal step from per-bin validation confidence C_b and accuracy A_b.
+
+        Args:
+            bin_confidence: each bin's mean confidence C_b, (num_bins,).
+            bin_accuracy: each bin's accuracy A_b, (num_bins,), a fraction.
+
+        Raises:
+            ValueError: if either has the wrong shape or a non-finite entry (an empty bin).
+        """
         confidence = torch.as_tensor(bin_confidence, dtype=torch.float64, device=self.gammas.device)
         accuracy = torch.as_tensor(bin_accuracy, dtype=torch.float64, device=self.gammas.device)
         if confidence.shape != (self.num_bins,) or accuracy.shape != (self.num_bins,):
@@ -149,9 +229,17 @@ class AdaFocalLoss(Loss):
 
     # ---- training loss -----------------------------------------------------------------------
     def gamma_for(self, confidence: torch.Tensor) -> torch.Tensor:
-        """Signed γ of each sample from the probability that picks its bin. On the sync-free path
-        the bins and γs are cast inside the step, so a captured step reads their current values;
-        elsewhere the casts are kept while the tensors are unchanged."""
+        """Signed γ of each sample from the probability that picks its bin.
+
+        On the sync-free path the bins and γs are cast inside the step, so a captured step
+        reads their current values; elsewhere the casts are kept while the tensors are unchanged.
+
+        Args:
+            confidence: each sample's probability that picks its bin (``bin_by``), any shape.
+
+        Returns:
+            The signed γ of each sample, ``confidence``'s shape and dtype.
+        """
         if avoid_host_sync(confidence):
             edges, gammas = self.bin_edges.to(confidence.dtype), self.gammas.to(confidence.dtype)
         else:
@@ -171,16 +259,40 @@ class AdaFocalLoss(Loss):
             self._inverse = (gammas, gammas._version, bool((gammas < 0).any()))
         return self._inverse[2]
 
-    def elementwise(self, logits, index):
+    def elementwise(self, logits: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+        """The AdaFocal loss of each element.
+
+        Args:
+            logits: float logits, (N, K, *spatial).
+            index: target class indices, (N, 1, *spatial), every one a valid class.
+
+        Returns:
+            The loss of each element, (N, 1, *spatial).
+        """
         return self.reduced(logits, index, "none")
 
-    def reduced(self, logits, index, reduction):
+    def reduced(self, logits: torch.Tensor, index: torch.Tensor, reduction: str) -> torch.Tensor:
+        """The AdaFocal loss, reduced inside its one autograd node.
+
+        Args:
+            logits: float logits, (N, K, *spatial).
+            index: target class indices, (N, 1, *spatial), every one a valid class.
+            reduction: ``"mean"``, ``"sum"`` or ``"none"``.
+
+        Returns:
+            A 0-d tensor, or (N, 1, *spatial) for ``"none"``.
+        """
         # Sync-free, every element takes the γ-signed formula, which equals the focal one where γ ≥ 0.
         has_inverse = True if avoid_host_sync(logits) else self._has_inverse()
         return focal_of_target(logits, index, self._gamma_of_prediction, has_inverse=has_inverse,
                                reduction=reduction)
 
-    def hyperparameters(self):
+    def hyperparameters(self) -> dict[str, object]:
+        """The constructor arguments that define this loss.
+
+        Returns:
+            Constructor parameter name -> value.
+        """
         return {"num_bins": self.num_bins, "lam": self.lam, "gamma_initial": self.gamma_initial,
                 "gamma_min": self.gamma_min, "gamma_max": self.gamma_max, "switch_threshold": self.switch_threshold,
                 "bin_by": self.bin_by, **super().hyperparameters()}
@@ -188,8 +300,33 @@ class AdaFocalLoss(Loss):
 
 def next_gammas(gammas: torch.Tensor, calibration_gap: torch.Tensor, *, lam: float, gamma_min: float,
                 gamma_max: float, switch_threshold: float) -> torch.Tensor:
-    """AdaFocal's γ update for per-bin gaps C_b − A_b (positive = over-confident), the signed
-    result clipped to [gamma_min, gamma_max] after the regime switch (the official code's order)."""
+    r"""AdaFocal's γ update for per-bin gaps $C_b - A_b$ (positive = over-confident), the signed
+    result clipped to [gamma_min, gamma_max] after the regime switch (the official code's order).
+
+    A focal bin takes $\gamma_b e^{\lambda (C_b - A_b)}$, an inverse-focal one
+    $|\gamma_b| e^{-\lambda (C_b - A_b)}$ in magnitude; a bin whose |γ| falls below
+    ``switch_threshold`` becomes ±S_th by the sign of its gap.
+
+    Args:
+        gammas: each bin's signed γ, (num_bins,); negative means inverse focal.
+        calibration_gap: each bin's mean confidence minus accuracy, (num_bins,).
+        lam: step size λ.
+        gamma_min: lower bound of the signed γ (< 0).
+        gamma_max: upper bound of γ (> 0).
+        switch_threshold: S_th, the |γ| below which a bin switches regime.
+
+    Returns:
+        The updated signed γ of each bin, (num_bins,), ``gammas``' dtype.
+
+    Examples:
+        >>> import torch
+        >>> from focalcal.losses.adafocal import next_gammas
+        >>> gammas = torch.tensor([1.0, 1.0, -1.0], dtype=torch.float64)
+        >>> gap = torch.tensor([0.5, -2.0, 0.1], dtype=torch.float64)
+        >>> updated = next_gammas(gammas, gap, lam=1.0, gamma_min=-2.0, gamma_max=20.0, switch_threshold=0.2)
+        >>> [round(value, 4) for value in updated.tolist()]
+        [1.6487, -0.2, -0.9048]
+    """
     step = torch.exp(lam * calibration_gap)
     magnitude = torch.where(gammas >= 0, gammas.abs() * step, gammas.abs() / step)
     updated = torch.copysign(magnitude, gammas)

@@ -64,11 +64,35 @@ ROOT_EPSILON = 1e-10
 
 def mmce_squared(confidence: torch.Tensor, one_minus_confidence: torch.Tensor, correct: torch.Tensor,
                  *, bandwidth: float = 0.4, weighted: bool = True, normalization: str = "count") -> torch.Tensor:
-    """MMCE² of a batch (1-D inputs: top-label confidence, 1 − confidence, correct as bool).
+    r"""$\mathrm{MMCE}^2 = \sum_{ij} w_i w_j k(r_i, r_j)$ of a batch (the module docstring gives the weights).
 
     Differentiable by autograd; ``MMCELoss`` uses the closed-form gradient of the same quantity.
     For the weighted "count" estimator this is the released code's value under its square root,
     before the 10⁻¹⁰ (0 when a group is empty); ``mmce_norm`` gives the regulariser.
+
+    Args:
+        confidence: each sample's top-label confidence r, (m,).
+        one_minus_confidence: 1 − r computed without cancellation, (m,).
+        correct: whether each sample's prediction is right, (m,) booleans.
+        bandwidth: width h of the Laplacian kernel $e^{-|r - r'|/h}$ (0.4 in Kumar et al.).
+        weighted: the weighted MMCE (default) or the plain one.
+        normalization: of the weighted estimator's groups, ``"count"`` (default, the released
+            code's) or ``"weight"``.
+
+    Returns:
+        MMCE², a 0-d tensor.
+
+    Raises:
+        ValueError: if ``normalization`` is not one of the two.
+
+    Examples:
+        >>> import torch
+        >>> from focalcal.losses.mmce import mmce_squared
+        >>> confidence = torch.tensor([0.9, 0.8, 0.6, 0.7], dtype=torch.float64)
+        >>> correct = torch.tensor([True, True, False, True])
+        >>> square = mmce_squared(confidence, 1 - confidence, correct, normalization="weight")
+        >>> print(f"{square.item():.4f}")
+        0.4955
     """
     kernel = torch.exp(-(confidence.unsqueeze(0) - confidence.unsqueeze(1)).abs() / bandwidth)
     if weighted and _check_normalization(normalization) == "count":
@@ -87,8 +111,36 @@ def mmce_squared(confidence: torch.Tensor, one_minus_confidence: torch.Tensor, c
 
 def mmce_norm(confidence: torch.Tensor, one_minus_confidence: torch.Tensor, correct: torch.Tensor,
               *, bandwidth: float = 0.4, weighted: bool = True, normalization: str = "count") -> torch.Tensor:
-    """The regulariser MMCE of a batch, by autograd: √(MMCE² + 10⁻¹⁰) for the released "count"
-    estimator (0 without both groups), else √MMCE² (gradient 0 at 0)."""
+    r"""The regulariser MMCE of a batch, by autograd.
+
+    It is $\sqrt{\mathrm{MMCE}^2 + 10^{-10}}$ for the released "count" estimator (0 without
+    both groups), else $\sqrt{\mathrm{MMCE}^2}$ (gradient 0 at 0).
+
+    Args:
+        confidence: each sample's top-label confidence r, (m,).
+        one_minus_confidence: 1 − r computed without cancellation, (m,).
+        correct: whether each sample's prediction is right, (m,) booleans.
+        bandwidth: width h of the Laplacian kernel $e^{-|r - r'|/h}$ (0.4 in Kumar et al.).
+        weighted: the weighted MMCE (default) or the plain one.
+        normalization: of the weighted estimator's groups, ``"count"`` (default, the released
+            code's) or ``"weight"``.
+
+    Returns:
+        MMCE, a 0-d tensor.
+
+    Raises:
+        ValueError: if ``normalization`` is not one of the two.
+
+    Examples:
+        >>> import torch
+        >>> from focalcal.losses.mmce import mmce_norm
+        >>> confidence = torch.tensor([0.9, 0.8, 0.6, 0.7], dtype=torch.float64)
+        >>> correct = torch.tensor([True, True, False, True])
+        >>> print(f"{mmce_norm(confidence, 1 - confidence, correct).item():.4f}")
+        0.5569
+        >>> print(f"{mmce_norm(confidence, 1 - confidence, correct, normalization='weight').item():.4f}")
+        0.7039
+    """
     square = mmce_squared(confidence, one_minus_confidence, correct, bandwidth=bandwidth, weighted=weighted,
                           normalization=normalization)
     if weighted and normalization == "count":
@@ -290,17 +342,38 @@ MAX_ELEMENTS = 16_384
 
 
 class MMCELoss(Loss):
-    """Per sample: −log p_y + λ · MMCE(batch). Classification logits (N, K), or (N, K, *) with
-    each labelled element a sample (tree nodes; at most ``MAX_ELEMENTS``).
+    r"""Per sample: $-\log p_y + \lambda \cdot \mathrm{MMCE}(\text{batch})$.
+
+    Takes classification logits (N, K), or (N, K, *) with each labelled element a sample (tree
+    nodes; at most ``MAX_ELEMENTS``). The MMCE term couples the batch's samples, so "none"
+    gives each sample its own −log p_y plus the batch's shared λ · MMCE.
 
     Args:
-        lam: weight λ of the MMCE term (default 2, mukhoti2020's value for images).
+        lam: weight λ of the MMCE term (default 2, mukhoti2020's value for images; 8 for text).
         bandwidth: Laplacian kernel width (0.4 in Kumar et al.).
         weighted: weighted MMCE (default) or the plain one.
         normalization: of the weighted MMCE's groups — "count" (default: the released code of
             Kumar et al. and mukhoti2020, pair means divided by the counts) or "weight" (each
-            group normalised to total weight 1). See the module
-            docstring.
+            group normalised to total weight 1). See the module docstring.
+        reduction: ``"mean"`` (over non-ignored samples), ``"sum"``, or ``"none"`` (one value
+            per sample).
+        ignore_index: target value whose samples are left out of both terms; ``None``
+            (default) means none.
+
+    Raises:
+        ValueError: (in ``forward``) if (N, K, *) logits have more than ``MAX_ELEMENTS``
+            labelled elements: the MMCE term is quadratic in them.
+
+    Examples:
+        >>> import torch
+        >>> from focalcal.losses import MMCELoss
+        >>> logits = torch.tensor([[2.0, 0.5, -1.0], [0.1, 0.3, 1.2], [0.4, 1.5, 0.2]])
+        >>> targets = torch.tensor([0, 1, 1])
+        >>> loss = MMCELoss(lam=2.0)
+        >>> print(f"{loss(logits, targets).item():.4f}")
+        1.6533
+        >>> print(f"{MMCELoss(lam=2.0, normalization='weight')(logits, targets).item():.4f}")
+        1.7934
     """
 
     name = "mmce"
@@ -318,7 +391,15 @@ class MMCELoss(Loss):
         self.normalization = normalization
 
     def regulariser(self, logits: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
-        """MMCE of the samples given (logits (m, K), targets (m, 1)), by autograd."""
+        """MMCE of the samples given, by autograd (without the λ).
+
+        Args:
+            logits: float logits, (m, K).
+            index: target class indices, (m, 1).
+
+        Returns:
+            MMCE, a 0-d tensor.
+        """
         log_p = torch.log_softmax(logits, dim=1)
         log_conf, predicted = log_p.max(dim=1, keepdim=True)
         log_rest = torch.logsumexp(log_p.scatter(1, predicted, float("-inf")), dim=1)
@@ -326,7 +407,20 @@ class MMCELoss(Loss):
         return mmce_norm(log_conf.squeeze(1).exp(), log_rest.exp(), correct, bandwidth=self.bandwidth,
                          weighted=self.weighted, normalization=self.normalization)
 
-    def reduce_valid(self, logits, index, valid):
+    def reduce_valid(self, logits: torch.Tensor, index: torch.Tensor, valid: torch.Tensor | None) -> torch.Tensor:
+        """Cross-entropy plus λ · MMCE over the valid elements, reduced.
+
+        Args:
+            logits: float logits, (N, K, *spatial).
+            index: target class indices, (N, 1, *spatial), ignored ones replaced by class 0.
+            valid: which elements count, (N, *spatial) booleans, or None when all do.
+
+        Returns:
+            A 0-d tensor, or (N,) / (N, *spatial) for ``reduction="none"``, 0 where ignored.
+
+        Raises:
+            ValueError: if (N, K, *) logits have more than ``MAX_ELEMENTS`` labelled elements.
+        """
         if avoid_host_sync(logits):
             return self._reduce_on_device(logits, index, valid)
         if logits.dim() > 2:
@@ -383,6 +477,11 @@ class MMCELoss(Loss):
         per_element = log_p.gather(1, flat_index).view(-1).neg() + self.lam * norm
         return self._reduce(per_element.view(shape).unsqueeze(1), valid)
 
-    def hyperparameters(self):
+    def hyperparameters(self) -> dict[str, object]:
+        """The constructor arguments that define this loss.
+
+        Returns:
+            Constructor parameter name -> value.
+        """
         return {"lam": self.lam, "bandwidth": self.bandwidth, "weighted": self.weighted,
                 "normalization": self.normalization, **super().hyperparameters()}

@@ -44,7 +44,39 @@ PRESETS: Mapping[str, tuple[str, dict]] = _Declared(presets=True)
 
 def register(cls: type[Loss]) -> type[Loss]:
     """Declare a loss class under its ``name`` (usable as a class decorator): the run-time
-    form of a :mod:`focalcal.catalog` entry; ``build`` then takes it."""
+    form of a :mod:`focalcal.catalog` entry; ``build`` then takes it.
+
+    ```python
+    @register
+    class NegativeLogLikelihood(Loss):
+        name = "negative_log_likelihood"
+
+        def elementwise(self, logits, index):
+            return -torch.log_softmax(logits, dim=1).gather(1, index)
+
+    loss = build({"name": "negative_log_likelihood", "reduction": "sum"})
+    ```
+
+    Args:
+        cls: a subclass of :class:`Loss` with its own class attribute ``name``.
+
+    Returns:
+        ``cls`` itself.
+
+    Raises:
+        ValueError: if ``cls`` is not a ``Loss`` subclass or has no ``name`` of its own.
+
+    Examples:
+        A loss needs its own config name before it can be declared:
+
+        >>> from focalcal.losses import Loss, register
+        >>> class Unnamed(Loss):
+        ...     pass
+        >>> register(Unnamed)
+        Traceback (most recent call last):
+            ...
+        ValueError: Unnamed needs its own class attribute `name` (the config name)
+    """
     if not (isinstance(cls, type) and issubclass(cls, Loss)) or cls is Loss:
         raise ValueError(f"a loss must be a subclass of focalcal.losses.Loss, got {cls!r}")
     if not isinstance(cls.name, str) or not cls.name or cls.name == Loss.name:
@@ -54,7 +86,23 @@ def register(cls: type[Loss]) -> type[Loss]:
 
 
 def loss_class(name: str) -> type[Loss]:
-    """The class the catalog declares for loss ``name`` (not a preset)."""
+    """The class the catalog declares for loss ``name`` (not a preset).
+
+    Args:
+        name: a loss's config name, e.g. ``"focal"``.
+
+    Returns:
+        The :class:`Loss` subclass, imported on first use.
+
+    Raises:
+        ValueError: if ``name`` is no loss (presets included) or the catalog's entry is not a
+            ``Loss`` subclass of that name.
+
+    Examples:
+        >>> from focalcal.losses import loss_class
+        >>> loss_class("focal").__name__
+        'FocalLoss'
+    """
     entry = catalog.loss(name) if isinstance(name, str) else None
     if entry is None or entry.builder is None:
         raise ValueError(f"unknown loss {name!r}; available: {', '.join(available())}")
@@ -66,20 +114,65 @@ def loss_class(name: str) -> type[Loss]:
 
 
 def available() -> list[str]:
-    """Every name ``build`` accepts: the losses, then the presets."""
+    """Every name ``build`` accepts: the losses, then the presets.
+
+    Returns:
+        The loss names sorted, followed by the preset names sorted.
+
+    Examples:
+        >>> from focalcal.losses import available
+        >>> "focal" in available(), "flsd53" in available()
+        (True, True)
+    """
     return sorted(LOSSES) + sorted(PRESETS)
 
 
-def parameters(name: str) -> dict:
-    """The parameters ``name`` accepts, with their defaults (a preset's fixed ones left out)."""
+def parameters(name: str) -> dict[str, object]:
+    """The parameters ``name`` accepts, with their defaults (a preset's fixed ones left out).
+
+    Args:
+        name: a loss or preset name, one of :func:`available`.
+
+    Returns:
+        Parameter name -> default, in the constructor's order.
+
+    Raises:
+        ValueError: if ``name`` is unknown.
+
+    Examples:
+        >>> from focalcal.losses import parameters
+        >>> parameters("flsd53")
+        {'reduction': 'mean', 'ignore_index': None}
+        >>> list(parameters("focal"))
+        ['gamma', 'alpha', 'smoothing', 'convention', 'reduction', 'ignore_index']
+    """
     cls, fixed = _resolve(name)
     signature = inspect.signature(cls.__init__)
     return {p.name: p.default for p in signature.parameters.values()
             if p.kind is inspect.Parameter.KEYWORD_ONLY and p.name not in fixed}
 
 
-def build(config: Mapping) -> Loss:
-    """A loss module from ``{"name": ..., **parameters}``."""
+def build(config: Mapping[str, object]) -> Loss:
+    """A loss module from ``{"name": ..., **parameters}``.
+
+    Args:
+        config: the loss or preset name under ``"name"`` and any of its :func:`parameters`.
+
+    Returns:
+        The loss module.
+
+    Raises:
+        TypeError: if ``config`` is not a mapping.
+        ValueError: if the name is missing or unknown, or a parameter is not one the loss
+            accepts (the message lists what exists), or a value is out of range.
+
+    Examples:
+        >>> from focalcal.losses import build
+        >>> build({"name": "focal", "gamma": 3})
+        FocalLoss(gamma=3.0, alpha=None, smoothing=0.0, convention='wrong_classes', reduction='mean', ignore_index=None)
+        >>> build({"name": "flsd53"}).gammas
+        (5.0, 3.0)
+    """
     if not isinstance(config, Mapping):
         raise TypeError(f"a loss config must be a mapping with a 'name', got {type(config).__name__}")
     if "name" not in config:

@@ -17,7 +17,7 @@ whose derivative with α = β = γ = ρ = 1 is ∂L/∂z_i = −y_i/z_i + (1 −
 from __future__ import annotations
 
 import numbers
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 import torch
@@ -31,10 +31,34 @@ from . import _fused
 from ._base import Loss, avoid_host_sync, class_weight_tensor
 from ._classwise import choose, classwise_loss
 
+if TYPE_CHECKING:
+    from focalcal._typing import ArrayLike
+
 
 # ---- class weights ---------------------------------------------------------------------------
-def class_counts(targets, num_classes: int, ignore_index: int | None = None) -> np.ndarray:
-    """How many samples/pixels of each class ``targets`` (any shape, integer) holds."""
+def class_counts(targets: ArrayLike, num_classes: int, ignore_index: int | None = None) -> np.ndarray:
+    """How many samples/pixels of each class ``targets`` holds.
+
+    Args:
+        targets: integer class indices, any shape (e.g. every training mask).
+        num_classes: the number of classes K ≥ 2.
+        ignore_index: a target value left uncounted (e.g. 255 for unlabelled pixels); ``None``
+            (default) counts every value.
+
+    Returns:
+        The count of each class, (K,) int64.
+
+    Raises:
+        ValueError: if ``num_classes`` is not an int ≥ 2, or ``targets`` is not integer or
+            holds a value outside 0..K − 1 (besides ``ignore_index``).
+
+    Examples:
+        >>> import torch
+        >>> from focalcal.losses import class_counts
+        >>> masks = torch.tensor([[0, 0, 1], [2, 0, 255]])
+        >>> class_counts(masks, num_classes=3, ignore_index=255).tolist()
+        [3, 1, 1]
+    """
     if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 2:
         raise ValueError(f"num_classes must be an int >= 2, got {num_classes!r}")
     if torch.is_tensor(targets):
@@ -51,11 +75,26 @@ def class_counts(targets, num_classes: int, ignore_index: int | None = None) -> 
     return np.bincount(flat, minlength=num_classes)
 
 
-def inverse_frequency_weights(counts) -> np.ndarray:
-    """w_i = n / (K · n_i): inversely proportional to each class's count, 1 for balanced data.
+def inverse_frequency_weights(counts: ArrayLike) -> np.ndarray:
+    r"""$w_i = n / (K n_i)$: inversely proportional to each class's count, 1 for balanced data.
 
-    ``counts`` is one count per class (see ``class_counts``). A class with no samples has no
-    finite weight; that is an error naming the class rather than a silent guess.
+    A class with no samples has no finite weight; that is an error naming the class rather
+    than a silent guess.
+
+    Args:
+        counts: one count $n_i$ per class, (K,) (see ``class_counts``); n is their sum.
+
+    Returns:
+        The weight of each class, (K,) float64.
+
+    Raises:
+        ValueError: if ``counts`` is not 1-D with at least two finite non-negative entries,
+            or a class has count 0.
+
+    Examples:
+        >>> from focalcal.losses import inverse_frequency_weights
+        >>> inverse_frequency_weights([3, 1, 1]).round(4).tolist()
+        [0.5556, 1.6667, 1.6667]
     """
     counts = counts.detach().cpu().numpy().astype(np.float64) if torch.is_tensor(counts) else real_array(counts, "counts")
     if counts.ndim != 1 or counts.size < 2:
@@ -70,11 +109,40 @@ def inverse_frequency_weights(counts) -> np.ndarray:
 
 
 class WeightedCrossEntropyLoss(Loss):
-    """hossain2021 Eq 3: −w_y log z_y with inverse-frequency class weights.
+    r"""hossain2021 Eq 3: $-w_y \log z_y$ with inverse-frequency class weights.
 
     Give ``weights`` (one per class) or ``class_counts`` (weights = inverse frequency), or
     neither and let the trainer call ``set_training_targets(train_targets, num_classes)``.
-    The mean reduction is the plain mean of w_y · CE over elements.
+    The mean reduction is the plain mean of $w_y \cdot \mathrm{CE}$ over elements.
+
+    Args:
+        weights: one non-negative weight per class, (K,); None (default) for none given.
+        class_counts: one count per class, (K,), turned into ``inverse_frequency_weights``;
+            None (default) for none given.
+        reduction: ``"mean"`` (over non-ignored samples/pixels), ``"sum"``, or ``"none"``
+            (one value per sample/pixel).
+        ignore_index: target value whose samples/pixels are left out (e.g. 255 for unlabelled
+            pixels); ``None`` (default) means none.
+
+    Attributes:
+        weights (torch.Tensor | None): the class weights as float32, (K,), None until given.
+        needs_training_targets (bool): True while no weights are given, so the trainer calls
+            ``set_training_targets``.
+
+    Raises:
+        ValueError: if both ``weights`` and ``class_counts`` are given.
+
+    Examples:
+        >>> import torch
+        >>> from focalcal.losses import WeightedCrossEntropyLoss
+        >>> logits = torch.tensor([[2.0, 0.5, -1.0], [0.1, 0.3, 1.2]])
+        >>> targets = torch.tensor([0, 1])
+        >>> loss = WeightedCrossEntropyLoss(class_counts=[3, 1, 1])
+        >>> print(f"{loss(logits, targets).item():.4f}")
+        1.2783
+        >>> loss = WeightedCrossEntropyLoss.from_targets(torch.tensor([0, 0, 0, 1, 2]), num_classes=3)
+        >>> print(f"{loss(logits, targets).item():.4f}")
+        1.2783
     """
 
     name = "weighted_cross_entropy"
@@ -82,8 +150,8 @@ class WeightedCrossEntropyLoss(Loss):
                               "weights": [SequenceOf(NON_NEGATIVE, min_length=2), None],
                               "class_counts": [SequenceOf(NON_NEGATIVE, min_length=2), None]}
 
-    def __init__(self, *, weights=None, class_counts=None, reduction: str = "mean",
-                 ignore_index: int | None = None) -> None:
+    def __init__(self, *, weights: ArrayLike | None = None, class_counts: ArrayLike | None = None,
+                 reduction: str = "mean", ignore_index: int | None = None) -> None:
         super().__init__(reduction=reduction, ignore_index=ignore_index)
         self._validate(weights=weights, class_counts=class_counts)
         if weights is not None and class_counts is not None:
@@ -100,13 +168,31 @@ class WeightedCrossEntropyLoss(Loss):
         self.needs_training_targets = weights is None
 
     @classmethod
-    def from_targets(cls, targets, num_classes: int, **kwargs) -> WeightedCrossEntropyLoss:
-        """Weights from the class frequencies of ``targets`` (e.g. all training masks)."""
+    def from_targets(cls, targets: ArrayLike, num_classes: int, **kwargs: object) -> WeightedCrossEntropyLoss:
+        """Weights from the class frequencies of ``targets`` (e.g. all training masks).
+
+        Args:
+            targets: integer class indices, any shape.
+            num_classes: the number of classes K.
+            **kwargs: the other constructor arguments (``reduction``, ``ignore_index``, which
+                also leaves its value uncounted).
+
+        Returns:
+            The loss, with inverse-frequency weights.
+        """
         return cls(class_counts=class_counts(targets, num_classes, kwargs.get("ignore_index")), **kwargs)
 
-    def set_training_targets(self, targets, num_classes: int) -> None:
+    def set_training_targets(self, targets: ArrayLike, num_classes: int) -> None:
         """Counts the classes once (one read-back, before training) and puts the weights on the
-        module's device, so that no step copies them there."""
+        module's device, so that no step copies them there. A no-op where weights were given.
+
+        Args:
+            targets: every training target, integer class indices of any shape.
+            num_classes: the number of classes K.
+
+        Raises:
+            ValueError: if a target is out of range or a class never occurs.
+        """
         if self.needs_training_targets:
             weights = inverse_frequency_weights(class_counts(targets, num_classes, self.ignore_index))
             self._weight_values = tuple(weights.tolist())
@@ -120,23 +206,68 @@ class WeightedCrossEntropyLoss(Loss):
             raise ValueError(f"weights has {self.weights.numel()} entries but logits have {logits.shape[1]} classes")
         return self.weights.to(device=logits.device, dtype=logits.dtype)  # itself when both match
 
-    def elementwise(self, logits, index):
+    def elementwise(self, logits: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+        """The weighted cross-entropy of each element.
+
+        Args:
+            logits: float logits, (N, K, *spatial).
+            index: target class indices, (N, 1, *spatial), every one a valid class.
+
+        Returns:
+            The loss of each element, (N, 1, *spatial).
+        """
         return F.cross_entropy(logits, index.squeeze(1), weight=self._class_weights(logits),
                                reduction="none").unsqueeze(1)
 
-    def reduce_valid(self, logits, index, valid):
+    def reduce_valid(self, logits: torch.Tensor, index: torch.Tensor, valid: torch.Tensor | None) -> torch.Tensor:
+        """The reduced weighted cross-entropy; torch's fused sum where no element is ignored.
+
+        Args:
+            logits: float logits, (N, K, *spatial).
+            index: target class indices, (N, 1, *spatial), ignored ones replaced by class 0.
+            valid: which elements count, (N, *spatial) booleans, or None when all do.
+
+        Returns:
+            A 0-d tensor, or (N,) / (N, *spatial) for ``reduction="none"``.
+
+        Raises:
+            ValueError: if the loss has no weights yet or not one per class.
+        """
         if valid is None and self.reduction != "none":  # torch's fused sum Σ w_y CE; the mean is over elements
             total = F.cross_entropy(logits, index.squeeze(1), weight=self._class_weights(logits), reduction="sum")
             return total if self.reduction == "sum" else total / index.numel()
         return super().reduce_valid(logits, index, valid)
 
-    def hyperparameters(self):
+    def hyperparameters(self) -> dict[str, object]:
+        """The constructor arguments that define this loss.
+
+        Returns:
+            Constructor parameter name -> value.
+        """
         return {"weights": self._weight_values, **super().hyperparameters()}
 
 
 # ---- dual cross-entropy and dual focal loss -------------------------------------------------
 class DualCrossEntropyLoss(Loss):
-    """hossain2021 Eq 4 (Li et al.'s dual CE): −log z_y + β Σ_{i≠y} log(α + z_i); α > 0, β ≥ 0."""
+    r"""hossain2021 Eq 4 (Li et al.'s dual CE): $-\log z_y + \beta \sum_{i \ne y} \log(\alpha + z_i)$.
+
+    Args:
+        alpha: α > 0 (default 1).
+        beta: β ≥ 0, the weight of the wrong classes' term (default 1; 0 is cross-entropy).
+        reduction: ``"mean"`` (over non-ignored samples/pixels), ``"sum"``, or ``"none"``
+            (one value per sample/pixel).
+        ignore_index: target value whose samples/pixels are left out (e.g. 255 for unlabelled
+            pixels); ``None`` (default) means none.
+
+    Examples:
+        >>> import torch
+        >>> from focalcal.losses import DualCrossEntropyLoss
+        >>> logits = torch.tensor([[2.0, 0.5, -1.0], [0.1, 0.3, 1.2]])
+        >>> targets = torch.tensor([0, 1])
+        >>> loss = DualCrossEntropyLoss(alpha=1.0, beta=1.0)
+        >>> print(f"{loss(logits, targets).item():.4f}")
+        1.2620
+    """
 
     name = "dual_cross_entropy"
     _parameter_constraints: ClassVar[dict] = {**Loss._parameter_constraints, "alpha": [POSITIVE], "beta": [NON_NEGATIVE]}
@@ -147,10 +278,29 @@ class DualCrossEntropyLoss(Loss):
         self._validate(alpha=alpha, beta=beta)
         self.alpha, self.beta = float(alpha), float(beta)
 
-    def elementwise(self, logits, index):
+    def elementwise(self, logits: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+        """The dual cross-entropy of each element.
+
+        Args:
+            logits: float logits, (N, K, *spatial).
+            index: target class indices, (N, 1, *spatial), every one a valid class.
+
+        Returns:
+            The loss of each element, (N, 1, *spatial).
+        """
         return self.reduced(logits, index, "none")
 
-    def reduced(self, logits, index, reduction):
+    def reduced(self, logits: torch.Tensor, index: torch.Tensor, reduction: str) -> torch.Tensor:
+        """The dual cross-entropy, reduced inside its one autograd node.
+
+        Args:
+            logits: float logits, (N, K, *spatial).
+            index: target class indices, (N, 1, *spatial), every one a valid class.
+            reduction: ``"mean"``, ``"sum"`` or ``"none"``.
+
+        Returns:
+            A 0-d tensor, or (N, 1, *spatial) for ``"none"``.
+        """
         alpha, beta = self.alpha, self.beta
         if _fused.usable(logits):
             return _fused.classwise(logits, index, "dual_cross_entropy", (alpha, beta), reduction=reduction)
@@ -164,15 +314,46 @@ class DualCrossEntropyLoss(Loss):
 
         return classwise_loss(logits, spec, reduction=reduction)
 
-    def hyperparameters(self):
+    def hyperparameters(self) -> dict[str, object]:
+        """The constructor arguments that define this loss.
+
+        Returns:
+            Constructor parameter name -> value.
+        """
         return {"alpha": self.alpha, "beta": self.beta, **super().hyperparameters()}
 
 
 class DualFocalLoss(Loss):
-    """hossain2021 dual focal loss (Eq 8 with Eq 7's added α|y − z|^γ; see the module docstring).
+    r"""hossain2021 dual focal loss (Eq 8 with Eq 7's added $\alpha |y - z|^\gamma$; see the module docstring).
 
-    L = −log z_y − β Σ_{i≠y} log(ρ − z_i) + α [(1 − z_y)^γ + Σ_{i≠y} z_i^γ], all constants 1 by
-    default as in the paper. ρ ≥ 1 keeps log(ρ − z) finite; log(1 − z) is computed exactly.
+    $$
+    L = -\log z_y - \beta \sum_{i \ne y} \log(\rho - z_i)
+        + \alpha \Big[(1 - z_y)^\gamma + \sum_{i \ne y} z_i^\gamma\Big],
+    $$
+
+    all constants 1 by default as in the paper. ρ ≥ 1 keeps log(ρ − z) finite; log(1 − z) is
+    computed exactly.
+
+    Args:
+        alpha: α ≥ 0, the weight of the $|y - z|^\gamma$ term (default 1).
+        beta: β ≥ 0, the weight of the wrong classes' log term (default 1).
+        gamma: γ ≥ 0, the exponent of $|y - z|$ (default 1).
+        rho: ρ ≥ 1, the offset inside the wrong classes' log (default 1).
+        reduction: ``"mean"`` (over non-ignored samples/pixels), ``"sum"``, or ``"none"``
+            (one value per sample/pixel).
+        ignore_index: target value whose samples/pixels are left out (e.g. 255 for unlabelled
+            pixels); ``None`` (default) means none.
+
+    Examples:
+        >>> import torch
+        >>> from focalcal.losses import DualFocalLoss
+        >>> logits = torch.tensor([[2.0, 0.5, -1.0], [0.1, 0.3, 1.2]])
+        >>> targets = torch.tensor([0, 1])
+        >>> loss = DualFocalLoss()
+        >>> print(f"{loss(logits, targets).item():.4f}")
+        2.4783
+        >>> print(f"{DualFocalLoss(gamma=2.0, rho=1.5)(logits, targets).item():.4f}")
+        0.9380
     """
 
     name = "dual_focal"
@@ -185,10 +366,29 @@ class DualFocalLoss(Loss):
         self._validate(alpha=alpha, beta=beta, gamma=gamma, rho=rho)
         self.alpha, self.beta, self.gamma, self.rho = float(alpha), float(beta), float(gamma), float(rho)
 
-    def elementwise(self, logits, index):
+    def elementwise(self, logits: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+        """The dual focal loss of each element.
+
+        Args:
+            logits: float logits, (N, K, *spatial).
+            index: target class indices, (N, 1, *spatial), every one a valid class.
+
+        Returns:
+            The loss of each element, (N, 1, *spatial).
+        """
         return self.reduced(logits, index, "none")
 
-    def reduced(self, logits, index, reduction):
+    def reduced(self, logits: torch.Tensor, index: torch.Tensor, reduction: str) -> torch.Tensor:
+        """The dual focal loss, reduced inside its one autograd node.
+
+        Args:
+            logits: float logits, (N, K, *spatial).
+            index: target class indices, (N, 1, *spatial), every one a valid class.
+            reduction: ``"mean"``, ``"sum"`` or ``"none"``.
+
+        Returns:
+            A 0-d tensor, or (N, 1, *spatial) for ``"none"``.
+        """
         if _fused.usable(logits):
             constants = (self.alpha, self.beta, self.gamma, self.rho)
             return _fused.classwise(logits, index, "dual_focal", constants, reduction=reduction)
@@ -273,20 +473,47 @@ class DualFocalLoss(Loss):
 
         return spec
 
-    def hyperparameters(self):
+    def hyperparameters(self) -> dict[str, object]:
+        """The constructor arguments that define this loss.
+
+        Returns:
+            Constructor parameter name -> value.
+        """
         return {"alpha": self.alpha, "beta": self.beta, "gamma": self.gamma, "rho": self.rho,
                 **super().hyperparameters()}
 
 
 # ---- generalised Dice --------------------------------------------------------------------------
 class GeneralizedDiceLoss(Loss):
-    """Sudre et al. (2017): 1 − 2 Σ_l w_l Σ_n r_ln z_ln / Σ_l w_l Σ_n (r_ln + z_ln), w_l = 1/(Σ_n r_ln)².
+    r"""Sudre et al. (2017)'s generalised Dice loss,
+
+    $$
+    L = 1 - 2 \frac{\sum_l w_l \sum_n r_{ln} z_{ln}}{\sum_l w_l \sum_n (r_{ln} + z_{ln})},
+    \quad w_l = \frac{1}{\big(\sum_n r_{ln}\big)^2}.
+    $$
 
     The sums over n run over every pixel of the batch (default) or of each image
     (``per_image=True``, then reduced over images). A class absent from the reference has no
     finite weight; it gets the largest weight of the present classes, so predicting it still
     costs (through the denominator) instead of being ignored or dominating. Ignored pixels
     (``ignore_index``) are left out of every sum.
+
+    Args:
+        per_image: sum over each image's pixels and reduce the images' losses (True), or sum
+            over every pixel of the batch (default False).
+        reduction: over images with ``per_image`` (``"mean"``, ``"sum"``, or ``"none"``: one
+            value per image, (N,)); without it the batch has one loss, a 0-d tensor, whatever
+            the reduction.
+        ignore_index: target value whose pixels are left out; ``None`` (default) means none.
+
+    Examples:
+        >>> import torch
+        >>> from focalcal.losses import GeneralizedDiceLoss
+        >>> logits = torch.tensor([[2.0, 0.5, -1.0], [0.1, 0.3, 1.2], [0.4, 1.5, 0.2]])
+        >>> targets = torch.tensor([0, 1, 1])
+        >>> loss = GeneralizedDiceLoss()
+        >>> print(f"{loss(logits, targets).item():.4f}")
+        0.4634
     """
 
     name = "generalized_dice"
@@ -299,7 +526,17 @@ class GeneralizedDiceLoss(Loss):
         self._validate(per_image=per_image)
         self.per_image = bool(per_image)
 
-    def reduce_valid(self, logits, index, valid):
+    def reduce_valid(self, logits: torch.Tensor, index: torch.Tensor, valid: torch.Tensor | None) -> torch.Tensor:
+        """The generalised Dice loss of the batch, or of each image reduced.
+
+        Args:
+            logits: float logits, (N, K, *spatial).
+            index: target class indices, (N, 1, *spatial), ignored ones replaced by class 0.
+            valid: which elements count, (N, *spatial) booleans, or None when all do.
+
+        Returns:
+            A 0-d tensor; (N,) for ``per_image`` with ``reduction="none"``.
+        """
         if valid is None and not self.per_image and not avoid_host_sync(logits):  # the closed form reads sums back
             return _fused.batch_dice(logits, index) if _fused.usable(logits) else self._batch_dice_loss(logits, index)
         n, k = logits.shape[:2]
@@ -334,7 +571,12 @@ class GeneralizedDiceLoss(Loss):
             reference_total = float(torch.dot(weight, counts))
         return _BatchDice.apply(logits, index, weight, reference_total)
 
-    def hyperparameters(self):
+    def hyperparameters(self) -> dict[str, object]:
+        """The constructor arguments that define this loss.
+
+        Returns:
+            Constructor parameter name -> value.
+        """
         return {"per_image": self.per_image, **super().hyperparameters()}
 
 
