@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import inspect
 import math
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
 from focalcal._constraints import validate_parameters
+from focalcal._typing import ArrayLike
 from focalcal._validation import check_scores, check_scores_and_labels
 
 
@@ -42,6 +43,28 @@ class Calibrator:
     whose rows sum to 1. ``_parameter_constraints`` declares what each constructor argument
     may hold (:mod:`focalcal._constraints`); as in scikit-learn, ``fit`` checks them, so
     ``__init__`` only stores its arguments and ``set``-ting an attribute later is checked too.
+    The user guide's "Adding a calibrator" page writes one out.
+
+    Attributes:
+        name (str): The name :mod:`focalcal.catalog` declares the class under; ``build``,
+            ``to_dict`` and ``from_dict`` use it.
+        binary_only (bool): True for calibrators of 2-class logits only (beta calibration):
+            ``fit`` refuses other shapes.
+        n_classes_ (int): Number of classes K seen by ``fit``; ``transform`` requires the same.
+
+    Examples:
+        Any calibrator fits, maps and round-trips through JSON the same way:
+
+        >>> import json
+        >>> import numpy as np
+        >>> from focalcal.calibration import Calibrator, TemperatureScaling
+        >>> rng = np.random.default_rng(0)
+        >>> val_labels = rng.integers(0, 3, size=500)
+        >>> val_logits = 4 * (np.eye(3)[val_labels] + rng.normal(size=(500, 3)))
+        >>> fitted = TemperatureScaling().fit(val_logits, val_labels)
+        >>> restored = Calibrator.from_dict(json.loads(json.dumps(fitted.to_dict())))
+        >>> bool(np.allclose(restored.transform(val_logits), fitted.transform(val_logits)))
+        True
     """
 
     name: str = ""
@@ -50,7 +73,22 @@ class Calibrator:
     binary_only: bool = False  # fits and maps 2-class logits only (beta calibration)
 
     # -- public API ---------------------------------------------------------------------
-    def fit(self, logits, labels) -> Calibrator:
+    def fit(self, logits: ArrayLike, labels: ArrayLike) -> Calibrator:
+        """Fit the calibration map on held-out (validation) logits and labels.
+
+        Args:
+            logits: Array-like (N, K) of real scores, numpy or torch (N samples, K >= 2
+                classes): the model's validation logits, not probabilities.
+            labels: Array-like (N,) of integer class indices in [0, K).
+
+        Returns:
+            The calibrator itself, fitted (so that ``fit(...).transform(...)`` chains).
+
+        Raises:
+            ValueError: If the logits are not a finite non-empty (N, K) array, the labels do not
+                match them, a constructor argument breaks its constraint, or a binary-only
+                calibrator is given K != 2.
+        """
         logits, labels = check_scores_and_labels(logits, labels)
         self._validate_params()
         if self.binary_only and logits.shape[1] != 2:
@@ -60,7 +98,20 @@ class Calibrator:
         self.n_classes_ = int(logits.shape[1])
         return self
 
-    def transform(self, logits) -> np.ndarray:
+    def transform(self, logits: ArrayLike) -> np.ndarray:
+        """Map logits to calibrated probabilities.
+
+        Args:
+            logits: Array-like (N, K) of real scores, numpy or torch, with the K of ``fit``.
+
+        Returns:
+            Float64 array (N, K) of probabilities; each row sums to 1.
+
+        Raises:
+            RuntimeError: If the calibrator is not fitted yet.
+            ValueError: If the logits are not finite or have another number of classes than
+                the fitted one.
+        """
         self._check_fitted()
         logits = check_scores(logits)
         if logits.shape[1] != self.n_classes_:
@@ -69,22 +120,64 @@ class Calibrator:
             )
         return self._transform(logits.astype(np.float64, copy=False))
 
-    def fit_transform(self, logits, labels) -> np.ndarray:
+    def fit_transform(self, logits: ArrayLike, labels: ArrayLike) -> np.ndarray:
+        """``fit(logits, labels).transform(logits)``: the calibrated probabilities of the fitting data.
+
+        Args:
+            logits: Array-like (N, K) of real scores, numpy or torch.
+            labels: Array-like (N,) of integer class indices in [0, K).
+
+        Returns:
+            Float64 array (N, K) of probabilities; each row sums to 1.
+        """
         return self.fit(logits, labels).transform(logits)
 
-    def get_params(self) -> dict:
-        """Constructor arguments and their current values (as in scikit-learn)."""
+    def get_params(self) -> dict[str, Any]:
+        """Constructor arguments and their current values (as in scikit-learn).
+
+        Returns:
+            Dict of argument name to current value, in the constructor's order.
+        """
         return {name: getattr(self, name) for name in self._param_names()}
 
-    def to_dict(self) -> dict:
-        """JSON-ready description: registry name, constructor arguments, fitted attributes."""
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready description: registry name, constructor arguments, fitted attributes.
+
+        The workflow stores this as one calibration JSON per (run, calibrator), so a fitted map
+        can be read back by :meth:`from_dict` without refitting.
+
+        Returns:
+            Dict with keys ``"name"`` (str, the registry name), ``"params"`` (the constructor
+            arguments) and ``"fitted"`` (``n_classes_`` and every fitted attribute); arrays
+            become nested lists and numpy scalars Python numbers, so ``json.dumps`` takes it.
+
+        Raises:
+            RuntimeError: If the calibrator is not fitted yet.
+            ValueError: If a fitted value is not finite (JSON has no NaN or infinity).
+        """
         self._check_fitted()
         fitted = {attr: getattr(self, attr) for attr in ("n_classes_", *self._fitted_attributes)}
         return _to_jsonable({"name": self.name, "params": self.get_params(), "fitted": fitted})
 
     @classmethod
-    def from_dict(cls, data: dict) -> Calibrator:
-        """Rebuild a fitted calibrator from :meth:`to_dict` output (any subclass via the registry)."""
+    def from_dict(cls, data: dict[str, Any]) -> Calibrator:
+        """Rebuild a fitted calibrator from :meth:`to_dict` output (any subclass via the registry).
+
+        Called on ``Calibrator`` it returns whichever class ``data["name"]`` names; called on a
+        subclass it also checks that the dict describes that subclass.
+
+        Args:
+            data: Dict with keys ``"name"``, ``"params"`` and ``"fitted"``, as :meth:`to_dict`
+                writes it (or as read back from its JSON).
+
+        Returns:
+            A fitted calibrator of the named class; its ``transform`` equals the original's.
+
+        Raises:
+            ValueError: If a key is missing, the name is not a declared calibrator (or not this
+                subclass), a parameter breaks its constraint, or a fitted attribute is missing
+                or unknown.
+        """
         from focalcal.calibration.registry import calibrator_class
 
         if not isinstance(data, dict) or not {"name", "params", "fitted"} <= set(data):

@@ -1,8 +1,10 @@
-"""Beta calibration of a binary classifier (Kull, Silva Filho & Flach 2017, "Beyond sigmoids").
+r"""Beta calibration of a binary classifier (Kull, Silva Filho & Flach 2017, "Beyond sigmoids").
 
 With s the model's probability of class 1, the calibrated probability is
 
-    logit(q) = a ln s − b ln(1 − s) + c,    a, b ≥ 0,
+$$
+\operatorname{logit}(q) = a \ln s - b \ln(1 - s) + c, \qquad a, b \ge 0,
+$$
 
 a logistic regression on the two features (ln s, −ln(1 − s)): convex, fitted here by Newton's
 method on the mean log loss. It contains Platt scaling on the logit (a = b) and the identity
@@ -32,18 +34,69 @@ from focalcal.calibration._base import Calibrator
 
 
 class SeparableDataWarning(UserWarning):
-    """A logistic fit on separable data: its maximum-likelihood parameters are infinite."""
+    """A logistic fit on separable data: its maximum-likelihood parameters are infinite.
+
+    :class:`BetaCalibration` warns with it when its fitted map classifies every validation
+    sample correctly; its parameters are then where the fit stopped, not an optimum.
+
+    Examples:
+        >>> import warnings
+        >>> from focalcal.calibration import BetaCalibration
+        >>> from focalcal.calibration.beta import SeparableDataWarning
+        >>> with warnings.catch_warnings(record=True) as caught:
+        ...     warnings.simplefilter("always")
+        ...     _ = BetaCalibration().fit([[0.0, -2.0], [0.0, -1.0], [0.0, 1.0], [0.0, 2.0]], [0, 0, 1, 1])
+        >>> [w.category is SeparableDataWarning for w in caught]
+        [True]
+    """
 
 
 def beta_features(logits: np.ndarray) -> np.ndarray:
-    """(N, 2): ln s and −ln(1 − s), s = softmax(logits)[:, 1], from the log-softmax."""
+    r"""The two features of beta calibration, $\ln s$ and $-\ln(1 - s)$, with s = softmax(logits)[:, 1].
+
+    Both come from the log-softmax, so a score whose probability rounds to 0 or 1 keeps finite
+    features.
+
+    Args:
+        logits: Float array (N, 2) of binary logits.
+
+    Returns:
+        Float64 array (N, 2): column 0 is $\ln s$ (≤ 0), column 1 is $-\ln(1 - s)$ (≥ 0).
+
+    Examples:
+        >>> import numpy as np
+        >>> from focalcal.calibration.beta import beta_features
+        >>> beta_features(np.array([[0.0, 0.0], [0.0, 2.0]])).round(4).tolist()
+        [[-0.6931, 0.6931], [-0.1269, 2.1269]]
+    """
     log_probs = log_softmax(logits, axis=1)
     return np.stack([log_probs[:, 1], -log_probs[:, 0]], axis=1)
 
 
 def fit_logistic(features: np.ndarray, labels: np.ndarray, max_iter: int = 100) -> np.ndarray:
-    """(weights..., intercept) minimising the mean log loss of sigmoid(features @ w + c), by
-    Newton's method with step halving; stops at a gradient below 1e-12."""
+    """Logistic regression without penalty: (w, c) minimising the mean log loss of sigmoid(features @ w + c).
+
+    Newton's method with step halving; it stops at a largest gradient entry below 1e-12, when
+    no step decreases the loss at float64 resolution, or after ``max_iter`` steps.
+
+    Args:
+        features: Float array (N, D) of features.
+        labels: Integer array (N,) of 0s and 1s.
+        max_iter: Maximum number of Newton steps.
+
+    Returns:
+        Float64 array (D + 1,): the D weights, then the intercept.
+
+    Raises:
+        RuntimeError: If the fit diverges to non-finite parameters.
+
+    Examples:
+        >>> import numpy as np
+        >>> from focalcal.calibration.beta import fit_logistic
+        >>> features = np.array([[-2.0], [-1.0], [0.0], [1.0], [2.0], [0.5]])
+        >>> fit_logistic(features, np.array([0, 1, 0, 1, 1, 0])).round(3).tolist()
+        [0.803, -0.083]
+    """
     design = np.column_stack([features, np.ones(len(labels))])
     targets = labels.astype(np.float64)
     coef = np.zeros(design.shape[1])
@@ -76,14 +129,46 @@ def fit_logistic(features: np.ndarray, labels: np.ndarray, max_iter: int = 100) 
 
 
 class BetaCalibration(Calibrator):
-    """Binary (K = 2) logits -> [1 − q, q] with logit(q) = a_ ln s − b_ ln(1 − s) + c_."""
+    r"""Beta calibration: binary (K = 2) logits -> [1 − q, q] with logit(q) = a ln s − b ln(1 − s) + c.
+
+    s is the model's probability of class 1, and a, b ≥ 0 keep the map monotone. The fit is a
+    logistic regression on $(\ln s, -\ln(1 - s))$; a negative a or b is handled as in Kull et
+    al.'s released package, by refitting without that feature (module docstring).
+
+    Args:
+        max_iter: Maximum number of Newton steps of each logistic fit.
+
+    Attributes:
+        a_ (float): Weight of $\ln s$, ≥ 0.
+        b_ (float): Weight of $-\ln(1 - s)$, ≥ 0 (a = b is Platt scaling of the logit).
+        c_ (float): Intercept.
+        n_classes_ (int): Always 2.
+
+    Warns:
+        SeparableDataWarning: When the fitted map classifies every validation sample correctly,
+            so that no finite maximum-likelihood fit exists.
+
+    Examples:
+        >>> import numpy as np
+        >>> from focalcal.calibration import BetaCalibration
+        >>> from focalcal.metrics import ece
+        >>> rng = np.random.default_rng(0)
+        >>> val_labels = rng.integers(0, 2, size=500)
+        >>> val_logits = 4 * (np.eye(2)[val_labels] + rng.normal(size=(500, 2)))
+        >>> beta = BetaCalibration().fit(val_logits, val_labels)
+        >>> round(beta.a_, 3), round(beta.b_, 3), round(beta.c_, 3)
+        (0.229, 0.273, 0.136)
+        >>> probs = beta.transform(val_logits)
+        >>> round(ece(probs, val_labels), 4)
+        0.0326
+    """
 
     name = "beta"
     _fitted_attributes = ("a_", "b_", "c_")
     binary_only = True
     _parameter_constraints: ClassVar[dict] = {"max_iter": [POSITIVE_INT]}
 
-    def __init__(self, max_iter: int = 100):
+    def __init__(self, max_iter: int = 100) -> None:
         self.max_iter = max_iter
 
     def _fit(self, logits, labels):

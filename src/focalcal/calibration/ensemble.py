@@ -1,14 +1,17 @@
-"""Ensemble temperature scaling (ETS) of Zhang, Kailkhura & Han 2020 ("Mix-n-Match", §3.1).
+r"""Ensemble temperature scaling (ETS) of Zhang, Kailkhura & Han 2020 ("Mix-n-Match", §3.1).
 
-p = w_0 softmax(z / T) + w_1 softmax(z) + w_2 / K with w on the probability simplex: the
-temperature-scaled, the uncalibrated and the uniform prediction mixed. As in the authors'
-released code (``util_calibration.py``, ``ets_calibrate``), T is fitted first by the mean
-squared error (p − one-hot)² over samples and classes, within T ∈ [0.05, 5], and then the
-weights by the same squared error. The paper leaves the fitting loss open; the released
-code's default is this one. In w the squared error is a convex quadratic on the simplex,
-so the weights are found exactly: the minimiser of the quadratic on each face of the
-simplex (vertices, edges, interior) in closed form, keeping the best feasible one — where
-the released code runs SLSQP from (1, 0, 0).
+$$
+p = w_0 \operatorname{softmax}(z / T) + w_1 \operatorname{softmax}(z) + w_2 / K
+$$
+
+with w on the probability simplex: the temperature-scaled, the uncalibrated and the uniform
+prediction mixed. As in the authors' released code (``util_calibration.py``,
+``ets_calibrate``), T is fitted first by the mean squared error (p − one-hot)² over samples
+and classes, within T ∈ [0.05, 5], and then the weights by the same squared error. The paper
+leaves the fitting loss open; the released code's default is this one. In w the squared error
+is a convex quadratic on the simplex, so the weights are found exactly: the minimiser of the
+quadratic on each face of the simplex (vertices, edges, interior) in closed form, keeping the
+best feasible one — where the released code runs SLSQP from (1, 0, 0).
 """
 
 from __future__ import annotations
@@ -29,7 +32,23 @@ _TEMPERATURE_GRID_POINTS = 41
 
 
 def squared_error(probs: np.ndarray, labels: np.ndarray) -> float:
-    """Mean over samples and classes of (p_k − 1[y = k])²: the released code's ``mse``."""
+    """Mean over samples and classes of (p_k − 1[y = k])²: the released code's ``mse``.
+
+    That is the Brier score divided by K (the Brier score sums over classes).
+
+    Args:
+        probs: Float array (N, K) of probabilities.
+        labels: Integer array (N,) of class indices in [0, K).
+
+    Returns:
+        The mean squared error, a float in [0, 1].
+
+    Examples:
+        >>> import numpy as np
+        >>> from focalcal.calibration.ensemble import squared_error
+        >>> squared_error(np.array([[0.8, 0.2], [0.5, 0.5]]), np.array([0, 1]))
+        0.145
+    """
     residual = probs.copy()
     residual[np.arange(len(labels)), labels] -= 1.0
     return float(np.mean(residual * residual))
@@ -38,10 +57,23 @@ def squared_error(probs: np.ndarray, labels: np.ndarray) -> float:
 def simplex_least_squares(components: np.ndarray, target: np.ndarray) -> np.ndarray:
     """w on the simplex minimising ||Σ_j w_j components[j] − target||², exactly.
 
-    ``components`` is (J, M), ``target`` (M,). The objective is a convex quadratic, so its
-    minimum over the simplex is the minimum over its faces of the equality-constrained
-    minimisers that lie inside the face (KKT on the active set): one small linear solve per
-    face, 2^J − 1 faces.
+    The objective is a convex quadratic, so its minimum over the simplex is the minimum over
+    its faces of the equality-constrained minimisers that lie inside the face (KKT on the
+    active set): one small linear solve per face, 2^J − 1 faces.
+
+    Args:
+        components: Float array (J, M), the J vectors to mix (J small: 3 for ETS).
+        target: Float array (M,), the vector to approach.
+
+    Returns:
+        Float64 array (J,) of weights ≥ 0 summing to 1.
+
+    Examples:
+        >>> import numpy as np
+        >>> from focalcal.calibration.ensemble import simplex_least_squares
+        >>> components = np.array([[1.0, 0.0], [0.0, 1.0], [0.0, 0.0]])
+        >>> simplex_least_squares(components, np.array([0.3, 0.3])).round(4).tolist()
+        [0.3, 0.3, 0.4]
     """
     n_components = components.shape[0]
     gram = components @ components.T
@@ -69,14 +101,38 @@ def simplex_least_squares(components: np.ndarray, target: np.ndarray) -> np.ndar
 class EnsembleTemperatureScaling(Calibrator):
     """ETS: a simplex mixture of softmax(z / T), softmax(z) and the uniform prediction.
 
-    Fitted attributes: ``temperature_`` and ``weights_`` (w_0, w_1, w_2 as in the module docstring).
+    T is fitted first, by the mean squared error within ``temperature_bounds``; then the
+    weights, exactly, by the same error (module docstring).
+
+    Args:
+        temperature_bounds: ``(low, high)``, 0 < low < high, the interval T is searched in
+            (the released code's (0.05, 5)).
+
+    Attributes:
+        temperature_ (float): The fitted temperature T.
+        weights_ (np.ndarray): Float array (3,), the weights (w_0, w_1, w_2) of softmax(z / T),
+            softmax(z) and the uniform prediction; ≥ 0, summing to 1.
+        n_classes_ (int): Number of classes K.
+
+    Examples:
+        >>> import numpy as np
+        >>> from focalcal.calibration import EnsembleTemperatureScaling
+        >>> from focalcal.metrics import ece
+        >>> rng = np.random.default_rng(0)
+        >>> val_labels = rng.integers(0, 3, size=500)
+        >>> val_logits = 4 * (np.eye(3)[val_labels] + rng.normal(size=(500, 3)))
+        >>> ets = EnsembleTemperatureScaling().fit(val_logits, val_labels)
+        >>> round(ets.temperature_, 2), ets.weights_.round(2).tolist()
+        (3.56, [1.0, 0.0, 0.0])
+        >>> round(ece(ets.transform(val_logits), val_labels), 4)
+        0.0321
     """
 
     name = "ensemble_temperature_scaling"
     _fitted_attributes = ("temperature_", "weights_")
     _parameter_constraints: ClassVar[dict] = {"temperature_bounds": [BOUNDS]}
 
-    def __init__(self, temperature_bounds=TEMPERATURE_BOUNDS):
+    def __init__(self, temperature_bounds: tuple[float, float] = TEMPERATURE_BOUNDS) -> None:
         self.temperature_bounds = temperature_bounds
 
     def _restore(self, attr, value):

@@ -11,11 +11,12 @@ whole grid); the workflow scores the whole grid, `focalcal calibrate` refines.
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
 from focalcal._constraints import Options
+from focalcal._typing import ArrayLike
 from focalcal._validation import GAMMA_GRID, real_array
 from focalcal.calibration._base import Calibrator
 from focalcal.calibration.temperature import TEMPERATURE_GRID
@@ -39,25 +40,50 @@ DTYPES = ("float32", "float64")  # names, so that importing this module does not
 class FocalTemperatureScaling(Calibrator):
     """Ψ^{γ_ev}(softmax(logits / T)) with (γ_ev, T) chosen by grid search on validation data.
 
-    Parameters
-    ----------
-    gammas, temperatures : 1-D arrays or None
-        The grid; ``None`` uses the paper's (``KOMISARENKO_GAMMAS`` × ``KOMISARENKO_TEMPERATURES``).
-        γ_ev must exceed −1; T must be positive.
-    objective : "ece" or "nll"
-        Selection criterion on the validation set.
-    n_bins, binning : ECE estimator for ``objective="ece"`` (paper: 15 equal-mass bins).
-    dtype : "float32" or "float64"
-        Precision of the grid scoring (float32 is faster and agrees with float64 to ~1e-7;
-        ``transform`` always works in float64).
-    search : "grid" or "refine"
-        Score every pair (the paper's procedure) or search coarse to fine in T per γ_ev
-        (:data:`focalcal.calibration._focal_grid.SEARCHES`).
+    Every (γ_ev, T) pair of the grid is scored in one pass (``search="grid"``, the paper's
+    procedure), and every score is kept, so the optimal T per γ_ev (komisarenko2024 Fig 8) can
+    be plotted from a fitted object. In float32 the grid is scored by a compiled kernel where
+    one is built; ``dtype="float64"``, or float32 without the kernel, scores it in torch
+    (``focalcal[torch]``). ``transform`` needs neither.
 
-    Fitted attributes: ``gamma_``, ``temperature_`` (the chosen pair; ties go to the first in
-    γ-major grid order), ``gammas_``, ``temperatures_`` (the grid), ``grid_scores_`` (n_gamma,
-    n_T) validation objective (NaN at the pairs a refined search did not score), ``best_temperature_per_gamma_`` and ``best_score_per_gamma_``
-    (n_gamma,).
+    Args:
+        gammas: 1-D array-like of γ_ev values, each > −1; ``None`` uses the paper's
+            (:data:`KOMISARENKO_GAMMAS`).
+        temperatures: 1-D array-like of temperatures T > 0; ``None`` uses the paper's
+            (:data:`KOMISARENKO_TEMPERATURES`, 0.01 to 5 in steps of 0.01).
+        objective: ``"ece"`` or ``"nll"``, the selection criterion on the validation set.
+        n_bins: Number of bins of the ECE estimator for ``objective="ece"`` (paper: 15).
+        binning: ``"mass"`` (equal-mass bins, the paper's) or ``"width"``, for the ECE.
+        dtype: ``"float32"`` or ``"float64"``, the precision of the grid scoring (float32 is
+            faster and agrees with float64 to ~1e-7; ``transform`` always works in float64).
+        search: ``"grid"`` scores every pair; ``"refine"`` scores about a third of them,
+            coarse to fine in T per γ_ev (``focalcal.calibration._focal_grid.SEARCHES``: its
+            tolerance against the whole grid).
+
+    Attributes:
+        gamma_ (float): The chosen γ_ev (ties go to the first pair in γ-major grid order).
+        temperature_ (float): The chosen T.
+        gammas_ (np.ndarray): Float array (n_gamma,), the γ_ev grid.
+        temperatures_ (np.ndarray): Float array (n_T,), the T grid.
+        grid_scores_ (np.ndarray): Float array (n_gamma, n_T), the validation objective of each
+            pair (NaN at the pairs a refined search did not score).
+        best_temperature_per_gamma_ (np.ndarray): Float array (n_gamma,), the best T for each γ_ev.
+        best_score_per_gamma_ (np.ndarray): Float array (n_gamma,), the objective at that T.
+        n_classes_ (int): Number of classes K.
+
+    Examples:
+        >>> import numpy as np
+        >>> from focalcal.calibration import FocalTemperatureScaling
+        >>> from focalcal.metrics import ece
+        >>> rng = np.random.default_rng(0)
+        >>> val_labels = rng.integers(0, 3, size=500)
+        >>> val_logits = 4 * (np.eye(3)[val_labels] + rng.normal(size=(500, 3)))
+        >>> fts = FocalTemperatureScaling(gammas=[-0.5, 0.25, 1.0], temperatures=np.arange(1, 9) * 0.5)
+        >>> fts = fts.fit(val_logits, val_labels)
+        >>> fts.gamma_, fts.temperature_, fts.best_temperature_per_gamma_.tolist()
+        (-0.5, 3.0, [3.0, 4.0, 4.0])
+        >>> round(ece(fts.transform(val_logits), val_labels, binning="mass"), 4)
+        0.0587
     """
 
     name = "focal_temperature_scaling"
@@ -80,8 +106,8 @@ class FocalTemperatureScaling(Calibrator):
         "search": [Options(SEARCHES)],
     }
 
-    def __init__(self, gammas=None, temperatures=None, objective="ece", n_bins=15, binning="mass", dtype="float32",
-                 search="grid"):
+    def __init__(self, gammas: ArrayLike | None = None, temperatures: ArrayLike | None = None, objective: str = "ece",
+                 n_bins: int = 15, binning: str = "mass", dtype: str = "float32", search: str = "grid") -> None:
         self.gammas = gammas
         self.temperatures = temperatures
         self.objective = objective
@@ -112,7 +138,19 @@ class FocalTemperatureScaling(Calibrator):
         self.best_temperature_per_gamma_ = temps[best_per_gamma]
         self.best_score_per_gamma_ = scores[np.arange(len(gammas)), best_per_gamma]
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready description, as :meth:`Calibrator.to_dict` writes it.
+
+        ``search`` is left out when it is ``"grid"`` (the default), so a whole grid's JSON reads
+        as the papers' grid; after a refined search, the pairs it did not score are ``None``
+        (JSON has no NaN) and read back as NaN.
+
+        Returns:
+            Dict with keys ``"name"``, ``"params"`` and ``"fitted"``, ready for ``json.dumps``.
+
+        Raises:
+            RuntimeError: If the calibrator is not fitted yet.
+        """
         data = super().to_dict()
         if self.search == "grid":  # the default, read back as such: a whole grid's JSON reads as the papers' grid
             del data["params"]["search"]

@@ -1,4 +1,4 @@
-"""Vector and matrix scaling (Guo et al. 2017): softmax(w ⊙ z + b) and softmax(W z + b).
+r"""Vector and matrix scaling (Guo et al. 2017): softmax(w ⊙ z + b) and softmax(W z + b).
 
 Both minimise the mean validation NLL in float64 from the identity map; the problem is convex
 in the parameters (the logits are linear in them). Vector scaling's 2K parameters are fitted
@@ -14,7 +14,10 @@ reaches ``max_iter`` first warns with scikit-learn's ``ConvergenceWarning``, nam
 calibrator. Neither imports torch. Matrix scaling has K² + K parameters and
 overfits with many classes; ``off_diagonal_l2``/``bias_l2`` add the ODIR penalty of Kull et
 al. 2019 ("Beyond temperature scaling", Dirichlet calibration):
-λ_od / (K(K−1)) Σ_{i≠j} W_ij² + λ_b / K Σ_j b_j².
+
+$$
+\frac{\lambda_{od}}{K(K-1)} \sum_{i \ne j} W_{ij}^2 + \frac{\lambda_b}{K} \sum_j b_j^2.
+$$
 """
 
 from __future__ import annotations
@@ -31,7 +34,31 @@ from focalcal.calibration._base import Calibrator
 
 
 def warn_unconverged(calibrator: str, iterations: int, gradient: float, tol: float) -> None:
-    """The scikit-learn-style warning of a fit that reached its iteration cap before its tolerance."""
+    """The scikit-learn-style warning of a fit that reached its iteration cap before its tolerance.
+
+    Imports scikit-learn (~1 s) only when it warns, for its ``ConvergenceWarning``.
+
+    Args:
+        calibrator: The calibrator's name, as the message says it.
+        iterations: Number of iterations the fit ran (its ``max_iter``).
+        gradient: The largest absolute gradient entry where the fit stopped.
+        tol: The tolerance it did not reach.
+
+    Returns:
+        None; the warning is the effect.
+
+    Warns:
+        sklearn.exceptions.ConvergenceWarning: Always, naming the calibrator and the numbers.
+
+    Examples:
+        >>> import warnings
+        >>> from focalcal.calibration.scaling import warn_unconverged
+        >>> with warnings.catch_warnings(record=True) as caught:
+        ...     warnings.simplefilter("always")
+        ...     warn_unconverged("matrix_scaling", 500, 3e-6, 1e-10)
+        >>> print(caught[0].message)
+        matrix_scaling calibration did not converge: 500 iterations (max_iter) ended with the largest gradient entry 3e-06 > tol = 1e-10; raise max_iter or the L2 penalties
+    """
     from sklearn.exceptions import ConvergenceWarning  # here: importing sklearn costs ~1 s per job
 
     warnings.warn(f"{calibrator} calibration did not converge: {iterations} iterations (max_iter) ended with the "
@@ -51,15 +78,46 @@ def _matrix_scaling_objective(params, design, labels, penalty_weights):
     return nll + float((penalty_weights * params**2).sum()), np.exp(log_probs)
 
 
-def fit_matrix_scaling_newton(logits, labels, penalty_weights, max_iter: int, tol: float):
-    """(K, K + 1) parameters [W | b] minimising mean NLL(softmax(W z + b)) + Σ penalty_weights ⊙ [W | b]²
-    by damped Newton steps, and (converged, iterations, largest gradient entry).
+def fit_matrix_scaling_newton(logits: np.ndarray, labels: np.ndarray, penalty_weights: np.ndarray, max_iter: int,
+                              tol: float) -> tuple[np.ndarray, tuple[bool, int, float]]:
+    """Matrix scaling's [W | b] by damped Newton steps with the dense Hessian (K ≤ 20 or so).
+
+    The (K, K + 1) parameters minimise mean NLL(softmax(W z + b)) + Σ penalty_weights ⊙ [W | b]².
 
     With x̃ = [z, 1], p the probabilities and A[n, (i, a)] = p_ni x̃_na, the Hessian is
     blockdiag_i(Σ_n p_ni x̃_n x̃_nᵀ)/N − AᵀA/N (+ 2 diag(penalty_weights)); without a penalty it
     is singular along the shift of every row by one vector (the softmax ignores it), which a
     tiny ridge keeps the step out of. Stops when the largest gradient entry is below ``tol``
     or the Newton decrement is below float64 resolution of the objective.
+
+    Args:
+        logits: Float64 array (N, K) of logits.
+        labels: Integer array (N,) of class indices in [0, K).
+        penalty_weights: Float array (K, K + 1), the L2 weight of each parameter of [W | b]
+            (:class:`MatrixScaling` builds it from its ODIR penalties; zeros for none).
+        max_iter: Maximum number of Newton steps.
+        tol: The fit stops when the largest gradient entry is at most ``tol``.
+
+    Returns:
+        ``(params, (converged, iterations, gradient_max))``: float64 array (K, K + 1), the
+        weights W in the first K columns and the bias b in the last; whether a stopping test
+        (not ``max_iter``) ended the fit; the number of iterations run; the largest absolute
+        gradient entry at the end.
+
+    Raises:
+        RuntimeError: If the fit diverges to non-finite parameters.
+
+    Examples:
+        >>> import numpy as np
+        >>> from focalcal.calibration.scaling import fit_matrix_scaling_newton
+        >>> rng = np.random.default_rng(0)
+        >>> labels = rng.integers(0, 3, size=300)
+        >>> logits = 4 * (np.eye(3)[labels] + rng.normal(size=(300, 3)))
+        >>> penalty = np.full((3, 4), 1e-3)  # a small L2 penalty on every parameter
+        >>> params, (converged, iterations, gradient_max) = fit_matrix_scaling_newton(
+        ...     logits, labels, penalty, max_iter=100, tol=1e-10)
+        >>> params.shape, converged
+        ((3, 4), True)
     """
     n, k = logits.shape
     design = np.column_stack([logits, np.ones(n)])
@@ -161,9 +219,11 @@ def _fit_vector_scaling_newton(logits, labels, l2: float, max_iter: int):
     return scale, bias
 
 
-def fit_matrix_scaling_newton_cg(logits, labels, penalty_weights, max_iter: int, tol: float):
-    """What :func:`fit_matrix_scaling_newton` returns, by Newton steps solved with conjugate
-    gradients on Hessian-vector products: no dense Hessian, so it scales to K = 100 and beyond.
+def fit_matrix_scaling_newton_cg(logits: np.ndarray, labels: np.ndarray, penalty_weights: np.ndarray, max_iter: int,
+                                 tol: float) -> tuple[np.ndarray, tuple[bool, int, float]]:
+    """What :func:`fit_matrix_scaling_newton` returns, by Newton steps solved with conjugate gradients.
+
+    The steps use Hessian-vector products: no dense Hessian, so it scales to K = 100 and beyond.
 
     For a direction V (K × (K + 1)), U = X̃ Vᵀ is the logits' change and, with p the
     probabilities, Hv = (p ⊙ (U − Σ_j p_j U_j))ᵀ X̃ / N + 2 penalty_weights ⊙ V: two (N, K + 1) ×
@@ -173,6 +233,35 @@ def fit_matrix_scaling_newton_cg(logits, labels, penalty_weights, max_iter: int,
     steps are damped by the same sufficient-decrease search, and the fit stops on the same two
     tests as the dense Newton fit: the largest gradient entry below ``tol``, or a Newton
     decrement below float64 resolution of the objective.
+
+    Args:
+        logits: Float64 array (N, K) of logits.
+        labels: Integer array (N,) of class indices in [0, K).
+        penalty_weights: Float array (K, K + 1), the L2 weight of each parameter of [W | b]
+            (:class:`MatrixScaling` builds it from its ODIR penalties; zeros for none).
+        max_iter: Maximum number of Newton steps.
+        tol: The fit stops when the largest gradient entry is at most ``tol``.
+
+    Returns:
+        ``(params, (converged, iterations, gradient_max))``: float64 array (K, K + 1), the
+        weights W in the first K columns and the bias b in the last; whether a stopping test
+        (not ``max_iter``) ended the fit; the number of iterations run; the largest absolute
+        gradient entry at the end.
+
+    Raises:
+        RuntimeError: If the fit diverges to non-finite parameters.
+
+    Examples:
+        >>> import numpy as np
+        >>> from focalcal.calibration.scaling import fit_matrix_scaling_newton, fit_matrix_scaling_newton_cg
+        >>> rng = np.random.default_rng(0)
+        >>> labels = rng.integers(0, 3, size=300)
+        >>> logits = 4 * (np.eye(3)[labels] + rng.normal(size=(300, 3)))
+        >>> penalty = np.full((3, 4), 1e-3)  # without a penalty the optimum is not unique
+        >>> dense, _ = fit_matrix_scaling_newton(logits, labels, penalty, 100, 1e-10)
+        >>> params, (converged, _, _) = fit_matrix_scaling_newton_cg(logits, labels, penalty, 100, 1e-10)
+        >>> converged, bool(np.allclose(params, dense, atol=1e-6))
+        (True, True)
     """
     n, k = logits.shape
     design = np.column_stack([logits, np.ones(n)])
@@ -244,11 +333,43 @@ def _preconditioned_cg(hessian_times, gradient, diagonal, residual_tol: float, m
     return solution
 
 
-def fit_matrix_scaling_lbfgs(logits, labels, penalty_weights, max_iter: int, tol: float):
-    """What :func:`fit_matrix_scaling_newton` returns, by scipy's L-BFGS-B (no dense Hessian; the
-    benchmark's and tests' reference; no fitter takes this path):
-    it stops when the largest gradient entry is below ``tol`` or the objective stops falling
-    at float64 resolution (``ftol=0``: no relative-decrease shortcut)."""
+def fit_matrix_scaling_lbfgs(logits: np.ndarray, labels: np.ndarray, penalty_weights: np.ndarray, max_iter: int,
+                             tol: float) -> tuple[np.ndarray, tuple[bool, int, float]]:
+    """What :func:`fit_matrix_scaling_newton` returns, by scipy's L-BFGS-B.
+
+    No dense Hessian; the benchmark's and tests' reference (no fitter takes this path). It stops
+    when the largest gradient entry is below ``tol`` or the objective stops falling at float64
+    resolution (``ftol=0``: no relative-decrease shortcut).
+
+    Args:
+        logits: Float64 array (N, K) of logits.
+        labels: Integer array (N,) of class indices in [0, K).
+        penalty_weights: Float array (K, K + 1), the L2 weight of each parameter of [W | b]
+            (:class:`MatrixScaling` builds it from its ODIR penalties; zeros for none).
+        max_iter: Maximum number of L-BFGS-B iterations (and half its evaluations).
+        tol: The fit stops when the largest gradient entry is at most ``tol``.
+
+    Returns:
+        ``(params, (converged, iterations, gradient_max))``: float64 array (K, K + 1), the
+        weights W in the first K columns and the bias b in the last; whether a stopping test
+        (not the iteration or evaluation cap) ended the fit; the number of iterations run; the largest absolute
+        gradient entry at the end.
+
+    Raises:
+        RuntimeError: If the fit diverges to non-finite parameters.
+
+    Examples:
+        >>> import numpy as np
+        >>> from focalcal.calibration.scaling import fit_matrix_scaling_lbfgs, fit_matrix_scaling_newton
+        >>> rng = np.random.default_rng(0)
+        >>> labels = rng.integers(0, 3, size=300)
+        >>> logits = 4 * (np.eye(3)[labels] + rng.normal(size=(300, 3)))
+        >>> penalty = np.full((3, 4), 1e-3)  # without a penalty the optimum is not unique
+        >>> dense, _ = fit_matrix_scaling_newton(logits, labels, penalty, 100, 1e-10)
+        >>> params, (converged, _, _) = fit_matrix_scaling_lbfgs(logits, labels, penalty, 1000, 1e-8)
+        >>> converged, bool(np.allclose(params, dense, atol=1e-6))
+        (True, True)
+    """
     from scipy.optimize import minimize
 
     n, k = logits.shape
@@ -272,16 +393,43 @@ def fit_matrix_scaling_lbfgs(logits, labels, penalty_weights, max_iter: int, tol
 
 
 class VectorScaling(Calibrator):
-    """softmax(scale_ ⊙ logits + bias_): one scale and one bias per class.
+    """softmax(scale_ ⊙ logits + bias_): one scale and one bias per class (Guo et al. 2017).
 
-    ``l2`` penalises (l2 / K) (Σ (scale − 1)² + Σ bias²), shrinking toward the identity.
+    Fitted by Newton's method on the mean validation NLL (module docstring).
+
+    Args:
+        l2: Penalty weight ≥ 0: the fit adds (l2 / K) (Σ (scale − 1)² + Σ bias²) to the NLL,
+            shrinking toward the identity (0: plain vector scaling).
+        max_iter: Maximum number of Newton steps.
+
+    Attributes:
+        scale_ (np.ndarray): Float array (K,), the per-class multipliers of the logits.
+        bias_ (np.ndarray): Float array (K,), the per-class offsets.
+        n_classes_ (int): Number of classes K.
+
+    Raises:
+        RuntimeError: From ``fit``, if the fit diverges to non-finite parameters (a positive
+            ``l2`` prevents it).
+
+    Examples:
+        >>> import numpy as np
+        >>> from focalcal.calibration import VectorScaling
+        >>> from focalcal.metrics import ece
+        >>> rng = np.random.default_rng(0)
+        >>> val_labels = rng.integers(0, 3, size=500)
+        >>> val_logits = 4 * (np.eye(3)[val_labels] + rng.normal(size=(500, 3)))
+        >>> vector = VectorScaling().fit(val_logits, val_labels)
+        >>> vector.scale_.round(2).tolist()
+        [0.27, 0.28, 0.29]
+        >>> round(ece(vector.transform(val_logits), val_labels), 4)
+        0.0442
     """
 
     name = "vector_scaling"
     _fitted_attributes = ("scale_", "bias_")
     _parameter_constraints: ClassVar[dict] = {"l2": [NON_NEGATIVE], "max_iter": [POSITIVE_INT]}
 
-    def __init__(self, l2: float = 0.0, max_iter: int = 500):
+    def __init__(self, l2: float = 0.0, max_iter: int = 500) -> None:
         self.l2 = l2
         self.max_iter = max_iter
 
@@ -294,11 +442,40 @@ class VectorScaling(Calibrator):
 
 
 class MatrixScaling(Calibrator):
-    """softmax(logits @ weight_.T + bias_): a full K × K linear map of the logits.
+    """softmax(logits @ weight_.T + bias_): a full K × K linear map of the logits (Guo et al. 2017).
 
     ``off_diagonal_l2`` and ``bias_l2`` are the ODIR penalties of Kull et al. 2019 (both 0:
     plain matrix scaling of Guo et al. 2017). The fit stops at ``tol`` (module docstring);
     ``max_iter`` only caps it, with a ``ConvergenceWarning`` when it does.
+
+    Args:
+        off_diagonal_l2: λ_od ≥ 0, the L2 penalty on W's off-diagonal entries, divided by
+            K(K − 1).
+        bias_l2: λ_b ≥ 0, the L2 penalty on b, divided by K.
+        max_iter: Maximum number of Newton steps.
+        tol: The fit stops when the largest gradient entry falls below it (1e-10: the optimum
+            to float64 resolution in practice).
+
+    Attributes:
+        weight_ (np.ndarray): Float array (K, K), the linear map W of the logits.
+        bias_ (np.ndarray): Float array (K,), the intercept b.
+        n_classes_ (int): Number of classes K.
+
+    Warns:
+        sklearn.exceptions.ConvergenceWarning: When ``max_iter`` steps end before ``tol``.
+
+    Examples:
+        >>> import numpy as np
+        >>> from focalcal.calibration import MatrixScaling
+        >>> from focalcal.metrics import ece
+        >>> rng = np.random.default_rng(0)
+        >>> val_labels = rng.integers(0, 3, size=500)
+        >>> val_logits = 4 * (np.eye(3)[val_labels] + rng.normal(size=(500, 3)))
+        >>> matrix = MatrixScaling(off_diagonal_l2=0.01, bias_l2=0.01).fit(val_logits, val_labels)
+        >>> matrix.weight_.diagonal().round(2).tolist()
+        [0.26, 0.28, 0.29]
+        >>> round(ece(matrix.transform(val_logits), val_labels), 4)
+        0.054
     """
 
     name = "matrix_scaling"
@@ -306,7 +483,8 @@ class MatrixScaling(Calibrator):
     _parameter_constraints: ClassVar[dict] = {"off_diagonal_l2": [NON_NEGATIVE], "bias_l2": [NON_NEGATIVE],
                               "max_iter": [POSITIVE_INT], "tol": [POSITIVE]}
 
-    def __init__(self, off_diagonal_l2: float = 0.0, bias_l2: float = 0.0, max_iter: int = 10000, tol: float = 1e-10):
+    def __init__(self, off_diagonal_l2: float = 0.0, bias_l2: float = 0.0, max_iter: int = 10000,
+                 tol: float = 1e-10) -> None:
         self.off_diagonal_l2 = off_diagonal_l2
         self.bias_l2 = bias_l2
         self.max_iter = max_iter

@@ -1,4 +1,4 @@
-"""Temperature scaling, softmax(z / T), with T chosen by validation NLL, ECE or focal loss.
+r"""Temperature scaling, softmax(z / T), with T chosen by validation NLL, ECE or focal loss.
 
 * ``objective="nll"`` (Guo et al. 2017): the NLL of softmax(β z) is convex in β = 1/T (its
   second derivative is the mean variance of z under softmax(β z)), so a safeguarded Newton
@@ -8,7 +8,7 @@
   with 15 equal-width bins. mukhoti2020 writes "between 0 and 10, with a step of 0.1"; T = 0
   is not a temperature, so the grid starts at 0.1.
 * ``objective="focal"`` (the TS_FL paradigm of charoenphakdee2021 §6.1): minimise the mean
-  validation focal loss −(1 − p_y)^γ log p_y. Not convex in general, so a log-spaced grid
+  validation focal loss $-(1 - p_y)^\gamma \log p_y$. Not convex in general, so a log-spaced grid
   over the temperature bounds locates the basin and a bounded Brent search refines it.
 
 With ``temperatures`` given, every objective is a plain grid search over those values
@@ -19,12 +19,14 @@ and same choice criteria"); the scores are kept in ``grid_scores_``.
 from __future__ import annotations
 
 import numbers
+from collections.abc import Callable
 from typing import ClassVar
 
 import numpy as np
 from scipy.special import log_softmax, logsumexp, softmax
 
 from focalcal._constraints import GAMMA, POSITIVE, Interval, Options, SequenceOf, validate_parameters
+from focalcal._typing import ArrayLike
 from focalcal._validation import real_array
 from focalcal.calibration._base import Calibrator
 from focalcal.metrics.binning import BINNING, N_BINS
@@ -48,23 +50,48 @@ _FOCAL_SEARCH_POINTS = 161
 class TemperatureScaling(Calibrator):
     """softmax(logits / T) with one temperature T > 0 fitted on validation data.
 
-    Parameters
-    ----------
-    objective : "nll", "ece" or "focal"
-        Validation criterion (see the module docstring).
-    temperatures : array of T > 0, "mukhoti" or None
-        Grid to search. ``None`` means continuous optimisation within ``temperature_bounds``
-        for "nll" and "focal", and the mukhoti2020 grid for "ece".
-    gamma : float
-        Focal-loss γ ≥ 0 for ``objective="focal"`` (ignored otherwise).
-    n_bins, binning : int, "width" | "mass"
-        ECE estimator for ``objective="ece"`` (mukhoti2020: 15 equal-width bins).
-    temperature_bounds : (float, float)
-        Search interval for continuous optimisation; a fitted T on a bound means the optimum
-        lies at or beyond it (``at_bound_`` is then True).
+    T > 0 keeps the ranking of the classes, so the predicted class and the accuracy do not
+    change; only the confidence does.
 
-    Fitted attributes: ``temperature_``; with a grid also ``temperatures_`` and
-    ``grid_scores_`` (objective per grid value); ``at_bound_`` for continuous searches.
+    Args:
+        objective: ``"nll"`` (Guo et al. 2017), ``"ece"`` (mukhoti2020) or ``"focal"``
+            (charoenphakdee2021's TS_FL): the validation criterion (module docstring).
+        temperatures: 1-D array-like of T > 0, ``"mukhoti"`` (:data:`MUKHOTI_TEMPERATURES`)
+            or ``None``: the grid to search. ``None`` means continuous optimisation within
+            ``temperature_bounds`` for "nll" and "focal", and the mukhoti2020 grid for "ece".
+        gamma: Focal-loss γ ≥ 0 for ``objective="focal"`` (ignored otherwise).
+        n_bins: Number of bins of the ECE for ``objective="ece"`` (mukhoti2020: 15).
+        binning: ``"width"`` (equal-width bins, mukhoti2020's) or ``"mass"``, for the ECE.
+        temperature_bounds: ``(low, high)``, 0 < low < high, the search interval of continuous
+            optimisation; a fitted T on a bound means the optimum lies at or beyond it.
+
+    Attributes:
+        temperature_ (float): The fitted temperature T.
+        at_bound_ (bool): After a continuous search only: whether T lies on a bound of
+            ``temperature_bounds``.
+        temperatures_ (np.ndarray): After a grid search only: float array (n_T,), the grid.
+        grid_scores_ (np.ndarray): After a grid search only: float array (n_T,), the
+            validation objective at each grid value.
+        n_classes_ (int): Number of classes K.
+
+    Examples:
+        >>> import numpy as np
+        >>> from focalcal.calibration import TemperatureScaling
+        >>> from focalcal.metrics import ece
+        >>> rng = np.random.default_rng(0)
+        >>> val_labels = rng.integers(0, 3, size=500)
+        >>> val_logits = 4 * (np.eye(3)[val_labels] + rng.normal(size=(500, 3)))
+        >>> ts = TemperatureScaling(objective="nll").fit(val_logits, val_labels)
+        >>> round(ts.temperature_, 3), ts.at_bound_
+        (3.63, False)
+        >>> round(ece(ts.transform(val_logits), val_labels), 4)
+        0.0379
+
+        By validation ECE on mukhoti2020's grid, 0.1 to 10 in steps of 0.1:
+
+        >>> ts_ece = TemperatureScaling(objective="ece").fit(val_logits, val_labels)
+        >>> ts_ece.temperature_, ts_ece.grid_scores_.shape
+        (3.8, (100,))
     """
 
     name = "temperature_scaling"
@@ -80,12 +107,12 @@ class TemperatureScaling(Calibrator):
     def __init__(
         self,
         objective: str = "nll",
-        temperatures=None,
+        temperatures: ArrayLike | str | None = None,
         gamma: float = 0.0,
         n_bins: int = 15,
         binning: str = "width",
-        temperature_bounds=(1e-3, 1e3),
-    ):
+        temperature_bounds: tuple[float, float] = (1e-3, 1e3),
+    ) -> None:
         self.objective = objective
         self.temperatures = temperatures
         self.gamma = gamma
@@ -136,8 +163,24 @@ class TemperatureScaling(Calibrator):
         return softmax(logits / self.temperature_, axis=1)
 
 
-def check_temperature_grid(grid, owner: str = "temperature grid") -> np.ndarray:
-    """``grid`` (see :data:`TEMPERATURE_GRID`) as a float64 array, or the validator's error."""
+def check_temperature_grid(grid: ArrayLike, owner: str = "temperature grid") -> np.ndarray:
+    """``grid`` (see :data:`TEMPERATURE_GRID`) as a float64 array, or the validator's error.
+
+    Args:
+        grid: 1-D array-like of temperatures, each a real number > 0, in any order.
+        owner: What the error message names as the grid's owner.
+
+    Returns:
+        Float64 array (n_T,), the grid as given.
+
+    Raises:
+        ValueError: If a value is not a real number > 0 (text and booleans are refused).
+
+    Examples:
+        >>> from focalcal.calibration.temperature import check_temperature_grid
+        >>> check_temperature_grid([0.5, 1, 2]).tolist()
+        [0.5, 1.0, 2.0]
+    """
     validate_parameters({"temperatures": [TEMPERATURE_GRID]}, {"temperatures": grid}, owner)
     return real_array(grid, "temperatures")
 
@@ -155,13 +198,36 @@ def _nll_derivatives(centred_logits, label_logits, beta):
     return float(np.mean(mean_logit - label_logits)), float(np.mean(variance))
 
 
-def nll_optimal_inverse_temperature(logits, labels, beta_min, beta_max, *, rtol=1e-13, max_iter=200) -> float:
+def nll_optimal_inverse_temperature(logits: np.ndarray, labels: np.ndarray, beta_min: float, beta_max: float, *,
+                                    rtol: float = 1e-13, max_iter: int = 200) -> float:
     """β ∈ [beta_min, beta_max] minimising the mean NLL of softmax(β · logits).
 
     The NLL is convex in β, so its derivative is non-decreasing: the optimum is the root of the
     derivative, or a bound when the derivative has one sign on the interval. Newton steps are
     taken inside a shrinking bracket and replaced by a geometric bisection whenever they leave
     it, which guarantees convergence (the bracket halves in log β at worst).
+
+    Args:
+        logits: Float64 array (N, K) of logits.
+        labels: Integer array (N,) of class indices in [0, K).
+        beta_min: Smallest β = 1/T allowed, > 0.
+        beta_max: Largest β allowed, > ``beta_min``.
+        rtol: Relative tolerance on β at which the iteration stops.
+        max_iter: Maximum number of Newton or bisection steps.
+
+    Returns:
+        The optimal inverse temperature β (a float; T = 1/β), a bound when the optimum lies at
+        or beyond it.
+
+    Examples:
+        >>> import numpy as np
+        >>> from focalcal.calibration.temperature import nll_optimal_inverse_temperature
+        >>> rng = np.random.default_rng(0)
+        >>> labels = rng.integers(0, 3, size=500)
+        >>> logits = 4 * (np.eye(3)[labels] + rng.normal(size=(500, 3)))
+        >>> beta = nll_optimal_inverse_temperature(logits, labels, 1e-3, 1e3)
+        >>> round(1 / float(beta), 3)
+        3.63
     """
     centred = logits - logits.max(axis=1, keepdims=True)
     label_logits = centred[np.arange(len(labels)), labels]
@@ -190,8 +256,36 @@ def nll_optimal_inverse_temperature(logits, labels, beta_min, beta_max, *, rtol=
 
 
 # -- grid scores ---------------------------------------------------------------------------------
-def temperature_grid_scores(logits, labels, temperatures, objective, *, gamma=0.0, n_bins=15, binning="width"):
-    """Validation objective of softmax(logits / T) for every T of the grid, shape (n_T,)."""
+def temperature_grid_scores(logits: np.ndarray, labels: np.ndarray, temperatures: ArrayLike, objective: str, *,
+                            gamma: float = 0.0, n_bins: int = 15, binning: str = "width") -> np.ndarray:
+    """Validation objective of softmax(logits / T) for every T of the grid, shape (n_T,).
+
+    Args:
+        logits: Float64 array (N, K) of logits.
+        labels: Integer array (N,) of class indices in [0, K).
+        temperatures: 1-D array-like (n_T,) of temperatures T > 0.
+        objective: ``"ece"`` (top-label ECE), ``"nll"`` (mean NLL in nats) or ``"focal"``
+            (mean focal loss with ``gamma``).
+        gamma: Focal-loss γ ≥ 0 for ``objective="focal"`` (ignored otherwise).
+        n_bins: Number of ECE bins.
+        binning: ``"width"`` or ``"mass"``, the ECE's bins.
+
+    Returns:
+        Float64 array (n_T,): the objective at each temperature; an ECE is a fraction, not a
+        percentage.
+
+    Raises:
+        ValueError: If a temperature is not a real number > 0.
+
+    Examples:
+        >>> import numpy as np
+        >>> from focalcal.calibration.temperature import temperature_grid_scores
+        >>> rng = np.random.default_rng(0)
+        >>> labels = rng.integers(0, 3, size=500)
+        >>> logits = 4 * (np.eye(3)[labels] + rng.normal(size=(500, 3)))
+        >>> temperature_grid_scores(logits, labels, [1.0, 2.0, 4.0], "nll").round(4).tolist()
+        [1.3166, 0.8669, 0.7797]
+    """
     temperatures = check_temperature_grid(temperatures, "temperature_grid_scores")
     if objective == "ece":
         from focalcal.metrics.batched import ece_grid
@@ -232,9 +326,28 @@ def _minimise_focal_temperature(logits, labels, gamma, low, high) -> float:
     return minimise_temperature(lambda t: _mean_focal_loss(logits, labels, 1.0 / t, gamma), low, high)
 
 
-def minimise_temperature(objective, low: float, high: float, points: int = _FOCAL_SEARCH_POINTS) -> float:
-    """T ∈ [low, high] minimising ``objective(T)``, which need not be convex: a log-spaced grid
-    locates the basin, a bounded Brent search in log T refines it."""
+def minimise_temperature(objective: Callable[[float], float], low: float, high: float,
+                         points: int = _FOCAL_SEARCH_POINTS) -> float:
+    """T ∈ [low, high] minimising ``objective(T)``, which need not be convex.
+
+    A log-spaced grid locates the basin, a bounded Brent search in log T refines it.
+
+    Args:
+        objective: Function of a temperature T > 0 returning the value to minimise.
+        low: Lower bound of T, > 0.
+        high: Upper bound of T, > ``low``.
+        points: Number of log-spaced grid points of the first scan (161 by default, enough for
+            the basins of the focal objective).
+
+    Returns:
+        The minimising temperature, a float in [low, high].
+
+    Examples:
+        >>> import math
+        >>> from focalcal.calibration.temperature import minimise_temperature
+        >>> round(minimise_temperature(lambda t: (math.log(t) - 1) ** 2, 0.1, 10.0), 6)
+        2.718282
+    """
     # imported here: fits that never search, e.g. in `focalcal calibrate`'s second process, do not load scipy.optimize
     from scipy.optimize import minimize_scalar
 
