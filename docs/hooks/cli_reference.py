@@ -13,11 +13,9 @@ import re
 import sys
 from pathlib import Path
 
-from mkdocs.exceptions import PluginError
-
 MARKER = "<!-- focalcal-cli-reference -->"
 PAGE = "api/cli.md"
-USAGE_WIDTH = 100  # the usage blocks wrap alike on every machine, whatever the terminal's width
+USAGE_WIDTH = 76  # the usage blocks wrap alike on every machine, whatever the terminal's width
 OPTION_MENTION = re.compile(r"(?<![\w`-])(--[a-z][a-z0-9-]*)")
 
 
@@ -28,12 +26,19 @@ def _ensure_importable() -> None:
         sys.path.insert(0, str(src))
 
 
-def _text(text: str | None) -> str:
-    """A plain-text help string as markdown: HTML-escaped, one line, option names shown as code."""
+def _text(text: str | None, *, markdown: bool = True) -> str:
+    """A plain-text help string on the page: HTML-escaped, one line, option names shown as code."""
     if not text:
         return ""
-    escaped = html.escape(" ".join(text.split()), quote=False).replace("|", "\\|")
-    return OPTION_MENTION.sub(r"`\1`", escaped)
+    escaped = html.escape(" ".join(text.split()), quote=False)
+    if markdown:
+        return OPTION_MENTION.sub(r"`\1`", escaped.replace("|", "\\|"))
+    return OPTION_MENTION.sub(r"<code>\1</code>", escaped)
+
+
+def _code(text: str) -> str:
+    """Inline code that may break only after a comma (`{pinned,native}`), never at a flag's hyphens."""
+    return f"<code>{html.escape(text, quote=False).replace(',', ',<wbr>')}</code>" if text else ""
 
 
 def _help(parser: argparse.ArgumentParser, action: argparse.Action) -> str:
@@ -61,10 +66,10 @@ def _value(parser: argparse.ArgumentParser, action: argparse.Action) -> str:
 
 def _default(action: argparse.Action) -> str:
     if action.required:
-        return "required"
+        return "<em>required</em>"
     if action.nargs == 0 or action.default in (None, argparse.SUPPRESS) or action.default == []:
         return ""
-    return f"`{action.default}`"
+    return _code(str(action.default))
 
 
 def _arguments(parser: argparse.ArgumentParser) -> list[argparse.Action]:
@@ -84,23 +89,35 @@ def _subcommands(parser: argparse.ArgumentParser) -> list[tuple[str, str, argpar
 
 
 def argument_table(parser: argparse.ArgumentParser) -> list[str]:
-    rows = ["| Argument | Value | Default | Description |", "| --- | --- | --- | --- |"]
+    """One row per argument: its flags (or a positional's name), the value it takes, its default, its help.
+
+    An HTML table, so the CSS (api-reference.css) can keep flags on one line.
+    """
+    header = "".join(f"<th>{title}</th>" for title in ("Argument", "Value", "Default", "Description"))
+    rows = ['<div class="cli-arguments"><table>', f"<thead><tr>{header}</tr></thead>", "<tbody>"]
     for action in _arguments(parser):
-        names = ", ".join(f"`{flag}`" for flag in action.option_strings) or f"`{_value(parser, action)}`"
-        value = _value(parser, action) if action.option_strings else ""
-        rows.append(f"| {names} | {f'`{value}`' if value else ''} | {_default(action)} | "
-                    f"{_text(_help(parser, action))} |")
-    return rows
+        value = _value(parser, action)
+        if action.option_strings:
+            names = ", ".join(_code(flag) for flag in action.option_strings)
+        else:
+            name = action.metavar or action.dest
+            names, value = _code(name), ("" if value == name else value)
+        rows.append(f"<tr><td>{names}</td><td>{_code(value)}</td><td>{_default(action)}</td>"
+                    f"<td>{_text(_help(parser, action), markdown=False)}</td></tr>")
+    return [*rows, "</tbody>", "</table></div>"]
 
 
 def cli_reference(parser: argparse.ArgumentParser) -> str:
     """The markdown of the whole reference: the commands' table, then each command's usage and arguments."""
     lines = [_text(parser.description), "", "```text", _usage(parser), "```", "",
-             "| Command | What it does |", "| --- | --- |"]
+             '<div class="cli-commands"><table>', "<thead><tr><th>Command</th><th>What it does</th></tr></thead>",
+             "<tbody>"]
     commands = _subcommands(parser)
     for name, help_text, _ in commands:
-        anchor = f"{parser.prog}-{name}"
-        lines.append(f"| [`{parser.prog} {name}`](#{anchor}) | {_text(help_text)} |")
+        anchor = f"{parser.prog}-{name}"  # the id toc gives the command's heading
+        lines.append(f'<tr><td><a href="#{anchor}">{_code(f"{parser.prog} {name}")}</a></td>'
+                     f"<td>{_text(help_text, markdown=False)}</td></tr>")
+    lines += ["</tbody>", "</table></div>"]
     for name, help_text, sub in commands:
         lines += ["", f"## `{parser.prog} {name}`", "",  # toc's id: {prog}-{name}
                   _text(sub.description or help_text), "", "```text", _usage(sub), "```", ""]
@@ -111,6 +128,8 @@ def cli_reference(parser: argparse.ArgumentParser) -> str:
 def on_page_markdown(markdown: str, page, **_) -> str:
     if page.file.src_uri != PAGE:
         return markdown
+    from mkdocs.exceptions import PluginError  # here, so tests import the renderer without mkdocs
+
     if MARKER not in markdown:
         raise PluginError(f"docs/hooks/cli_reference.py: {PAGE} lacks the line {MARKER} that places the CLI reference")
     _ensure_importable()

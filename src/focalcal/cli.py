@@ -1,7 +1,7 @@
 """Command line: `focalcal calibrate`, `focalcal train`, `focalcal export-logits`,
 `focalcal plan`, `focalcal verify`, `focalcal build-kernels` (also `python -m focalcal`).
 
-Every command and option is listed, from the parser itself, in the CLI reference below.
+`build_parser` makes the parser that `main` runs and the docs' CLI reference is rendered from.
 Help texts are plain text, so that `focalcal --help` reads as written in a terminal.
 """
 
