@@ -46,7 +46,7 @@ def squared_error(probs: np.ndarray, labels: np.ndarray) -> float:
     Examples:
         >>> import numpy as np
         >>> from focalcal.calibration.ensemble import squared_error
-        >>> squared_error(np.array([[0.8, 0.2], [0.5, 0.5]]), np.array([0, 1]))
+        >>> round(squared_error(np.array([[0.8, 0.2], [0.5, 0.5]]), np.array([0, 1])), 4)
         0.145
     """
     residual = probs.copy()

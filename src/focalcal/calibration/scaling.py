@@ -56,8 +56,8 @@ def warn_unconverged(calibrator: str, iterations: int, gradient: float, tol: flo
         >>> with warnings.catch_warnings(record=True) as caught:
         ...     warnings.simplefilter("always")
         ...     warn_unconverged("matrix_scaling", 500, 3e-6, 1e-10)
-        >>> print(caught[0].message)
-        matrix_scaling calibration did not converge: 500 iterations (max_iter) ended with the largest gradient entry 3e-06 > tol = 1e-10; raise max_iter or the L2 penalties
+        >>> caught[0].category.__name__, str(caught[0].message).split(":")[0]
+        ('ConvergenceWarning', 'matrix_scaling calibration did not converge')
     """
     from sklearn.exceptions import ConvergenceWarning  # here: importing sklearn costs ~1 s per job
 
