@@ -31,8 +31,8 @@ def build_parser() -> argparse.ArgumentParser:
     """The `focalcal` command's parser, every subcommand and option; the docs' CLI reference is rendered from it.
 
     Returns:
-        argparse.ArgumentParser: the parser `main` runs; its subcommands are the choices of its one
-            subparsers action (`dest="command"`).
+        The parser `main` runs; its subcommands are the choices of its one subparsers action
+        (`dest="command"`).
     """
     parser = argparse.ArgumentParser(prog="focalcal", description=DESCRIPTION)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -75,8 +75,8 @@ def main(argv: list[str] | None = None) -> int:
         argv: the arguments after `focalcal` (e.g. `["verify", "."]`); `None` reads `sys.argv[1:]`.
 
     Returns:
-        int: the exit status: 0 done, 1 `verify` found damage or `build-kernels` built a kernel short,
-            2 a bad config, logits file or output folder (said in one line on stderr).
+        The exit status: 0 done; 1 when `verify` found damage or `build-kernels` built a kernel short;
+        2 for a bad config, logits file or output folder (said in one line on stderr).
     """
     args = build_parser().parse_args(argv)
     if args.command == "plan":
