@@ -2,10 +2,9 @@
 
 A fenced ``python`` or ``bash`` block on the line after ``<!-- run -->`` is run when the site
 builds; after ``<!-- run: output -->`` its standard output is shown under it too (paths
-relative to the working folder). The blocks of
-a page run in order, in one fresh working folder: the Python blocks in one interpreter and one
-namespace (as a notebook's cells), the shell blocks in ``bash`` with this interpreter's
-scripts (``focalcal``) first on ``PATH``. A page that names ``pictures/<page>/<file>`` (its
+relative to the working folder). The blocks of a page run in order, in one fresh working
+folder: the Python blocks in one interpreter and one namespace (as a notebook's cells), the
+shell blocks in ``bash`` with this interpreter's scripts (``focalcal``) first on ``PATH``. A page that names ``pictures/<page>/<file>`` (its
 path without ``.md``: ``pictures/quickstart/after.svg``; an ``.svg``, ``.png`` or ``.html``
 file, in a Markdown image or an HTML ``src``) gets the file its code wrote as ``<file>`` in that
 folder, added to the site at that path. A block that fails, or a named file the code did not
