@@ -18,7 +18,9 @@ PACKAGE = Path(__file__).resolve().parents[1] / "src" / "focalcal"
 #: Lowest first. A module of layer i may import from layers 0..i.
 LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ("core", frozenset({
-        "_io", "_npz", "_out_folder", "_sidecar", "_validation", "_constraints", "numerics", "paths", "logits_file",
+        "_io", "_npz", "_out_folder", "_sidecar", "_validation", "_constraints", "_typing", "_extras", "numerics",
+        "paths",
+        "logits_file",
         # the re-make command of each results path: a table over paths.py, quoted by _io's errors
         "_remake",
         # where the compiled kernels live and their switches (torch-free)
