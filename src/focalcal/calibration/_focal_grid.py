@@ -159,7 +159,9 @@ def focal_grid_blocks(
 
 def _torch_blocks(logits, labels, gammas, temperatures, quantity, dtype, max_block_elements):
     """``focal_grid_blocks`` by the torch reference path."""
-    import torch
+    from focalcal._extras import require
+
+    torch = require("torch", "focal temperature scaling in float64, or without its compiled grid kernel,")
 
     dtype = getattr(torch, dtype)
     z = torch.as_tensor(np.asarray(logits, dtype=np.float64))

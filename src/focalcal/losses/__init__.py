@@ -29,6 +29,10 @@ its targets once with ``check_target_values(targets, num_classes)`` may set
 ``loss.validate_inputs = False`` — the trainer does.
 """
 
+from focalcal._extras import require
+
+require("torch", "focalcal.losses")  # one line naming the extra, before any module imports torch
+
 from ._base import Loss, check_target_values
 from .adafocal import AdaFocalLoss
 from .brier import BrierLoss

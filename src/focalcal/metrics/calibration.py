@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
+from focalcal._extras import install_hint, require
 from focalcal._validation import _block_rows, check_labels, check_probs
 from focalcal.metrics.binning import (
     BinStatistics,
@@ -182,8 +183,8 @@ def reliability_bins(probs: ArrayLike, labels: ArrayLike, n_bins: int = 15, binn
         >>> table["count"].tolist(), table["accuracy"].round(4).tolist()
         ([0, 4], [nan, 0.75])
     """
-    import pandas as pd  # here, not at import: jobs that only compute scalar metrics skip its start-up
-
+    # here, not at import: jobs that only compute scalar metrics skip its start-up
+    pd = require("pandas", "focalcal.metrics.reliability_bins")
     frame = pd.DataFrame(reliability_columns(probs, labels, n_bins, binning))
     frame.index.name = "bin"
     return frame
@@ -442,7 +443,8 @@ def _relplot(name: str):
 
         found = importlib.util.find_spec("relplot")
         if found is None or not found.submodule_search_locations:
-            raise ModuleNotFoundError("smECE needs the relplot package (pip install relplot)", name="relplot")
+            raise ModuleNotFoundError(f"smooth ECE needs relplot, which this install lacks: {install_hint('relplot')}",
+                                      name="relplot")
         spec = importlib.util.spec_from_file_location(_RELPLOT_CORE, found.origin,
                                                       submodule_search_locations=list(found.submodule_search_locations))
         sys.modules[_RELPLOT_CORE] = importlib.util.module_from_spec(spec)  # not executed: no __init__ imports

@@ -10,6 +10,10 @@ Classification models return (N, K) logits, segmentation models (N, K, H, W) log
 input resolution.
 """
 
+from focalcal._extras import require
+
+require("torch", "focalcal.models")  # one line naming the extra, before any module imports torch
+
 from .registry import ModelSpec, available, build, count_parameters, last_layer, register, spec
 
 __all__ = ["ModelSpec", "available", "build", "count_parameters", "last_layer", "register", "spec"]
