@@ -117,17 +117,31 @@ def test_mkdocs_config_typesets_maths_with_the_katex_hook(mkdocs_config):
     }
     assert extensions["pymdownx.arithmatex"] == {"pymdownx.arithmatex": {"generic": True}}
     hooks = mkdocs_config["hooks"]
-    assert "docs/hooks/katex.py" in hooks and "docs/hooks/cli_reference.py" in hooks
+    assert "docs/hooks/offline_assets.py" in hooks and "docs/hooks/cli_reference.py" in hooks
     assert not any(re.match(r"(https?:)?//", path) for path in mkdocs_config.get("extra_javascript", []))
 
 
-def test_katex_comes_from_the_npm_lock_and_stays_out_of_git():
+def test_front_end_files_come_from_the_npm_lock_and_stay_out_of_git():
     package = json.loads((ROOT / "docs" / "package.json").read_text())
     lock = json.loads((ROOT / "docs" / "package-lock.json").read_text())
-    assert lock["packages"]["node_modules/katex"]["version"] == package["dependencies"]["katex"]
+    for name in ("katex", "iframe-worker"):
+        assert lock["packages"][f"node_modules/{name}"]["version"] == package["dependencies"][name]
     assert "/docs/node_modules/" in (ROOT / ".gitignore").read_text().splitlines()
-    katex = _load_hook("katex")
-    assert katex.INSTALL_COMMAND == "npm ci --prefix docs"
+    assert _load_hook("offline_assets").INSTALL_COMMAND == "npm ci --prefix docs"
+
+
+def test_no_script_comes_from_a_cdn():
+    """Material's offline plugin names iframe-worker on a CDN unless the site's own copy is in extra.polyfills."""
+    hook = _load_hook("offline_assets")
+
+    class Config(dict):
+        __getattr__ = dict.__getitem__
+
+    config = Config(extra_css=[], extra_javascript=[], extra={"polyfills": ["https://unpkg.com/iframe-worker/shim"]})
+    hook.on_config(config)
+    assert config.extra["polyfills"] == [hook.IFRAME_WORKER_SITE_PATH]
+    for url in config.extra_css + config.extra_javascript + config.extra["polyfills"]:
+        assert not re.match(r"(https?:)?//", url), url
 
 
 def test_source_links_point_at_the_repository(mkdocs_config):
