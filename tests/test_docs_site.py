@@ -157,3 +157,32 @@ def test_source_links_point_at_the_repository(mkdocs_config):
 
 def test_cli_page_places_the_reference():
     assert "<!-- focalcal-cli-reference -->" in (ROOT / "docs" / "api" / "cli.md").read_text()
+
+
+def test_named_tuple_fields_are_listed_where_the_docstring_has_no_attributes_section():
+    griffe = pytest.importorskip("griffe")
+    extension = _load_hook("griffe_namedtuple_fields")
+    code = '''
+from typing import NamedTuple
+
+class Bare(NamedTuple):
+    """Two numbers."""
+
+    low: float
+    high: int
+
+class Described(NamedTuple):
+    """One number.
+
+    Attributes:
+        value: the number.
+    """
+
+    value: float
+'''
+    extensions = griffe.load_extensions(extension.NamedTupleFields())
+    with griffe.temporary_visited_module(code, extensions=extensions, docstring_parser="google") as module:
+        (section,) = [section for section in module["Bare"].docstring.parsed if section.kind.value == "attributes"]
+        assert [(field.name, str(field.annotation)) for field in section.value] == [("low", "float"), ("high", "int")]
+        (section,) = [section for section in module["Described"].docstring.parsed if section.kind.value == "attributes"]
+        assert [(field.name, field.description) for field in section.value] == [("value", "the number.")]
