@@ -33,6 +33,12 @@ def build_parser() -> argparse.ArgumentParser:
     Returns:
         The parser `main` runs; its subcommands are the choices of its one subparsers action
         (`dest="command"`).
+
+    Examples:
+        >>> from focalcal.cli import build_parser
+        >>> args = build_parser().parse_args(["calibrate", "logits.npz", "--gamma", "3"])
+        >>> args.command, args.logits, args.gamma, args.bins
+        ('calibrate', 'logits.npz', 3.0, 15)
     """
     parser = argparse.ArgumentParser(prog="focalcal", description=DESCRIPTION)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -77,6 +83,13 @@ def main(argv: list[str] | None = None) -> int:
     Returns:
         The exit status: 0 done; 1 when `verify` found damage or `build-kernels` built a kernel short;
         2 for a bad config, logits file or output folder (said in one line on stderr).
+
+    Examples:
+        A workflow directory without results/ is refused in one line on stderr, with status 2:
+
+        >>> from focalcal.cli import main
+        >>> main(["verify", "no-such-workflow-directory"])
+        2
     """
     args = build_parser().parse_args(argv)
     if args.command == "plan":
