@@ -5,6 +5,10 @@ start one thread per core and the workers would thrash each other (observed: 20 
 
 The workflow tests import the Snakemake helpers from here (``from conftest import snakemake``)
 and read the one finished run of config/test.yaml, ``finished``, made once per session.
+
+The library's tests run with this file in environments that hold only focalcal[torch,plots,test]
+(.ci/package_test.sh), so what needs the workflow's packages (yaml, focalcal.pipeline) is
+imported where it is used, and ``SHIPPED_CONFIGS`` is computed on first use.
 """
 
 import fcntl
@@ -23,7 +27,6 @@ torch.set_num_threads(1)
 
 
 import pytest
-import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 # The workflow's entry point, looked up as `snakemake` does from the repository root.
@@ -42,10 +45,17 @@ def _as_run(path: Path) -> tuple[Path, ...]:
     return (DEFAULT_CONFIG, path) if "datasets" not in load_config_file(path) else (path,)
 
 
-#: Every shipped config as the files it runs with (an overlay after config/config.yaml).
-SHIPPED_CONFIGS = [_as_run(path) for path in [DEFAULT_CONFIG, TEST_CONFIG,
-                                              *sorted((ROOT / "config" / "studies").glob("*.yaml")),
-                                              *sorted((ROOT / "config" / "examples").glob("*.yaml"))]]
+def __getattr__(name: str):
+    """``SHIPPED_CONFIGS``: every shipped config as the files it runs with (an overlay after
+    config/config.yaml), computed when a test module first imports it."""
+    if name != "SHIPPED_CONFIGS":
+        raise AttributeError(name)
+    value = [_as_run(path) for path in [DEFAULT_CONFIG, TEST_CONFIG, *sorted((ROOT / "config" / "studies").glob("*.yaml")),
+                                        *sorted((ROOT / "config" / "examples").glob("*.yaml"))]]
+    globals()[name] = value
+    return value
+
+
 RUN = "results/runs/digits/cnn_small/ce/tiny/seed0"  # the first classification run of config/test.yaml
 
 
@@ -148,6 +158,8 @@ def run_as_printed(command: str, workdir: Path) -> subprocess.CompletedProcess:
 def one_run_config(path: Path, study: str, epochs: int, **recipe) -> Path:
     """config/test.yaml cut down to one study of one run (:data:`RUN`, recipe ``tiny`` trained for
     ``epochs`` with ``recipe``'s other settings), written to ``path``."""
+    import yaml
+
     config = yaml.safe_load(TEST_CONFIG.read_text())
     config["recipes"]["tiny"].update(recipe, epochs=epochs)
     config["studies"] = {study: {

@@ -1,4 +1,5 @@
-"""Binned calibration metrics against torchmetrics, netcal and direct reference implementations."""
+"""Binned calibration metrics against torchmetrics and direct reference implementations (netcal:
+tests/test_against_netcal.py)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,6 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from netcal.metrics import ECE as NetcalECE
-from netcal.metrics import MCE as NetcalMCE
 from torchmetrics.functional.classification import multiclass_calibration_error
 
 from focalcal import metrics
@@ -73,18 +72,6 @@ def test_ece_and_mce_match_torchmetrics(seed, n_bins):
     assert ece(probs, labels, n_bins=n_bins) == pytest.approx(float(expected_ece), abs=2e-6)
     assert mce(probs, labels, n_bins=n_bins) == pytest.approx(float(expected_mce), abs=2e-6)
     assert ece(probs, labels, n_bins=n_bins) > 0.01  # a non-trivial value was compared
-
-
-@pytest.mark.filterwarnings("ignore")
-@pytest.mark.parametrize("seed", [3, 4])
-def test_ece_and_mce_match_netcal_top_label(seed):
-    probs, labels = random_problem(seed, n=2000, k=5, scale=2.0)
-    # netcal bins with np.histogramdd ([a, b), last bin closed) after clipping to
-    # (eps, 1 - eps): the same bins as ours away from the edges.
-    assert ece(probs, labels) == pytest.approx(NetcalECE(bins=15).measure(probs, labels), abs=1e-12)
-    assert mce(probs, labels) == pytest.approx(NetcalMCE(bins=15).measure(probs, labels), abs=1e-12)
-    # netcal's equal-mass bins (equal_intervals=False) interpolate quantiles and use
-    # left-closed bins, so bin membership differs by a sample here and there; not compared.
 
 
 def test_ece_matches_per_bin_loop_and_formula():

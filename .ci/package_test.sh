@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# The package as users get it (issue: a library anyone can install). From the repository root:
+#   1. build the sdist and the wheel (python -m build) and check their metadata (twine, and
+#      .ci/package_checks.py distributions: version, SPDX licence, ranges never ==, extras);
+#   2. core only: the wheel alone in a clean venv; no torch/matplotlib/pandas comes with it, the
+#      core modules import none of them, and the library pages' recipes run;
+#   3. the research environment (numpy 1.26.4, pandas 2.2.3, scikit-learn 1.5.2): pip's dry-run
+#      plan for the wheel installs focalcal and threadpoolctl only, and changes nothing else;
+#   4. lowest: focalcal[torch,plots,test] with every requirement at its declared lower bound,
+#      then the library's tests and the API reference's doctests;
+#   5. newest: the same at the newest versions the registry serves (no constraint file).
+# Each environment is a fresh venv under build/package-test/ (PACKAGE_TEST_DIR to move it).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON=${PYTHON:-python3}
+WORK=${PACKAGE_TEST_DIR:-build/package-test}
+CHECKS="$PWD/.ci/package_checks.py"
+# The library's own tests: those of metrics, calibration, losses and theory (the workflow's need
+# the lock's environment; tests/test_against_netcal.py needs netcal, which is in `dev` only).
+LIBRARY_TESTS=(
+    tests/test_metrics_calibration.py tests/test_metrics_classification.py tests/test_metrics_segmentation.py
+    tests/test_bootstrap.py tests/test_probs_precision.py
+    tests/test_calibration.py tests/test_calibration_beta.py tests/test_calibration_temperature.py
+    tests/test_dirichlet_ets.py
+    tests/test_losses.py tests/test_losses_adafocal.py tests/test_losses_fastpaths.py tests/test_losses_fused.py
+    tests/test_losses_smoothing_convention.py tests/test_losses_toy.py
+    tests/test_theory_minimizer.py tests/test_theory_psi.py tests/test_theory_scalars.py
+)
+DOCTESTS=(focalcal.metrics focalcal.calibration focalcal.losses focalcal.theory)
+
+step() { printf '\npackage-test: %s\n' "$*"; }
+seconds() { local start=$1; echo $(( $(date +%s) - start )); }
+fresh_venv() { rm -rf "$WORK/$1"; "$PYTHON" -m venv "$WORK/$1"; "$WORK/$1/bin/python" -m pip install --quiet --upgrade pip; }
+
+rm -rf "$WORK"
+mkdir -p "$WORK"
+
+step "1. build the sdist and the wheel, check their metadata"
+fresh_venv tools
+"$WORK/tools/bin/pip" install --quiet 'build>=1.2' 'twine>=6.1'
+"$WORK/tools/bin/python" -m build --outdir "$WORK/dist" . > "$WORK/build.log" 2>&1 || { tail -40 "$WORK/build.log"; exit 1; }
+if grep -n "Warning\|WARNING" "$WORK/build.log" | grep -v "Location '\|is ignored: it is neither"; then
+    echo "package-test: FAILED: the build printed the warnings above" >&2; exit 1
+fi
+"$WORK/tools/bin/twine" check --strict "$WORK"/dist/*
+"$WORK/tools/bin/python" "$CHECKS" distributions "$WORK/dist"
+WHEEL=$(ls "$WORK"/dist/*.whl)
+
+step "2. core only: the wheel alone in a clean venv"
+fresh_venv core
+start=$(date +%s)
+"$WORK/core/bin/pip" install --quiet "$WHEEL"
+echo "  installed in $(seconds "$start") s; the venv holds $(du -sm "$WORK/core" | cut -f1) MB: $("$WORK/core/bin/pip" list --format=freeze 2>/dev/null | grep -v '^pip=' | tr '\n' ' ')"
+(cd "$WORK" && "$WORK/core/bin/python" "$CHECKS" core)
+
+step "3. the research environment: what pip would install beside numpy 1.26.4, pandas 2.2.3, scikit-learn 1.5.2"
+fresh_venv research
+"$WORK/research/bin/pip" install --quiet numpy==1.26.4 pandas==2.2.3 scikit-learn==1.5.2
+"$WORK/research/bin/pip" install --quiet --dry-run --report "$WORK/plan.json" "$WHEEL"
+"$WORK/research/bin/python" "$CHECKS" plan "$WORK/plan.json"
+
+library_tests() {  # $1: the environment's name
+    local env="$WORK/$1" start
+    start=$(date +%s)
+    "$env/bin/python" -m focalcal build-kernels || true  # as make venv does: the eager path where it fails
+    # From the checkout's root, tests/ import focalcal from the installed wheel (src/ is not on the path).
+    "$env/bin/python" -m pytest -q -p no:cacheprovider -n 2 --dist worksteal "${LIBRARY_TESTS[@]}" \
+        --doctest-modules --pyargs "${DOCTESTS[@]}"
+    echo "  $1: library tests and doctests in $(seconds "$start") s"
+}
+
+step "4. lowest: focalcal[torch,plots,test] at every declared lower bound"
+"$PYTHON" "$CHECKS" lowest torch plots test > "$WORK/lowest.txt"
+tr '\n' ' ' < "$WORK/lowest.txt"; echo
+fresh_venv lowest
+start=$(date +%s)
+"$WORK/lowest/bin/pip" install --quiet "$WHEEL[torch,plots,test]" 'pytest-xdist>=3.6' -c "$WORK/lowest.txt"
+echo "  installed in $(seconds "$start") s"
+library_tests lowest
+
+step "5. newest: focalcal[torch,plots,test] at the newest versions the registry serves"
+fresh_venv newest
+start=$(date +%s)
+PIP_CONSTRAINT="" "$WORK/newest/bin/pip" install --quiet "$WHEEL[torch,plots,test]" 'pytest-xdist>=3.6'
+echo "  installed in $(seconds "$start") s: $("$WORK/newest/bin/pip" list --format=freeze 2>/dev/null | grep -iE '^(numpy|scipy|torch|pandas|matplotlib)=' | tr '\n' ' ')"
+library_tests newest
+
+step "passed"
