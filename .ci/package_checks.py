@@ -62,7 +62,7 @@ def distributions(folder: str) -> None:
         "project URLs": len(metadata.get_all("Project-URL") or []) >= 4,
     }
     requires = metadata.get_all("Requires-Dist") or []
-    pinned = [r for r in requires if "==" in r]
+    pinned = [r for r in requires if "==" in r.split(";")[0]]  # the version part, not an `extra == ` marker
     checks["no == in Requires-Dist"] = not pinned
     core = sorted(normalise(re.split(r"[<>=!~ ;\[]", r)[0]) for r in requires if "extra ==" not in r)
     checks["core requires numpy, scipy, threadpoolctl"] = core == ["numpy", "scipy", "threadpoolctl"]

@@ -13,7 +13,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
-WORK=${PACKAGE_TEST_DIR:-build/package-test}
+WORK=$(realpath -m "${PACKAGE_TEST_DIR:-build/package-test}")
 CHECKS="$PWD/.ci/package_checks.py"
 # The library's own tests: those of metrics, calibration, losses and theory (the workflow's need
 # the lock's environment; tests/test_against_netcal.py needs netcal, which is in `dev` only).
