@@ -19,7 +19,8 @@ import yaml
 from conftest import ROOT, SNAKEFILE, planned_jobs, snakemake
 
 README = (ROOT / "README.md").read_text()
-DOCS = {path.relative_to(ROOT).as_posix(): path.read_text() for path in sorted((ROOT / "docs").rglob("*.md"))}
+DOCS = {path.relative_to(ROOT).as_posix(): path.read_text() for path in sorted((ROOT / "docs").rglob("*.md"))
+        if "node_modules" not in path.parts}  # npm's packages of the site (docs/package.json), not pages
 # block -> the page that shows it
 PAGES = {"library": "docs/library.md", "study": "docs/adding-a-study.md", "paper": "docs/adding-a-paper.md",
          "paper_page": "docs/adding-a-paper.md", "loss": "docs/adding-a-loss.md", "loss_entry": "docs/adding-a-loss.md",
@@ -173,7 +174,7 @@ def test_paths_and_make_targets_named_in_the_readme_and_the_guide_exist():
     for path in sorted(set(re.findall(r"--configfile (config/[\w./-]+\.yaml)", text))):
         assert (ROOT / path).exists(), path
     makefile = (ROOT / "Makefile").read_text()
-    for target in sorted(set(re.findall(r"(?<![\w-])make (\w+)", text))):
+    for target in sorted(set(re.findall(r"(?<![\w-])make (\w[\w-]*)", text))):
         assert re.search(rf"^{target}:", makefile, flags=re.MULTILINE), f"make {target}"
 
 
