@@ -7,6 +7,8 @@ non-zero, naming the culprit, where the package is not what users should get.
                        declared lower bounds (the "lowest" environment), on stdout
   core                 in a core-only environment: no torch, matplotlib or pandas installed,
                        the core modules import, the library pages' recipes run
+  own-logits           with focalcal[plots] (no torch): docs/own-logits.md's quick start, its
+                       np.savez block and its `focalcal calibrate` line, writes the report
   plan REPORT          pip's --dry-run --report for the research environment: only focalcal
                        and threadpoolctl may be installed, nothing up- or downgraded
 """
@@ -129,6 +131,25 @@ def core() -> None:
             print(f"  ok {page} block {number}: {result.stdout.strip().splitlines()[-1] if result.stdout.strip() else ''}")
 
 
+def own_logits() -> None:
+    page = (ROOT / "docs" / "own-logits.md").read_text().split("## Quick start", 1)[1]
+    code = re.search(r"```python\n(.*?)```", page, flags=re.DOTALL).group(1)
+    command = re.search(r"```bash\n(focalcal calibrate .*?)\n```", page, flags=re.DOTALL).group(1)
+    if "torch" in installed():
+        fail("focalcal[plots] brought torch")
+    workdir = Path(tempfile.mkdtemp(prefix="focalcal-own-logits-"))
+    subprocess.run([sys.executable, "-c", code], cwd=workdir, check=True)
+    binary = Path(sys.executable).parent / "focalcal"
+    result = subprocess.run([str(binary), *command.split()[1:]], cwd=workdir, capture_output=True, text=True, check=False)
+    if result.returncode:
+        fail(f"`{command}` failed with focalcal[plots] and no torch:\n{result.stderr[-3000:]}")
+    report = workdir / command.split("--out")[1].split()[0] / "index.html"
+    if not report.is_file():
+        fail(f"`{command}` wrote no {report}")
+    print(f"  ok `{command}` without torch: {len(list(report.parent.rglob('*.svg')))} diagrams, "
+          f"{result.stdout.strip().splitlines()[-1] if result.stdout.strip() else ''}")
+
+
 def plan(report_path: str) -> None:
     report = json.loads(Path(report_path).read_text())
     planned = {normalise(item["metadata"]["name"]): item["metadata"]["version"] for item in report["install"]}
@@ -140,4 +161,5 @@ def plan(report_path: str) -> None:
 
 if __name__ == "__main__":
     command, *arguments = sys.argv[1:]
-    {"distributions": distributions, "lowest": lowest, "core": core, "plan": plan}[command](*arguments)
+    {"distributions": distributions, "lowest": lowest, "core": core, "own-logits": own_logits,
+     "plan": plan}[command](*arguments)

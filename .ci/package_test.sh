@@ -4,6 +4,7 @@
 #      .ci/package_checks.py distributions: version, SPDX licence, ranges never ==, extras);
 #   2. core only: the wheel alone in a clean venv; no torch/matplotlib/pandas comes with it, the
 #      core modules import none of them, and the library pages' recipes run;
+#      then the plots extra added (no torch): the own-logits quick start's `focalcal calibrate` runs;
 #   3. the research environment (numpy 1.26.4, pandas 2.2.3, scikit-learn 1.5.2): pip's dry-run
 #      plan for the wheel installs focalcal and threadpoolctl only, and changes nothing else;
 #   4. lowest: focalcal[torch,plots,test] with every requirement at its declared lower bound,
@@ -52,6 +53,8 @@ start=$(date +%s)
 "$WORK/core/bin/pip" install --quiet "$WHEEL"
 echo "  installed in $(seconds "$start") s; the venv holds $(du -sm "$WORK/core" | cut -f1) MB: $("$WORK/core/bin/pip" list --format=freeze 2>/dev/null | grep -v '^pip=' | tr '\n' ' ')"
 (cd "$WORK" && "$WORK/core/bin/python" "$CHECKS" core)
+"$WORK/core/bin/pip" install --quiet "$WHEEL[plots]"
+"$WORK/core/bin/python" "$CHECKS" own-logits
 
 step "3. the research environment: what pip would install beside numpy 1.26.4, pandas 2.2.3, scikit-learn 1.5.2"
 fresh_venv research

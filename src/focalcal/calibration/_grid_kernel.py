@@ -36,7 +36,10 @@ _threads: int | None = None
 
 
 def capability() -> str:
-    from numpy._core._multiarray_umath import __cpu_features__ as features
+    try:
+        from numpy._core._multiarray_umath import __cpu_features__ as features
+    except ImportError:  # numpy < 2 names its core numpy.core
+        from numpy.core._multiarray_umath import __cpu_features__ as features
 
     return "avx2" if features.get("AVX2") and features.get("FMA3") else "default"
 

@@ -31,6 +31,8 @@
 namespace {
 
 using at::vec::Vectorized;
+// Negation is written x.neg(): the unary minus that later torch defines as x.neg() is missing from
+// torch 2.5's Vectorized, the lowest torch focalcal[torch] admits.
 
 enum Kind : int64_t { DUAL_CROSS_ENTROPY = 1, DUAL_FOCAL = 2, SMOOTHED_FOCAL = 3 };  // _fused.KINDS
 
@@ -44,7 +46,7 @@ struct Lanes {
   V row_extra;  // a per-lane constant a term may take (MMCE's slope on the top class)
 
   // log(1 - p_k): log1p(-p) is exact off the top (p <= 1/2); only terms that need it pay for it.
-  V log_q() const { return V::blendv((-p).log1p(), log_q_top, is_top); }
+  V log_q() const { return V::blendv(p.neg().log1p(), log_q_top, is_top); }
 };
 
 // base^exponent: a product for small integer exponents (exact, no log), else exp(e log base).
@@ -67,8 +69,8 @@ struct CrossEntropyTerm {
   using V = Vectorized<T>;
   void operator()(const Lanes<T>& c, V& value, V& slope) const {
     const V zero(T(0));
-    value = V::blendv(zero, -c.log_p, c.is_y);
-    slope = V::blendv(zero, V::blendv(V(T(-1)), -c.q, c.is_top), c.is_y);
+    value = V::blendv(zero, c.log_p.neg(), c.is_y);
+    slope = V::blendv(zero, V::blendv(V(T(-1)), c.q.neg(), c.is_top), c.is_y);
   }
 };
 
@@ -88,8 +90,8 @@ struct DualCrossEntropyTerm {  // -log z_y + beta sum_{i != y} log(alpha + z_i)
   void operator()(const Lanes<T>& c, V& value, V& slope) const {
     const V alpha_plus_p = c.p + V(alpha);
     const V other_slope = V(beta) * c.p / alpha_plus_p;
-    value = V::blendv(alpha_plus_p.log() * V(beta), -c.log_p, c.is_y);
-    const V target_slope = V::blendv(V(T(-1)), -c.q, c.is_top);
+    value = V::blendv(alpha_plus_p.log() * V(beta), c.log_p.neg(), c.is_y);
+    const V target_slope = V::blendv(V(T(-1)), c.q.neg(), c.is_top);
     slope = V::blendv(V::blendv(other_slope, other_slope * c.q, c.is_top), target_slope, c.is_y);
   }
 };
@@ -113,8 +115,8 @@ struct DualFocalTerm {  // -log z_y + alpha (1 - z_y)^gamma + sum_{i != y} [alph
       power_q_less_one = power_q / c.q;  // q >= 1/2 off the top; the top uses b
     }
     const V target_value = V(alpha) * power_q - c.log_p;
-    const V target_a = -one - alpha_gamma * c.p * power_q_less_one;
-    const V target_b = -c.q - alpha_gamma * c.p * power_q;
+    const V target_a = one.neg() - alpha_gamma * c.p * power_q_less_one;
+    const V target_b = c.q.neg() - alpha_gamma * c.p * power_q;
     // other classes: a = beta z/(rho - z) + alpha gamma z^gamma, b = a (1 - z); rho - z = (rho - 1) + q
     const V power_p = power(c.p, gamma, log_p);
     V other_value, ratio, ratio_times_q;
@@ -142,12 +144,12 @@ struct SmoothedFocalTerm {  // -w_i (1 - p_i)^gamma log p_i, w the smoothed one-
   void operator()(const Lanes<T>& c, V& value, V& slope) const {
     const V weighted = V::blendv(V(other_weight), V(target_weight), c.is_y) *
                        power(c.q, gamma, [&] { return c.log_q(); });
-    const V neg_log_p = -c.log_p;
+    const V neg_log_p = c.log_p.neg();
     value = weighted * neg_log_p;
     // a = -w g, g = (1 - p)^gamma (1 + gamma p (-log p)/(1 - p)) (mukhoti2020 Prop 1); b = a (1 - p)
     const V gamma_p_neg_log_p = V(gamma) * c.p * neg_log_p;
-    const V a = -weighted * (V(T(1)) + gamma_p_neg_log_p / c.q);
-    const V b = -weighted * (c.q + gamma_p_neg_log_p);
+    const V a = weighted.neg() * (V(T(1)) + gamma_p_neg_log_p / c.q);
+    const V b = weighted.neg() * (c.q + gamma_p_neg_log_p);
     slope = V::blendv(a, b, c.is_top);
   }
 };
@@ -194,7 +196,7 @@ void classwise_kernel(const T* x, const int64_t* target, T* loss, T* grad, int64
       const V gap = second - m;                      // <= 0
       const V log_sum = (gap.exp() * rest).log1p();  // log sum_k exp(x_k - m)
       const V log_q_top = gap + rest.log() - log_sum;
-      const V q_top = log_q_top.exp(), p_top = (-log_sum).exp();
+      const V q_top = log_q_top.exp(), p_top = log_sum.neg().exp();
       const V to_p = (gap - log_sum).exp();  // p_k = exp(x_k - second) to_p off the top
 
       // pass 3: terms and slopes
