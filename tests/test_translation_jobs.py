@@ -174,6 +174,27 @@ def test_a_decode_of_a_trained_run_writes_sacrebleus_bleu_of_its_own_hypotheses(
         assert hypotheses[index] == corpus.detokenise(alone[0])
 
 
+def test_a_grid_decode_loads_the_model_once_and_writes_each_temperatures_decode_byte_for_byte(tmp_path, standin_run,
+                                                                                             monkeypatch):
+    """Rule decode's one job per run: the files of each temperature are those a decode at it alone writes."""
+    from focalcal.pipeline import translation
+
+    _, run_dir, data_root = standin_run
+    alone = {t: translation.decode_run(run_dir, data_root, t, tmp_path / f"alone{t}.json", tmp_path / f"alone{t}.txt")
+             for t in (0.8, 1.3)}
+    loads = []
+    real = translation.finished_model
+    monkeypatch.setattr(translation, "finished_model", lambda *args: loads.append(args) or real(*args))
+    records = translation.decode_grid(run_dir, data_root, [0.8, 1.3], [tmp_path / "T0.80.json", tmp_path / "T1.30.json"],
+                                      [tmp_path / "T0.80.txt", tmp_path / "T1.30.txt"])
+    assert len(loads) == 1
+    for t, record, name in zip((0.8, 1.3), records, ("T0.80", "T1.30"), strict=True):
+        assert (tmp_path / f"{name}.txt").read_bytes() == (tmp_path / f"alone{t}.txt").read_bytes()
+        assert record == {**alone[t], "hypotheses": f"{name}.txt"}
+    with pytest.raises(ValueError, match="2 temperatures but 1 JSON and 2 hypotheses paths"):
+        translation.decode_grid(run_dir, data_root, [0.8, 1.3], [tmp_path / "x.json"], [tmp_path / "a", tmp_path / "b"])
+
+
 def test_a_decode_builds_no_trainer_and_beam_searches_with_the_final_weights(tmp_path, standin_run, monkeypatch):
     """The decode path (model from run_config.json, the checkpoint's final weights) translates as the trainer's
     restored model does; with kept best weights (early stopping, recipe.select) it is those, not the last epoch's."""

@@ -1,5 +1,5 @@
-"""The translation rules: a decode per (run, temperature), re-made alone; a translation run's
-training forced again, or retrained, with what depends on it."""
+"""The translation rules: one decode job per run for its temperature grid, made by asking for any
+of its files; a translation run's training forced again, or retrained, with what depends on it."""
 
 from __future__ import annotations
 
@@ -18,19 +18,19 @@ from focalcal.pipeline import build_plan
 from focalcal.pipeline.config import ConfigError
 
 
-def test_a_translation_study_plans_a_decode_per_run_and_temperature(tmp_path):
+def test_a_translation_study_plans_a_decode_job_per_run_for_its_temperature_grid(tmp_path):
     configfile = tmp_path / "translation.yaml"
     configfile.write_text(yaml.safe_dump(translation_config()))
     counts = planned_jobs(snakemake(tmp_path, "-n", "--configfile", str(configfile)))
     assert counts == jobs_from_plan(configfile)
-    # 9 runs (3 losses x 3 seeds): a decode at each of the 9 grid temperatures, one more at each
-    # fitted temperature (TS by val ECE and by val NLL), one token calibration and metrics each
+    # 9 runs (3 losses x 3 seeds): one job each decoding the 9 grid temperatures, one more decode at
+    # each fitted temperature (TS by val ECE and by val NLL), one token calibration and metrics each
     assert (counts["decode"], counts["decode_calibrated"], counts["calibrate_tokens"],
-            counts["translation_metrics"]) == (81, 18, 9, 9)
+            counts["translation_metrics"]) == (9, 18, 9, 9)
     assert "calibrate" not in counts and "export_logits" not in counts
 
 
-def test_one_decode_is_re_made_alone(tmp_path):
+def test_one_temperatures_decode_asked_for_makes_its_runs_grid_in_one_job(tmp_path):
     config = translation_config()
     configfile = tmp_path / "translation.yaml"
     configfile.write_text(yaml.safe_dump(config))
@@ -38,8 +38,7 @@ def test_one_decode_is_re_made_alone(tmp_path):
     run = next(iter(plan.runs.values()))
     (tmp_path / run.run_dir).mkdir(parents=True)
     (tmp_path / paths.run_file(run.path, paths.RUN_CONFIG)).write_text(json.dumps(plan.run_config(run)))
-    for made in (paths.ready_marker("data", run.dataset), paths.run_file(run.path, paths.HISTORY),
-                 *(paths.translation_decode(run.path, t) for t in config["decode_temperatures"] if t != 1.2)):
+    for made in (paths.ready_marker("data", run.dataset), paths.run_file(run.path, paths.HISTORY)):
         (tmp_path / made).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / made).write_text("{}")
     target = paths.translation_decode(run.path, 1.2)
@@ -47,7 +46,10 @@ def test_one_decode_is_re_made_alone(tmp_path):
     result = snakemake(tmp_path, "-n", target, "--configfile", str(configfile))
     assert planned_jobs(result) == {"decode": 1, "total": 1}
     assert f"wildcards: dataset={run.dataset}, model={run.model}, loss={run.loss}, recipe={run.recipe}, " \
-           f"seed={run.seed}, temperature=1.20" in result.stdout
+           f"seed={run.seed}\n" in result.stdout
+    for t in config["decode_temperatures"]:  # the one job writes every temperature's pair
+        assert paths.translation_decode(run.path, t) in result.stdout
+        assert paths.translation_hypotheses(run.path, t) in result.stdout
     # a temperature off the grid is no target
     off_grid = snakemake(tmp_path, "-n", paths.translation_decode(run.path, 1.25), "--configfile",
                          str(configfile), check=False)

@@ -42,7 +42,7 @@ def jobs_from_plan(*configfiles: Path) -> dict[str, int]:
         "calibrate": len(plan.calibrated_runs()) - len(words),
         "export_token_logits": len(plan.translation_runs()),
         "calibrate_tokens": len(words),
-        "decode": len(words) * len(plan.config["decode_temperatures"]),
+        "decode": len(words),  # one job decodes a run's whole temperature grid
         "decode_calibrated": sum(path is not None for run in words for path in calibrated_decodes(plan, run).values()),
         "translation_metrics": len(words),
         "evaluate_segmentation": len(plan.segmentation_runs()),
@@ -72,9 +72,9 @@ def test_default_config_plans_every_stage(tmp_path):
     # evaluated, and the miniature studies' classification runs, shared where two studies ask for one
     assert counts["evaluate_segmentation"] == 18
     assert counts["export_token_logits"] == 3  # mukhoti2020 §5.2's stand-in: CE, LS-0.1, FL-1
-    # each calibrated per token and decoded at the 9 temperatures of decode_temperatures, and at
-    # the two fitted ones (TS by val ECE and by val NLL)
-    assert (counts["calibrate_tokens"], counts["decode"], counts["decode_calibrated"]) == (3, 27, 6)
+    # each calibrated per token and decoded at the 9 temperatures of decode_temperatures (one job
+    # per run), and at the two fitted ones (TS by val ECE and by val NLL)
+    assert (counts["calibrate_tokens"], counts["decode"], counts["decode_calibrated"]) == (3, 3, 6)
     assert counts["train"] == counts["calibrate"] + counts["evaluate_segmentation"] + counts["export_token_logits"]
 
 

@@ -79,8 +79,8 @@ REMAKE = (
                                               "nothing is retrained"),
     Remake(f"{RUNS}/*/{LOGITS}", FORCE, "rule export_logits re-dumps it from the run's checkpoint; nothing is retrained"),
     Remake(f"{RUNS}/*/{RUN_INFO}", FORCE, "rule export_logits re-writes it from the run's checkpoint; nothing is retrained"),
-    Remake(f"{RUNS}/*/{DECODE}/*", FORCE, "rule decode beam-searches the test set again at its temperature, "
-                                     "from the run's checkpoint; nothing is retrained"),
+    Remake(f"{RUNS}/*/{DECODE}/*", FORCE, "rule decode beam-searches the test set again at every temperature of "
+                                     "the grid, from the run's checkpoint; nothing is retrained"),
     Remake(f"{CALIBRATION}/*/{DECODE}/*", FORCE, "rule decode_calibrated beam-searches the test set again at the "
                                                "calibrator's fitted temperature; nothing is retrained"),
     Remake(f"{CALIBRATION}/*", FORCE, "rule calibrate (calibrate_tokens for a translation run) refits the run's "

@@ -1,16 +1,15 @@
 # Stage 4 of a translation run (focalcal.pipeline.translation): temperature scaling fitted on
-# its validation tokens from token_logits.npz (never the model), a beam-search decode of the
-# test set per (run, temperature) of the config's decode_temperatures, each its own job and
-# target (parallel, re-made alone), one more decode per fitted temperature (BLEU after
-# scaling), and the run's metrics.csv joining token metrics and BLEU, read by the study table
-# like any run's.
-# None of them is in the run's cluster group: each decode is a submission of its own, so the
-# sweep runs in parallel across nodes.
+# its validation tokens from token_logits.npz (never the model), beam-search decodes of the
+# test set at each of the config's decode_temperatures (one job per run: the model and test set
+# are loaded once for the whole grid, which on a CPU is most of a small model's decode), one
+# more decode per fitted temperature (BLEU after scaling), and the run's metrics.csv joining
+# token metrics and BLEU, read by the study table like any run's.
+# None of them is in the run's cluster group: each run's grid and each calibrated decode is a
+# submission of its own, so the runs decode in parallel across nodes.
 
 from focalcal.pipeline.translation import calibrated_decodes, grid_decodes
 
 DECODE_TEMPERATURES = [float(t) for t in config["decode_temperatures"]]
-DECODE_TEMPERATURE_NAMES = one_of(f"{t:.2f}" for t in DECODE_TEMPERATURES)
 CALIBRATOR_KEYS = one_of(key for keys in PLAN.calibrators.values() for key in keys)
 
 
@@ -41,23 +40,23 @@ rule calibrate_tokens:
         "../scripts/calibrate_tokens.py"
 
 
-# The finished run's history.csv (written when training ends) stands for its checkpoint.
+# The finished run's history.csv (written when training ends) stands for its checkpoint. One
+# job decodes the run's whole grid; asking for one temperature's file makes the grid's job.
 rule decode:
     input:
         data=ancient(DATA_READY),
         run_config=paths.run_file(RUN, paths.RUN_CONFIG),
         history=paths.run_file(RUN, paths.HISTORY),
     output:
-        result=paths.translation_decode(RUN),
-        hypotheses=paths.translation_hypotheses(RUN),
+        results=[paths.translation_decode(RUN, t) for t in DECODE_TEMPERATURES],
+        hypotheses=[paths.translation_hypotheses(RUN, t) for t in DECODE_TEMPERATURES],
     log:
-        paths.log("decode", f"{RUN}/T{{temperature}}"),
+        paths.log("decode", RUN),
     benchmark:
-        paths.benchmark("decode", f"{RUN}/T{{temperature}}")
+        paths.benchmark("decode", RUN)
     wildcard_constraints:
         dataset=TRANSLATION_DATASETS,
         model=TRAINED_MODELS,
-        temperature=DECODE_TEMPERATURE_NAMES,
     conda:
         "../envs/torch.yaml"
     threads: run_resource("threads")
@@ -70,7 +69,7 @@ rule decode:
     params:
         run_dir=lambda wildcards: PLAN.run(wildcards).run_dir,
         data_root=lambda wildcards, input: paths.data_root_from_marker(input.data),
-        temperature=lambda wildcards: float(wildcards.temperature),
+        temperatures=DECODE_TEMPERATURES,
     script:
         "../scripts/decode.py"
 

@@ -1,8 +1,8 @@
-"""Rules decode and decode_calibrated: beam-search a finished translation run's test set at one
-temperature (the wildcard's, or the one a calibrator fitted) and score it with BLEU."""
+"""Rules decode and decode_calibrated: beam-search a finished translation run's test set at each
+temperature of the decode grid, or at the one a calibrator fitted, and score it with BLEU."""
 
 from focalcal.pipeline.joblog import logged
-from focalcal.pipeline.translation import decode_calibrated, decode_run
+from focalcal.pipeline.translation import decode_calibrated, decode_grid
 
 with logged(snakemake.log[0]):
     if snakemake.rule == "decode_calibrated":
@@ -16,11 +16,11 @@ with logged(snakemake.log[0]):
             snakemake.threads,
         )
     else:
-        decode_run(
+        decode_grid(
             snakemake.params.run_dir,
             snakemake.params.data_root,
-            snakemake.params.temperature,
-            snakemake.output.result,
+            snakemake.params.temperatures,
+            snakemake.output.results,
             snakemake.output.hypotheses,
             snakemake.threads,
         )

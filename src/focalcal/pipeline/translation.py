@@ -9,7 +9,7 @@ of its test set at a grid of temperatures, and its metrics.
   (val and test ECE and NLL at every decode temperature).
 * :func:`decode_run` loads the finished run's model (:func:`finished_model`: its final weights,
   no trainer, the test split only) and beam-searches the test set with the softmax at one
-  temperature; it writes the hypotheses (one sentence a line) and a JSON with the corpus BLEU,
+  temperature (:func:`decode_grid`: at each temperature of the grid, the model loaded once); it writes the hypotheses (one sentence a line) and a JSON with the corpus BLEU,
   sacrebleu's signature, the beam settings and the sha256 of the checkpoint decoded. :func:`decode_calibrated` does
   the same at a calibrator's fitted temperature (BLEU after temperature scaling).
 * :func:`translation_metrics` joins them: the run's ``metrics.csv`` (the rows every run's
@@ -223,11 +223,27 @@ def finished_model(run_dir, data_root, threads: int = 1):
 def decode_run(run_dir, data_root, temperature: float, json_path, text_path, threads: int = 1) -> dict:
     """Decode the finished run's test set at ``temperature``; write its hypotheses and BLEU, with
     the sha256 of the checkpoint decoded (``focalcal verify`` names a decode of another one)."""
+    return decode_grid(run_dir, data_root, [temperature], [json_path], [text_path], threads)[0]
+
+
+def decode_grid(run_dir, data_root, temperatures, json_paths, text_paths, threads: int = 1) -> list[dict]:
+    """:func:`decode_run` at each of ``temperatures`` in turn, the model and the test set loaded once.
+
+    One process for a run's grid instead of one per temperature: on the CPU a decode's start-up
+    (torch, the checkpoint, the corpus) is most of a small model's decode. Each temperature's
+    beam search is the one :func:`decode_run` does alone, so its files are the same bytes."""
+    temperatures = [float(t) for t in temperatures]
+    if not (len(temperatures) == len(json_paths) == len(text_paths)):
+        raise ValueError(f"{len(temperatures)} temperatures but {len(json_paths)} JSON and {len(text_paths)} "
+                         "hypotheses paths; give one of each per temperature")
     model, corpus, sha256 = finished_model(run_dir, data_root, threads)
-    hypotheses, score = decode_split(model, corpus.test.source, corpus.test.references, corpus.detokenise,
-                                     float(temperature))
-    return write_decode(json_path, text_path, hypotheses, score, float(temperature), beam_settings(),
-                        **{CHECKPOINT_SHA256: sha256})
+    records = []
+    for temperature, json_path, text_path in zip(temperatures, json_paths, text_paths, strict=True):
+        hypotheses, score = decode_split(model, corpus.test.source, corpus.test.references, corpus.detokenise,
+                                         temperature)
+        records.append(write_decode(json_path, text_path, hypotheses, score, temperature, beam_settings(),
+                                    **{CHECKPOINT_SHA256: sha256}))
+    return records
 
 
 def fitted_temperature(calibration_path, calibrator: str) -> float:
