@@ -1,10 +1,19 @@
 """What a config's studies will cost on a GPU, before anything runs (``focalcal plan``).
 
-The figures are those ``python -m bench gpu`` measured and wrote to ``bench/gpu_results.json``:
-the seconds per training step of each architecture on mukhoti2020's CIFAR recipe (batch 128),
-in the fastest mode of the trainer that ran without failing. An epoch costs that per-step time
-times the steps of an epoch of the split's 45,000 training images: 351 full batches and the last,
-partial one. A run costs its recipe's epochs times that; a study the sum over its trained runs.
+The figures are those ``python -m bench gpu`` measured and wrote to ``bench/gpu_results.json``,
+on the GPU it names. Where its run section (schema 3) trained a planned run of an architecture
+through ``Trainer.fit`` under ``compile: auto``, an epoch costs that run's measured epoch (its
+last: loading, augmentation, step, evaluation, diagnostics, checkpoint). Elsewhere, labelled as
+the step's alone: the seconds per training step of the architecture on mukhoti2020's CIFAR
+recipe (batch 128), in the fastest mode of the trainer that ran without failing, times the
+steps of an epoch of the split's 45,000 training images: 351 full batches and the last, partial
+one (evaluation, checkpoint and the rest of the epoch not counted). A run costs its recipe's
+epochs times that; a study the sum over its trained runs.
+
+Packing (``training.runs_per_gpu``) is recommended per model only where the benchmark measured
+N packed runs of that model training at least :data:`PACKING_GAIN` × the images/s of one; where
+it measured less, the plan says one run fills the GPU; where it measured nothing (or only the
+older summed per-run rates, which overstate), that packing is unmeasured and not recommended.
 
 The benchmark's results (schema 2) time full epochs, so the per-step time is the epoch's
 seconds over its steps. Older results (no ``schema``) timed 100-batch epochs: their per-step
@@ -19,8 +28,7 @@ the base model on 8 P100 GPUs, hence P100 GPU-hours) and the CPU cost measured h
 
 Only runs whose model and data the benchmark measured get a figure (an architecture on
 CIFAR-10/100); the others, and every run when no figures exist for the GPU asked about, are
-counted and named as unmeasured, never guessed. Evaluation, logit export and calibration are
-not counted (a few percent of a paper-scale run's epoch time).
+counted and named as unmeasured, never guessed. Logit export and calibration are not counted.
 """
 
 from __future__ import annotations
@@ -37,6 +45,10 @@ MEASURED_DATASETS = ("cifar10", "cifar100")
 LEGACY_TRAIN_IMAGES = 45_000
 #: Loops that are not the trainer's own mode: the authors' loop, and the fp32 eager baseline.
 NOT_OURS = ("reference", "fp32 none")
+#: Packing is recommended for a model where N packed runs train at least this × one run's images/s.
+PACKING_GAIN = 1.10
+PACKING_LABELS = {"without_mps": "without MPS", "with_mps": "with MPS"}
+SCHEMA_2_PACKED_MODEL = "resnet50"  # bench gpu schema 2 packed ResNet-50 only
 
 
 @dataclass(frozen=True)
@@ -66,6 +78,7 @@ class StudyBudget:
     estimated: int = 0  # of which have a measured figure
     by_architecture: dict[str, dict] = field(default_factory=dict)  # model name -> runs, epochs, hours
     unmeasured: dict[str, int] = field(default_factory=dict)  # "dataset / model" -> runs without a figure
+    models: dict[str, int] = field(default_factory=dict)  # model name -> trained runs (for the packing advice)
     steps: dict[str, dict] = field(default_factory=dict)  # translation model name -> runs, steps, tokens a step
 
 
@@ -81,6 +94,20 @@ def load_gpu_results(path) -> dict | None:
 
 
 def epoch_figures(results: dict) -> dict[str, dict]:
+    """Per architecture, the seconds of an epoch and where they come from (``source``): ``run``,
+    the run section's measured epoch (``run``, ``mode``, ``train_s``); else ``step``, the per-step
+    seconds of its fastest measured mode of ours (``loop``, ``s_per_step``) times the ``steps`` of
+    an epoch (the partial batch included)."""
+    out = step_figures(results)
+    for architecture, row in (results.get("runs") or {}).items():
+        if row.get("status") == "ok" and row.get("epochs"):
+            last = row["epochs"][-1]
+            out[architecture] = {"source": "run", "run": row["run"], "mode": row["mode"], "epoch": last["epoch"],
+                                 "s_per_epoch": last["seconds"], "train_s": last["train"], "images": row["images"]}
+    return out
+
+
+def step_figures(results: dict) -> dict[str, dict]:
     """Per architecture: the per-step seconds of its fastest measured mode of ours, that mode,
     the steps of an epoch (the partial batch included) and their product, the epoch's seconds."""
     legacy = "schema" not in results
@@ -101,18 +128,18 @@ def epoch_figures(results: dict) -> dict[str, dict]:
                 per_step[name] = row["s_per_step"]
         if per_step:
             loop = min(per_step, key=per_step.get)
-            out[architecture] = {"loop": loop, "s_per_step": per_step[loop], "steps": steps,
+            out[architecture] = {"source": "step", "loop": loop, "s_per_step": per_step[loop], "steps": steps,
                                  "s_per_epoch": per_step[loop] * steps}
     return out
 
 
 def seconds_per_epoch(results: dict) -> dict[str, float]:
-    """Each measured architecture's epoch on 45,000 images, in its fastest mode of ours."""
+    """Each measured architecture's epoch on 45,000 images: the run's, else its step's (:func:`epoch_figures`)."""
     return {architecture: figure["s_per_epoch"] for architecture, figure in epoch_figures(results).items()}
 
 
 def measurement(results: dict) -> str:
-    """Which measurement the figures come from, in words."""
+    """Which measurement the step figures come from, in words."""
     if "schema" not in results:
         steps = -(-LEGACY_TRAIN_IMAGES // int(results.get("batch_size", 128)))
         return (f"{results.get('steps_per_epoch')}-batch epochs, per-step time × {steps} steps per epoch (the "
@@ -122,16 +149,46 @@ def measurement(results: dict) -> str:
             f"one of {epoch['partial_batch']}), per-step time × {epoch['steps']} steps")
 
 
-def packing_rows(results: dict) -> dict[str, dict[int, float]]:
-    """Packed runs' images/s per count of runs, by how they were measured: older results summed
-    the workers' own rates; schema 2 has ``without MPS`` / ``with MPS``, all images ÷ wall time."""
+def packing_rows(results: dict) -> dict[str, dict[str, dict[int, float]]]:
+    """Per model, packed runs' images/s per count of runs, by how they were measured (``without
+    MPS`` / ``with MPS``: all images ÷ wall time). Schema 3 packs several models; schema 2 packed
+    ResNet-50; older results summed the workers' own rates, which overstates, and count as none."""
     packing = results.get("packing") or []
     if isinstance(packing, list):
-        return {"(summed from each run's own rate, not over the wall time)": {row["runs"]: row["images_per_s"]
-                                                                                for row in packing}}
-    labels = {"without_mps": "without MPS", "with_mps": "with MPS"}
-    return {labels[key]: {row["runs"]: row["images_per_s"] for row in section.get("rows", []) if row.get("status") == "ok"}
-            for key, section in packing.items() if key in labels}
+        return {}
+    by_model = packing if results.get("schema", 2) >= 3 else (
+        {results.get("packing_model", SCHEMA_2_PACKED_MODEL): packing} if packing else {})
+    return {model: {PACKING_LABELS[key]: {row["runs"]: row["images_per_s"] for row in section.get("rows", [])
+                                          if row.get("status") == "ok"}
+                    for key, section in sections.items() if key in PACKING_LABELS}
+            for model, sections in by_model.items()}
+
+
+def packing_advice(results: dict, models) -> list[str]:
+    """One line per model: packing recommended (measured to gain at least :data:`PACKING_GAIN` ×),
+    one run fills the GPU (measured to gain less), or packing unmeasured (not recommended)."""
+    measured = packing_rows(results)
+    lines = []
+    for model in sorted(models):
+        best = None  # (gain, runs, how)
+        for how, rates in measured.get(model, {}).items():
+            for runs, rate in rates.items():
+                if runs > 1 and 1 in rates and (best is None or rate / rates[1] > best[0]):
+                    best = (rate / rates[1], runs, how)
+        if best is None:
+            legacy = isinstance(results.get("packing"), list) and model == SCHEMA_2_PACKED_MODEL
+            why = ("the older results summed each packed run's own rate, which overstates" if legacy
+                   else f"bench gpu packed no {model} runs beside one")
+            lines.append(f"  {model}: packing unmeasured ({why}); not recommended: one run per GPU")
+        elif best[0] >= PACKING_GAIN:
+            gain, runs, how = best
+            lines.append(f"  {model}: {runs} packed runs per GPU {how} trained {gain:.2f}× the images/s of one: "
+                         f"training.runs_per_gpu: {runs} divides its GPU-hours by {gain:.2f}")
+        else:
+            gain, runs, how = best
+            lines.append(f"  {model}: one run fills the GPU ({runs} packed runs {how} trained {gain:.2f}× the images/s "
+                         "of one); keep training.runs_per_gpu: 1")
+    return lines
 
 
 def study_budgets(plan, results: dict | None) -> list[StudyBudget]:
@@ -146,6 +203,7 @@ def study_budgets(plan, results: dict | None) -> list[StudyBudget]:
                 continue
             budget.runs += 1
             model = config["models"][run.model]["name"]
+            budget.models[model] = budget.models.get(model, 0) + 1
             dataset = config["datasets"][run.dataset]["name"]
             recipe = config["recipes"][run.recipe]
             epochs = int(recipe.get("epochs", Recipe.epochs))
@@ -180,32 +238,37 @@ def describe(budgets: list[StudyBudget], results: dict | None, results_path, gpu
         head = (f"No figures were measured on {gpu}: {results_path} holds {measured}'s "
                 f"(torch {results.get('torch')}, {results.get('date')}). Run `python -m bench gpu` on {gpu}.")
         return "\n".join([head] + unmeasured_lines(budgets))
-    lines = [(f"Training budget on {measured}, one run per GPU, from {results_path}: {measurement(results)}, "
-              f"measured by `python -m bench gpu` (torch {results.get('torch')}, {results.get('date')}, commit "
-              f"{results.get('commit')}):")]
+    commit = results.get("commit") or f"none recorded ({results.get('commit_source') or 'no reason given'})"
     figures = epoch_figures(results)
+    has_runs = any(f["source"] == "run" for f in figures.values())
+    lines = [(f"Training budget on {measured}, one run per GPU, from {results_path}, measured on {measured} by "
+              f"`python -m bench gpu` (torch {results.get('torch')}, {results.get('date')}, commit {commit}): "
+              + ("the run's epoch (Trainer.fit under compile: auto) where its run section trained the architecture; "
+                 "elsewhere the step's alone, " if has_runs else
+                 "the step's figures alone: this results file has no run section (a real run's epoch through "
+                 "Trainer.fit, bench gpu's schema 3), so evaluation, checkpoint and the rest of the epoch are not "
+                 "counted; ") + f"{measurement(results)}:")]
     for budget in budgets:
         lines.append(f"  {budget.study}: {budget.gpu_hours:,.1f} GPU-hours for {budget.estimated} of its "
                      f"{budget.runs} training runs")
         for model, entry in sorted(budget.by_architecture.items()):
             f = figures[model]
-            lines.append(f"    {model}: {entry['runs']} runs, {entry['epochs']:,} epochs, {entry['gpu_hours']:,.1f} GPU-hours "
-                         f"({f['loop']}: {1000 * f['s_per_step']:.1f} ms/step × {f['steps']} = {f['s_per_epoch']:.2f} s "
-                         "per epoch)")
+            if f["source"] == "run":
+                how = (f"the run's epoch: {f['run']} under compile: auto ({f['mode']}), epoch {f['epoch']} of "
+                       f"{f['images']:,} images, {f['s_per_epoch']:.2f} s, of which training {f['train_s']:.2f} s")
+            else:
+                how = (f"{'the step only, ' if has_runs else ''}{f['loop']}: {1000 * f['s_per_step']:.1f} ms/step × "
+                       f"{f['steps']} = {f['s_per_epoch']:.2f} s per epoch")
+            lines.append(f"    {model}: {entry['runs']} runs, {entry['epochs']:,} epochs, {entry['gpu_hours']:,.1f} "
+                         f"GPU-hours ({how})")
         for name, count in sorted(budget.unmeasured.items()):
             lines.append(f"    {name}: {count} runs not measured (no figure for this architecture and data)")
         lines += translation_lines(budget)
-    best = None  # (speed-up, runs, how) of the best packing measured
-    for how, rates in packing_rows(results).items():
-        if 1 in rates and len(rates) > 1:
-            runs = max(rates, key=rates.get)
-            if best is None or rates[runs] / rates[1] > best[0]:
-                best = (rates[runs] / rates[1], runs, how)
-    if best is not None:
-        speedup, runs, how = best
-        lines.append(f"Packed {runs} runs per GPU {how}, the benchmark's ResNet-50 runs together "
-                     f"trained {speedup:.2f}× the images/s of one: divide by that for GPU-hours with "
-                     f"training.runs_per_gpu: {runs}.")
+    models = {model for budget in budgets for model in budget.models}
+    if models:
+        lines.append(f"Packing (training.runs_per_gpu), recommended only where measured to gain at least "
+                     f"{PACKING_GAIN:.2f}× on {measured}:")
+        lines += packing_advice(results, models)
     return "\n".join(lines)
 
 

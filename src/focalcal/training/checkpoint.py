@@ -1,4 +1,4 @@
-"""Load a run's checkpoint without running code from it.
+"""Load a run's checkpoint without running code from it; copy one to the CPU and write it in the background.
 
 A checkpoint is a pickle, and ``torch.load(weights_only=False)`` executes whatever a pickle's
 ``__reduce__`` asks for: a ``checkpoint.pt`` copied from elsewhere, or tampered with in a
@@ -11,8 +11,11 @@ allowed class; anything else is refused before a single object is built.
 from __future__ import annotations
 
 import collections
+import copy
 import io
 import pickle
+import threading
+import time
 from pathlib import Path
 
 import torch
@@ -82,3 +85,91 @@ def final_weights(state: dict) -> dict:
 def _first_line(error: BaseException) -> str:
     text = str(error).strip()
     return text.splitlines()[0] if text else type(error).__name__
+
+
+def cpu_snapshot(state):
+    """A copy of ``state`` (the trainer's checkpoint dict) that training can no longer change: every
+    tensor copied to the CPU, every container copied, Python scalars shared. Tensors that share a
+    storage still share one copy (tied weights stay tied), and each copy keeps its storage's size,
+    offset and strides, so ``torch.save`` writes the bytes it would have written from the live
+    state on the CPU; a CUDA state comes back as CPU tensors (``load_checkpoint`` maps them to the
+    run's device). The copy is synchronous: it is what lets the write run in the background."""
+    storages: dict[int, torch.UntypedStorage] = {}  # by the storage itself, as torch.save tells them apart
+    memo: dict[int, object] = {}
+
+    def copy_tensor(tensor: torch.Tensor) -> torch.Tensor:
+        storage = tensor.untyped_storage()
+        key = storage._cdata  # the StorageImpl's address: torch.serialization's own key
+        if key not in storages:
+            storages[key] = storage.cpu() if tensor.device.type != "cpu" else storage.clone()
+        copied = torch.empty((), dtype=tensor.dtype).set_(storages[key], tensor.storage_offset(), tensor.size(),
+                                                           tensor.stride())
+        if isinstance(tensor, torch.nn.Parameter):
+            return torch.nn.Parameter(copied, requires_grad=tensor.requires_grad)
+        return copied.requires_grad_(tensor.requires_grad) if tensor.requires_grad else copied
+
+    def visit(value) -> None:
+        if torch.is_tensor(value):
+            if id(value) not in memo:
+                memo[id(value)] = copy_tensor(value)
+        elif isinstance(value, dict):
+            for item in value.values():
+                visit(item)
+        elif isinstance(value, (list, tuple)):
+            for item in value:
+                visit(item)
+
+    visit(state)
+    return copy.deepcopy(state, memo)  # the containers (their types and attributes kept), the tensors from memo
+
+
+class BackgroundWriter:
+    """Runs one write at a time in a background thread, so an epoch's checkpoint is serialised and
+    written while the next epoch trains (``background=False``: in the caller's thread, at once).
+    :meth:`submit` first waits for the write before it; :meth:`join` waits for the current one,
+    raises what it raised and returns its seconds. The trainer joins before the next write, when
+    ``fit`` returns or raises, and before anything reads the checkpoint. Each write is atomic (a
+    sibling renamed into place), so a run killed mid-write resumes from the last complete
+    checkpoint."""
+
+    def __init__(self, background: bool = True) -> None:
+        self.background = background
+        self._thread: threading.Thread | None = None
+        self._done = False  # a write ran that join() has not reported yet
+        self._error: BaseException | None = None
+        self._seconds = 0.0
+
+    def submit(self, write) -> None:
+        self.join()
+
+        def run() -> None:
+            started = time.perf_counter()
+            try:
+                write()
+            except BaseException as error:  # noqa: BLE001  raised in the training thread by join()
+                self._error = error
+            finally:
+                self._seconds = time.perf_counter() - started
+
+        self._done = True
+        if not self.background:
+            run()
+            return
+        self._thread = threading.Thread(target=run, name="focalcal-checkpoint-write")
+        self._thread.start()
+
+    @property
+    def pending(self) -> bool:
+        """Whether a write runs in the background now."""
+        return self._thread is not None and self._thread.is_alive()
+
+    def join(self) -> float | None:
+        """Wait for the last write; its seconds (None: no write since the last join), or its error."""
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            thread.join()
+        done, self._done = self._done, False
+        error, self._error = self._error, None
+        if error is not None:
+            raise error
+        return self._seconds if done else None

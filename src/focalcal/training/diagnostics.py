@@ -110,7 +110,7 @@ class LastLayerInputs:
             self._sum.add_(torch.linalg.vector_norm(features, dim=1, dtype=torch.float32).sum())
             self._count.add_(features.numel() // features.shape[1])
         elif self._kept is not None:
-            self._kept.append(features.float().cpu())
+            self._kept.append(features.float())  # on the device: no read-back per batch
 
     def epoch_mean_norm(self) -> float:
         """Mean feature norm over the training batches seen since the last call (NaN if none)."""
@@ -120,7 +120,7 @@ class LastLayerInputs:
         return total / count if count else float("nan")
 
     def keeping(self):
-        """Context manager: keep eval-mode features; ``.features`` holds them concatenated after."""
+        """Context manager: keep eval-mode features (on their device); ``.features`` holds them concatenated after."""
         return _Keeping(self)
 
 

@@ -21,9 +21,15 @@ speed, not the run's numbers or identity:
   scheduled γ (FLSc) and AdaFocal's per-bin γs and bin edges; the epoch's totals are zeroed in
   place. The last, smaller batch of an epoch (the papers' loaders keep it) runs eagerly.
 * ``inductor_cudagraphs`` — ``cudagraphs`` with the model compiled by ``torch.compile``
-  (inductor) inside the captured step: fused kernels in the one graph. It compiles during the
-  warm-up steps, before the capture.
-* ``auto`` (the default) — ``cudagraphs`` on CUDA, ``none`` on the CPU.
+  (inductor, its default mode) inside the captured step: fused kernels in the one graph. It
+  compiles during the warm-up steps, before the capture. Not ``mode="reduce-overhead"``: that
+  captures inductor's own CUDA graphs (cudagraph trees), which cannot be recorded inside this
+  step's graph, and whose static outputs the step's backward and optimiser would overwrite; the
+  step's one graph already removes the launches. Not ``"max-autotune-no-cudagraphs"`` either:
+  it benchmarks Triton templates for every convolution and matrix product shape when a run
+  starts (minutes for a ResNet, repeated for the partial batch), for gains on these small
+  images that no measurement here has shown.
+* ``auto`` (the default) — :data:`AUTO_CUDA_MODE` on CUDA, ``none`` on the CPU.
 
 On the CPU, and with an optimiser torch cannot capture (Adagrad), the graph modes
 (:data:`CAPTURED_MODES`) run eagerly; ``run.json`` records the mode asked for, the mode that
@@ -45,6 +51,13 @@ from focalcal.training.progress import log
 CAPTURED_MODES = ("cudagraphs", "inductor_cudagraphs")
 #: The modes that run the model compiled by torch.compile.
 COMPILED_MODEL_MODES = ("default", "inductor_cudagraphs")
+
+#: What ``compile: auto`` runs on CUDA. ``inductor_cudagraphs`` replaces it only where
+#: ``python -m bench gpu`` measured it faster than ``cudagraphs`` on every architecture AND every
+#: study recipe captures under it (``bench.bench_gpu.auto_verdict`` reads a results file and says
+#: whether it shows both). No GPU measurement of it exists yet (2026-11-28), so auto keeps
+#: ``cudagraphs``; the switch is this one line, made when a results file shows both.
+AUTO_CUDA_MODE = "cudagraphs"
 
 #: Eager steps on a side stream before the capture: they create the optimiser's state and let
 #: cuDNN/cuBLAS pick their algorithms and workspaces outside the graph.
@@ -71,7 +84,7 @@ def plan_compile(requested: str, device: torch.device, optimizer_name: str) -> C
     if requested == "auto":
         if not cuda:
             return CompilePlan(requested, "none", "auto: eager on the CPU (no kernel-launch cost to remove)")
-        requested_mode, why = "cudagraphs", "auto: the whole step in a CUDA graph on CUDA"
+        requested_mode, why = AUTO_CUDA_MODE, f"auto: {AUTO_CUDA_MODE}, the whole step in a CUDA graph on CUDA"
     else:
         requested_mode, why = requested, ""
     if requested_mode in CAPTURED_MODES:

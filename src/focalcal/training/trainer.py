@@ -4,11 +4,18 @@ Data sets are held as tensors on the training device and augmented there
 (cifar10-airbench style), so there is no DataLoader in the hot path. Each epoch draws its
 randomness from (seed, epoch), and the checkpoint written atomically at the end of every
 epoch holds model, optimiser, LR schedule and loss state: a killed run resumes where it
-stopped and, on CPU, ends with bit-identical logits.
+stopped and, on CPU, ends with bit-identical logits. The checkpoint is copied to the CPU at
+the end of the epoch and written by a background thread while the next epoch trains
+(:class:`~focalcal.training.checkpoint.BackgroundWriter`); the trainer waits for it before the
+next write, when ``fit`` returns or raises, and before anything reads it.
+
+Each epoch's wall seconds per phase (:class:`EpochClock`) are kept in :attr:`Trainer.timings`:
+what ``python -m bench gpu`` reports of a real run's epoch besides its step.
 """
 
 from __future__ import annotations
 
+import contextlib
 import platform
 import time
 from pathlib import Path
@@ -23,7 +30,13 @@ from focalcal import losses as loss_lib
 from focalcal import models as model_lib
 from focalcal._io import atomic_savez, atomic_torch_save, atomic_write_json, atomic_write_text
 from focalcal.training.averaging import CheckpointAverage
-from focalcal.training.checkpoint import final_weights, foreign_checkpoint, load_checkpoint
+from focalcal.training.checkpoint import (
+    BackgroundWriter,
+    cpu_snapshot,
+    final_weights,
+    foreign_checkpoint,
+    load_checkpoint,
+)
 from focalcal.training.config import PER_BATCH_SCHEDULES, RunConfig
 from focalcal.training.device import DeviceSetup, choose_device, epoch_seed, seed_everything
 from focalcal.training.diagnostics import (
@@ -55,8 +68,55 @@ class TrainingDiverged(RuntimeError):
     """The loss became NaN/Inf; the message names epoch and batch."""
 
 
+#: The phases of an epoch :class:`EpochClock` times, in the order they run.
+PHASES = ("train", "evaluate", "diagnostics", "checkpoint")
+
+
+class EpochClock:
+    """Wall seconds per phase of one epoch (:data:`PHASES`, and ``other``: the rest of the epoch).
+
+    :meth:`lap` charges the time since the last lap to a phase. Each phase already ends in a read
+    of its results on the host (the epoch's totals, the logits, the weight norm, the checkpoint's
+    copy), so the GPU has nothing queued there; on CUDA the lap synchronises anyway, to charge
+    work to the phase that queued it, at the cost of a sync with nothing left to wait for. On the
+    CPU it reads the clock only."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.cuda = device.type == "cuda"
+        self.started = self.last = time.perf_counter()
+        self.seconds = dict.fromkeys((*PHASES, "other"), 0.0)
+
+    def lap(self, phase: str) -> None:
+        if self.cuda:
+            torch.cuda.synchronize()
+        now = time.perf_counter()
+        self.seconds[phase] += now - self.last
+        self.last = now
+
+    def finish(self, epoch: int) -> dict:
+        """The epoch's timings: each phase, ``other`` (the bookkeeping between them, and any time
+        no lap charged) and ``total`` (seconds)."""
+        total = time.perf_counter() - self.started
+        timed = sum(self.seconds[phase] for phase in PHASES)
+        return {"epoch": epoch, **self.seconds, "other": max(0.0, total - timed), "total": total}
+
+
 class Trainer:
     """Train one run; ``fit()`` resumes from the run directory's checkpoint when there is one."""
+
+    #: One dict per epoch this process trained: wall seconds per phase (:meth:`EpochClock.finish`),
+    #: and ``checkpoint_write``, the seconds of the checkpoint's write in the background thread
+    #: (overlapping the next epoch). Set per trainer when it first trains.
+    timings: list[dict]
+    _clock: EpochClock | None = None  # the running epoch's, while fit() trains it
+
+    @property
+    def _writer(self) -> BackgroundWriter:
+        """The checkpoint's writer (made on first use, so subclasses with their own ``__init__`` get one)."""
+        writer = self.__dict__.get("_checkpoint_writer")
+        if writer is None:
+            writer = self.__dict__["_checkpoint_writer"] = BackgroundWriter(background=True)
+        return writer
 
     def __init__(self, config: RunConfig, run_dir, data_root="data", progress: bool | None = None):
         self.config = config
@@ -139,6 +199,7 @@ class Trainer:
         # (export_logits, segmentation_eval.evaluate_segmentation); run.json records it.
         self.health: dict | None = None
         self.averaging = CheckpointAverage.for_recipe(config.recipe)  # recipe.average_checkpoints, or None
+        self.timings: list[dict] = []  # (see the class attribute's note)
 
     # ------------------------------------------------------------------ state
     def state(self) -> dict:
@@ -181,6 +242,7 @@ class Trainer:
             self.averaging.load_state(state.get("snapshots", []))
 
     def resume_if_possible(self) -> bool:
+        self.wait_for_checkpoint()
         if not self.paths.checkpoint.exists():
             return False
         self.load_state(load_checkpoint(self.paths.checkpoint, self.setup.device))
@@ -190,10 +252,17 @@ class Trainer:
     def fit(self, stop_after_epoch: int | None = None) -> list[dict]:
         """Train to ``recipe.epochs`` (or stop after ``stop_after_epoch``, for tests), resuming if possible."""
         with RunLock(self.paths.root):
-            return self._fit_locked(stop_after_epoch)
+            try:
+                history = self._fit_locked(stop_after_epoch)
+            except BaseException:
+                self._wait_quietly()  # the last complete checkpoint on disk before the error leaves
+                raise
+            self.wait_for_checkpoint()
+            return history
 
     def _fit_locked(self, stop_after_epoch: int | None) -> list[dict]:
         epochs = self.config.recipe.epochs
+        self.__dict__.setdefault("timings", [])
         if self.resume_if_possible():
             log(f"[{self.paths.root}] resuming after epoch {self.epochs_done}/{epochs}")
         if self.finished:
@@ -207,10 +276,14 @@ class Trainer:
         while not self.finished:
             epoch = self.epochs_done + 1
             epoch_start = time.monotonic()
+            clock = self._clock = EpochClock(self.setup.device)
             row = {"epoch": epoch, "lr": current_lr(self.optimizer)}
             row.update(self.train_one_epoch(epoch))
+            clock.lap("train")
             row.update(self.evaluate_epoch(epoch))
+            clock.lap("evaluate")
             row["weight_norm"] = self.last_layer_weight_norm()
+            clock.lap("diagnostics")
             row["epoch_time_s"] = time.monotonic() - epoch_start
             row["wall_time_s"] = time.monotonic() - wall_start
             if not steps_per_batch(self.config):  # a per-batch schedule steps in train_one_epoch
@@ -222,7 +295,11 @@ class Trainer:
                 self.finished_at = time.strftime("%Y-%m-%dT%H:%M:%S%z")
                 if self.averaging:
                     self.averaging.finish(self.model)
+            clock.lap("other")  # the schedule, the history, the best epoch, the averaged weights
             self.save()
+            clock.lap("checkpoint")
+            self._clock = None
+            self.timings.append(clock.finish(epoch))
             log(
                 f"[{self.paths.root}] epoch {epoch}/{epochs} lr {row['lr']:.3g} "
                 f"train loss {row['train_loss']:.4f} err {row['train_error']:.4f} | "
@@ -333,7 +410,14 @@ class Trainer:
 
     @torch.no_grad()
     def predict(self, inputs: torch.Tensor) -> torch.Tensor:
-        """Logits of the model in eval mode, float32 on the CPU."""
+        """Logits of the model in eval mode, float32 on the CPU (:meth:`predict_on_device`, read back once)."""
+        return self.predict_on_device(inputs).cpu()
+
+    @torch.no_grad()
+    def predict_on_device(self, inputs: torch.Tensor) -> torch.Tensor:
+        """Logits of the model in eval mode, float32, left on the training device: batches of
+        ``eval_batch_size`` in the training step's precision (autocast dtype) and memory format
+        (channels-last image batches), with no read-back per batch."""
         self.model.eval()
         outputs = []
         for start in range(0, inputs.shape[0], self.config.recipe.eval_batch_size):
@@ -341,41 +425,53 @@ class Trainer:
             if self.setup.channels_last and chunk.dim() == 4:
                 chunk = chunk.contiguous(memory_format=torch.channels_last)
             with self.setup.autocast():
-                outputs.append(self.forward(chunk).float().cpu())
+                outputs.append(self.forward(chunk).float())
         return torch.cat(outputs)
 
     @torch.no_grad()
     def batched_loss(self, logits: torch.Tensor, labels: torch.Tensor) -> float:
-        """The training objective on a whole split, averaged over eval-size batches (MMCE is O(batch²))."""
+        """The training objective on a whole split, averaged over eval-size batches (MMCE is O(batch²)).
+
+        The batches' ``loss × size`` are summed in float64 on the device in batch order (the
+        double arithmetic of summing them as Python floats) and read back once."""
         size = self.config.recipe.eval_batch_size
-        total = 0.0
+        total = torch.zeros((), dtype=torch.float64, device=self.setup.device)
         for start in range(0, labels.shape[0], size):
             part = slice(start, start + size)
             value = self.loss_fn(logits[part].to(self.setup.device), labels[part].to(self.setup.device))
-            total += float(value) * labels[part].shape[0]
-        return total / labels.shape[0]
+            total = total + value.detach().double() * labels[part].shape[0]
+        return float(total) / labels.shape[0]
+
+    def lap(self, phase: str) -> None:
+        """Charge the time since the last lap to ``phase`` of the running epoch (:class:`EpochClock`), if any."""
+        if self._clock is not None:
+            self._clock.lap(phase)
 
     def evaluate_epoch(self, epoch: int) -> dict:
         row = {}
         for split, (inputs, labels) in self.eval_splits.items():
-            logits = self.predict(inputs)
-            row.update(split_statistics(logits, labels.cpu(), self.batched_loss(logits, labels), split))
+            on_device = self.predict_on_device(inputs)
+            logits = on_device.cpu()
+            row.update(split_statistics(logits, labels.cpu(), self.batched_loss(on_device, labels), split))
             if split == "val":
-                _call_hook(self.loss_fn, "update_from_validation", logits.to(self.setup.device), labels.to(self.setup.device))
+                _call_hook(self.loss_fn, "update_from_validation", on_device, labels.to(self.setup.device))
         recipe = self.config.recipe
         # both compare the eval-mode outputs on the training set with its labels
         reliability = epoch in recipe.reliability_epochs and self.predicts_training_labels
         gradients = epoch in recipe.gradient_norm_epochs and self.records_gradient_norms
         if reliability or gradients:  # one pass over the training set serves both
-            with self.last_layer_inputs.keeping() as kept:
-                train_logits = self.predict(self.normalised_train_x())
+            self.lap("evaluate")
+            # the features are kept (on the device) only when the gradient norms need them
+            with self.last_layer_inputs.keeping() if gradients else contextlib.nullcontext() as kept:
+                train_logits = self.predict_on_device(self.normalised_train_x())
             labels = self.train_y.cpu()
             if reliability:
-                self.reliability.append(training_reliability(train_logits, labels, epoch, recipe.reliability_bins))
+                self.reliability.append(training_reliability(train_logits.cpu(), labels, epoch, recipe.reliability_bins))
             if gradients:
-                norms = last_layer_gradient_norms(train_logits.to(self.setup.device), kept.features.to(self.setup.device),
+                norms = last_layer_gradient_norms(train_logits, kept.features.to(self.setup.device),
                                                   self.train_y, self.loss_fn)
                 self.gradient_norms.append(pd.DataFrame({"epoch": epoch, "gradient_norm": norms.cpu().numpy()}))
+            self.lap("diagnostics")
         return row
 
     @property
@@ -407,20 +503,58 @@ class Trainer:
 
     # ------------------------------------------------------------------ outputs
     def save(self) -> None:
-        """The checkpoint, then the per-epoch records derived from it."""
+        """The checkpoint, then the per-epoch records derived from it: the state copied to the CPU
+        here (:func:`~focalcal.training.checkpoint.cpu_snapshot`), serialised and written atomically
+        by a background thread while the next epoch trains (``background_checkpoint``; else here).
+        The write before it is waited for first, and any error it raised is raised here."""
         self.paths.root.mkdir(parents=True, exist_ok=True)
-        atomic_torch_save(self.state(), self.paths.checkpoint)
-        self.write_records()
+        self.wait_for_checkpoint()
+        state = cpu_snapshot(self.state())
+        records = (state["history"], list(self.reliability), list(self.gradient_norms))  # as of this epoch
 
-    def write_records(self) -> None:
+        def write() -> None:
+            atomic_torch_save(state, self.paths.checkpoint)
+            self.write_records(*records)
+
+        self._writer.submit(write)
+
+    @property
+    def background_checkpoint(self) -> bool:
+        """Whether :meth:`save` writes the checkpoint in a background thread (the default)."""
+        return self._writer.background
+
+    @background_checkpoint.setter
+    def background_checkpoint(self, value: bool) -> None:
+        self.wait_for_checkpoint()
+        self._writer.background = bool(value)
+
+    def wait_for_checkpoint(self) -> None:
+        """Wait for the checkpoint being written, if any, and raise its error; its write's seconds
+        go to its epoch's :attr:`timings` as ``checkpoint_write``."""
+        seconds = self._writer.join()
+        timings = self.__dict__.get("timings")
+        if seconds is not None and timings and "checkpoint_write" not in timings[-1]:
+            timings[-1]["checkpoint_write"] = seconds
+
+    def _wait_quietly(self) -> None:
+        """:meth:`wait_for_checkpoint` while another error leaves ``fit``: a failed write is logged, not raised over it."""
+        try:
+            self.wait_for_checkpoint()
+        except Exception as error:  # noqa: BLE001  the error that stopped training is the one to raise
+            log(f"[{self.paths.root}] the last checkpoint write failed too: {type(error).__name__}: {error}")
+
+    def write_records(self, history=None, reliability=None, gradient_norms=None) -> None:
         """``history.csv`` (and the training reliability and gradient-norm tables), all read off the checkpoint's state.
 
         The two tables gain rows only at their recipe's epochs, so a file is rewritten only when
         its table grew since this process last wrote it, or is gone (a 40-epoch run writes each
         3 times, not 40).
         """
-        atomic_write_text(pd.DataFrame(self.history).to_csv(index=False), self.paths.history)
-        for tables, path in ((self.reliability, self.paths.reliability), (self.gradient_norms, self.paths.gradient_norms)):
+        history = self.history if history is None else history
+        reliability = self.reliability if reliability is None else reliability
+        gradient_norms = self.gradient_norms if gradient_norms is None else gradient_norms
+        atomic_write_text(pd.DataFrame(history).to_csv(index=False), self.paths.history)
+        for tables, path in ((reliability, self.paths.reliability), (gradient_norms, self.paths.gradient_norms)):
             if tables and (self._tables_written.get(path) != len(tables) or not path.exists()):
                 atomic_write_text(pd.concat(tables).to_csv(index=False), path)
                 self._tables_written[path] = len(tables)
@@ -433,6 +567,7 @@ class Trainer:
         The logits come from the final model, or from the best one when early stopping is on.
         """
         to = to or self.paths
+        self.wait_for_checkpoint()  # run.json records the checkpoint's sha256
         self.use_final_weights()
         arrays = {}
         for split, (inputs, labels) in self.eval_splits.items():
