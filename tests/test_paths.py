@@ -97,6 +97,27 @@ def test_a_job_log_ends_with_its_whole_process_cpu(tmp_path):
     assert so_far - 2e-6 <= job_cpu_seconds(log) < so_far + 0.2
 
 
+def test_a_job_process_ends_without_teardown_once_its_threads_and_outputs_are_done(tmp_path):
+    """A succeeding job script leaves by os._exit after the log's CPU line: atexit handlers (Python's
+    teardown) do not run, a non-daemon thread's write finishes first, and the exit status is 0."""
+    log, written = tmp_path / "job.log", tmp_path / "written.txt"
+    script = ("import atexit, sys, threading, time\nfrom focalcal.pipeline.joblog import job_process\n"
+              "atexit.register(lambda: print('teardown ran', file=sys.stderr))\n"
+              f"def write():\n    time.sleep(0.3)\n    open({str(written)!r}, 'w').write('whole')\n"
+              f"with job_process({str(log)!r}):\n    threading.Thread(target=write).start()\n    print('trained')\n"
+              "print('after the block', file=sys.stderr)\n")
+    ended = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=False)
+    assert ended.returncode == 0 and ended.stderr == "" and ended.stdout == ""
+    assert written.read_text() == "whole"
+    assert log.read_text().splitlines()[0] == "trained" and job_cpu_seconds(log) > 0
+
+    # a failing job ends as Python ends it: its traceback in the log, status 1, teardown run
+    failing = script.replace("print('trained')", "raise ValueError('bad input')")
+    ended = subprocess.run([sys.executable, "-c", failing], capture_output=True, text=True, check=False)
+    assert ended.returncode == 1 and "ValueError: bad input" in log.read_text()
+    assert "teardown ran" in ended.stderr and "after the block" not in ended.stderr
+
+
 def test_a_log_without_the_line_reads_none(tmp_path):
     killed = tmp_path / "killed.log"
     killed.write_text("epoch 3/6\n")

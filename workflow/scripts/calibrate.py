@@ -1,9 +1,9 @@
 """Rule calibrate: fit every calibrator of one run on val logits, measure on test logits."""
 
 from focalcal.pipeline.calibrate import calibrate_run
-from focalcal.pipeline.joblog import logged
+from focalcal.pipeline.joblog import job_process
 
-with logged(snakemake.log[0]):
+with job_process(snakemake.log[0]):
     calibrate_run(
         snakemake.input.logits,
         snakemake.params.calibrators,

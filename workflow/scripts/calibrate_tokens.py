@@ -1,9 +1,9 @@
 """Rule calibrate_tokens: fit temperature scaling on a translation run's val tokens, measure on its test tokens."""
 
-from focalcal.pipeline.joblog import logged
+from focalcal.pipeline.joblog import job_process
 from focalcal.pipeline.translation import calibrate_tokens
 
-with logged(snakemake.log[0]):
+with job_process(snakemake.log[0]):
     calibrate_tokens(
         snakemake.input.profile,
         snakemake.params.calibrators,

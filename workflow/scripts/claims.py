@@ -4,9 +4,9 @@ claims_pairs.csv, every pair behind them."""
 import copy
 
 from focalcal.pipeline import build_plan
-from focalcal.pipeline.joblog import logged
+from focalcal.pipeline.joblog import job_process
 from focalcal.report.claims import write_claims
 
-with logged(snakemake.log[0]):
+with job_process(snakemake.log[0]):
     plan = build_plan(copy.deepcopy(snakemake.config))  # validated and defaulted at parse time
     write_claims(plan, snakemake.output.claims, snakemake.output.pairs)

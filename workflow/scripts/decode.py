@@ -1,10 +1,10 @@
 """Rules decode and decode_calibrated: beam-search a finished translation run's test set at each
 temperature of the decode grid, or at the one a calibrator fitted, and score it with BLEU."""
 
-from focalcal.pipeline.joblog import logged
+from focalcal.pipeline.joblog import job_process
 from focalcal.pipeline.translation import decode_calibrated, decode_grid
 
-with logged(snakemake.log[0]):
+with job_process(snakemake.log[0]):
     if snakemake.rule == "decode_calibrated":
         decode_calibrated(
             snakemake.params.run_dir,

@@ -1,9 +1,9 @@
 """Rule evaluate_segmentation: test-fold metrics and sample masks of one segmentation run."""
 
-from focalcal.pipeline.joblog import logged
+from focalcal.pipeline.joblog import job_process
 from focalcal.pipeline.jobs import evaluate_segmentation
 
-with logged(snakemake.log[0]):
+with job_process(snakemake.log[0]):
     evaluate_segmentation(
         snakemake.params.run_dir,
         snakemake.params.data_root,

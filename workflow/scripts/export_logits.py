@@ -1,7 +1,7 @@
 """Rule export_logits: dump a trained run's val/test logits from its checkpoint (no training)."""
 
-from focalcal.pipeline.joblog import logged
+from focalcal.pipeline.joblog import job_process
 from focalcal.pipeline.jobs import export_logits
 
-with logged(snakemake.log[0]):
+with job_process(snakemake.log[0]):
     export_logits(snakemake.params.run_dir, snakemake.params.data_root, snakemake.threads)

@@ -1,8 +1,8 @@
 """Rules theory_figure and study_figure: draw one planned figure and save it as PNG."""
 
-from focalcal.pipeline.joblog import logged
+from focalcal.pipeline.joblog import job_process
 from focalcal.report.figures import make
 from focalcal.report.targets import Artifact
 
-with logged(snakemake.log[0]):
+with job_process(snakemake.log[0]):
     make(Artifact.from_dict(snakemake.params.artifact), snakemake.output[0])

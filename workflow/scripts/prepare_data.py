@@ -3,9 +3,9 @@
 The spec and `download` come from the config, not the rule's params (workflow/rules/data.smk says why)."""
 
 from focalcal import paths
-from focalcal.pipeline.joblog import logged
+from focalcal.pipeline.joblog import job_process
 from focalcal.pipeline.jobs import prepare_dataset
 
-with logged(snakemake.log[0]):
+with job_process(snakemake.log[0]):
     prepare_dataset(snakemake.config["datasets"][snakemake.wildcards.dataset],
                     paths.data_root_from_marker(snakemake.output[0]), snakemake.config["download"], snakemake.output[0])

@@ -4,10 +4,10 @@ import json
 import os
 
 from focalcal._io import atomic_write_text
-from focalcal.pipeline.joblog import logged
+from focalcal.pipeline.joblog import job_process
 from focalcal.report.browser import check_report
 
-with logged(snakemake.log[0]):
+with job_process(snakemake.log[0]):
     outcome = check_report(os.path.dirname(snakemake.input[0]), os.path.basename(snakemake.output.screenshot))
     atomic_write_text(json.dumps(outcome, indent=1) + "\n", snakemake.output.result)
     if outcome["failures"]:

@@ -1,11 +1,11 @@
 """Rule report_index: results/report/index.html, the report's entry page."""
 
 from focalcal._io import read_csv, read_json
-from focalcal.pipeline.joblog import logged
+from focalcal.pipeline.joblog import job_process
 from focalcal.report.claims import read_claims, read_pairs
 from focalcal.report.index import write_index
 
-with logged(snakemake.log[0]):
+with job_process(snakemake.log[0]):
     manifest = read_json(snakemake.input.manifest)
     inventory = read_csv(snakemake.input.inventory)
     claims = read_claims(snakemake.input.claims)

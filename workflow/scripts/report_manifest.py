@@ -3,8 +3,8 @@
 import json
 
 from focalcal._io import atomic_write_text
-from focalcal.pipeline.joblog import logged
+from focalcal.pipeline.joblog import job_process
 
-with logged(snakemake.log[0]):
+with job_process(snakemake.log[0]):
     text = json.dumps(snakemake.params.manifest, indent=1, ensure_ascii=False)
     atomic_write_text(text + "\n", snakemake.output[0])

@@ -2,10 +2,10 @@
 
 import os
 
-from focalcal.pipeline.joblog import logged
+from focalcal.pipeline.joblog import job_process
 from focalcal.report.notebooks import render
 
-with logged(snakemake.log[0]):
+with job_process(snakemake.log[0]):
     name = snakemake.wildcards.notebook
     parameters = {"manifest_path": snakemake.input.manifest, "root": "."}
     if name != "overview":

@@ -4,11 +4,11 @@ from focalcal.numerics import pin
 
 pin(snakemake.config["training"]["numerics"], snakemake.threads)  # before torch is imported
 
-from focalcal.pipeline.joblog import logged
+from focalcal.pipeline.joblog import job_process
 from focalcal.pipeline.jobs import train
 from focalcal.pipeline.plan import execution_settings, segmentation_bins
 
-with logged(snakemake.log[0], keep_attempt=True):
+with job_process(snakemake.log[0], keep_attempt=True):
     train(
         snakemake.params.run_identity,
         execution_settings(snakemake.config),

@@ -1,9 +1,9 @@
 """Rule translation_metrics: a translation run's metrics.csv (token metrics and BLEU) and its temperature sweep."""
 
-from focalcal.pipeline.joblog import logged
+from focalcal.pipeline.joblog import job_process
 from focalcal.pipeline.translation import translation_metrics
 
-with logged(snakemake.log[0]):
+with job_process(snakemake.log[0]):
     translation_metrics(
         snakemake.input.token_metrics,
         snakemake.input.curve,

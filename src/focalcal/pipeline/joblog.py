@@ -12,6 +12,8 @@ import os
 import platform
 import re
 import resource
+import sys
+import threading
 import time
 import traceback
 
@@ -68,6 +70,31 @@ def logged(log_path, keep_attempt=False):
             raise
         finally:
             print(USAGE_LINE.format(cpu=process_cpu_seconds()), file=handle, flush=True)
+
+
+@contextlib.contextmanager
+def job_process(log_path, keep_attempt=False):
+    """:func:`logged` for a workflow job's script, whose process then ends at once when the job
+    succeeds (:func:`end_process`); a failure ends it as Python does, with its traceback."""
+    with logged(log_path, keep_attempt):
+        yield
+    end_process()
+
+
+def end_process(status: int = 0) -> None:
+    """End this process without Python's interpreter teardown, once its work is written.
+
+    A finished job has nothing left to do, yet unloading what it imported (torch, its compiler
+    stack, pandas) costs a torch job about 1.4 s of CPU, a fifth of a small training run. So:
+    wait for any non-daemon thread (as the interpreter's own shutdown would), flush the standard
+    streams, and leave with ``os._exit``. Every output of a job is written atomically and closed
+    before this, so no buffered write is lost."""
+    for thread in threading.enumerate():
+        if thread is not threading.current_thread() and not thread.daemon:
+            thread.join()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
 
 
 def process_cpu_seconds() -> float:
