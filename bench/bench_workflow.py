@@ -14,7 +14,10 @@
     line counts its results/benchmarks/ file's cpu_time), and the bound that counts everything:
     the run's child CPU minus its training jobs';
   - Snakemake's own CPU: the run's child CPU minus its jobs' CPU;
-  - kernel compiles during the run: must be 0 (the logs would say "Building extension").
+  - kernel compiles during the run: must be 0 (the logs would say "Building extension");
+  - the wall time against the default run's goal, 10 minutes on 2 cores, and where it went
+    (:mod:`bench.run_profile`: whole-process CPU per rule, core-seconds with no job on them, the
+    stretches where fewer jobs ran than cores).
   Training jobs also stage what the run's next job publishes (a classifier's logits, a
   segmentation run's evaluation); the CPU that took, from each published run.json's
   ``staged.cpu_s``, is moved from training to non-training before any ratio is taken.
@@ -36,6 +39,7 @@ import time
 from pathlib import Path
 
 from bench.job_cpu import job_cpu
+from bench.run_profile import profile, report
 
 ROOT = Path(__file__).resolve().parents[1]
 SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
@@ -43,6 +47,7 @@ DRY_RUN_GOAL_S = 15.0
 OVERHEAD_GOAL = 1.3
 NON_TRAINING_CPU_GOAL = 0.35
 CORES = 2
+WALL_GOAL_S = 600.0  # the default run (make run) in 10 minutes on 2 cores
 
 
 def _run(args: list[str], workdir: Path) -> tuple[float, float, str]:
@@ -124,7 +129,8 @@ def end_to_end(workdir: Path) -> dict:
     if result.returncode != 0:
         raise RuntimeError(f"snakemake failed:\n{result.stderr[-3000:]}")
     families = rule_families(workdir)
-    return {"wall": wall, "child_cpu": (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime),
+    return {"wall": wall, "profile": report(profile(workdir, CORES)),
+            "child_cpu": (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime),
             "jobs": len(re.findall(r"^Finished jobid", result.stdout + result.stderr, flags=re.MULTILINE)),
             "families": families, "staged": staged_cpu(workdir),
             "compiles": kernel_compiles(workdir) + ("compiling the fused CPU loss kernels" in result.stderr)}
@@ -154,6 +160,9 @@ def report_end_to_end(run: dict) -> None:
           f"{training:.0f} = {everything_else / training:.2f}: Snakemake samples a job's CPU every 0.5 s, so a "
           "short job's last fraction of a second is missing from its benchmark file; this counts it (and Snakemake)")
     print(f"kernel compiles during the run: {run['compiles']} (goal 0)")
+    print(f"wall time against the goal: {run['wall']:.0f} s / {WALL_GOAL_S:.0f} s = {run['wall'] / WALL_GOAL_S:.2f}x")
+    print()
+    print(run["profile"])
 
 
 def main(quick: bool = False) -> None:

@@ -138,8 +138,9 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.run_profile", description=__doc__.split("\n\n")[0])
     parser.add_argument("workdir", nargs="?", default=str(Path(__file__).resolve().parents[1]))
     parser.add_argument("--cores", type=int, default=2)
+    parser.add_argument("--log", help="the Snakemake log to read (default: the newest in WORKDIR/.snakemake/log)")
     args = parser.parse_args(argv)
-    print(report(profile(Path(args.workdir), args.cores)))
+    print(report(profile(Path(args.workdir), args.cores, Path(args.log) if args.log else None)))
 
 
 if __name__ == "__main__":
