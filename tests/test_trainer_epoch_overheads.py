@@ -92,6 +92,8 @@ def test_the_write_runs_in_the_background_and_is_waited_for(tmp_path, data_root,
 
     monkeypatch.setattr(trainer_module, "atomic_torch_save", slow_save)
     trainer = Trainer(make_config(), tmp_path, data_root=data_root, progress=False)
+    assert not trainer.background_checkpoint  # on the CPU the write shares the training's cores: in place
+    trainer.background_checkpoint = True  # as on a GPU
     trainer.save()  # returns while its write waits
     assert started.wait(timeout=60) and trainer._writer.pending and not (tmp_path / "checkpoint.pt").exists()
     release.set()

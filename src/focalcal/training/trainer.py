@@ -115,7 +115,8 @@ class Trainer:
         """The checkpoint's writer (made on first use, so subclasses with their own ``__init__`` get one)."""
         writer = self.__dict__.get("_checkpoint_writer")
         if writer is None:
-            writer = self.__dict__["_checkpoint_writer"] = BackgroundWriter(background=True)
+            on_gpu = getattr(getattr(self, "setup", None), "device", torch.device("cpu")).type == "cuda"
+            writer = self.__dict__["_checkpoint_writer"] = BackgroundWriter(background=on_gpu)
         return writer
 
     def __init__(self, config: RunConfig, run_dir, data_root="data", progress: bool | None = None):
@@ -503,13 +504,15 @@ class Trainer:
 
     # ------------------------------------------------------------------ outputs
     def save(self) -> None:
-        """The checkpoint, then the per-epoch records derived from it: the state copied to the CPU
-        here (:func:`~focalcal.training.checkpoint.cpu_snapshot`), serialised and written atomically
-        by a background thread while the next epoch trains (``background_checkpoint``; else here).
-        The write before it is waited for first, and any error it raised is raised here."""
+        """The checkpoint, then the per-epoch records derived from it. On a GPU (``background_checkpoint``)
+        the state is copied to the CPU here (:func:`~focalcal.training.checkpoint.cpu_snapshot`),
+        then serialised and written atomically by a background thread while the next epoch trains;
+        on the CPU it is written here, from the live state: there the writer would share the
+        training's cores, and the copy would only add work. The write before it is waited for
+        first, and any error it raised is raised here."""
         self.paths.root.mkdir(parents=True, exist_ok=True)
         self.wait_for_checkpoint()
-        state = cpu_snapshot(self.state())
+        state = cpu_snapshot(self.state()) if self.background_checkpoint else self.state()
         records = (state["history"], list(self.reliability), list(self.gradient_norms))  # as of this epoch
 
         def write() -> None:
@@ -520,7 +523,7 @@ class Trainer:
 
     @property
     def background_checkpoint(self) -> bool:
-        """Whether :meth:`save` writes the checkpoint in a background thread (the default)."""
+        """Whether :meth:`save` writes the checkpoint in a background thread (the default on a GPU)."""
         return self._writer.background
 
     @background_checkpoint.setter
