@@ -106,8 +106,10 @@ def test_the_write_runs_in_the_background_and_is_waited_for(tmp_path, data_root,
     assert (tmp_path / "checkpoint.pt").exists() and not trainer._writer.pending
 
 
+@pytest.mark.parametrize("background", [False, True], ids=["in place (CPU)", "in the background (GPU)"])
 def test_a_failed_write_is_raised_and_the_run_resumes_from_the_last_complete_checkpoint(uninterrupted, tmp_path,
-                                                                                          data_root, monkeypatch):
+                                                                                          data_root, monkeypatch,
+                                                                                          background):
     """Epoch 2's write dies half-way (a full disk, a kill): fit raises it when it waits for the write,
     the checkpoint on disk is epoch 1's, and a fresh trainer resumes from it to the same logits."""
     real_save = trainer_module.atomic_torch_save
@@ -121,6 +123,7 @@ def test_a_failed_write_is_raised_and_the_run_resumes_from_the_last_complete_che
 
     monkeypatch.setattr(trainer_module, "atomic_torch_save", dies_on_the_second)
     trainer = Trainer(make_config(), tmp_path, data_root=data_root, progress=False)
+    trainer.background_checkpoint = background
     with pytest.raises(OSError, match="No space left on device"):
         trainer.fit(stop_after_epoch=2)
     assert load_checkpoint(tmp_path / "checkpoint.pt")["epochs_done"] == 1
@@ -138,6 +141,7 @@ def test_an_error_in_training_waits_for_the_write_before_it_leaves(tmp_path, dat
     monkeypatch.setattr(trainer_module, "atomic_torch_save",
                         lambda state, path: (release.wait(timeout=60), real_save(state, path)))
     trainer = Trainer(make_config(), tmp_path, data_root=data_root, progress=False)
+    trainer.background_checkpoint = True  # as on a GPU: epoch 1's write still runs when epoch 2 fails
     real_train = trainer.train_one_epoch
 
     def fails_in_epoch_2(epoch):
@@ -197,3 +201,9 @@ def test_the_writer_reports_each_write_once():
     with pytest.raises(ZeroDivisionError):
         writer.join()
     assert writer.join() is None
+    in_place = BackgroundWriter(background=False)  # the CPU's: the write runs in submit, its error raised there
+    in_place.submit(lambda: done.append(2))
+    assert done == [1, 2] and not in_place.pending and in_place.join() >= 0
+    with pytest.raises(ZeroDivisionError):
+        in_place.submit(lambda: 1 / 0)
+    assert in_place.join() is None

@@ -125,7 +125,8 @@ def cpu_snapshot(state):
 
 class BackgroundWriter:
     """Runs one write at a time in a background thread, so an epoch's checkpoint is serialised and
-    written while the next epoch trains (``background=False``: in the caller's thread, at once).
+    written while the next epoch trains (``background=False``: in the caller's thread, at once,
+    its error raised by :meth:`submit` itself).
     :meth:`submit` first waits for the write before it; :meth:`join` waits for the current one,
     raises what it raised and returns its seconds. The trainer joins before the next write, when
     ``fit`` returns or raises, and before anything reads the checkpoint. Each write is atomic (a
@@ -154,6 +155,8 @@ class BackgroundWriter:
         self._done = True
         if not self.background:
             run()
+            if self._error is not None:
+                self.join()  # written in place: its error is raised at once, not at the next write
             return
         self._thread = threading.Thread(target=run, name="focalcal-checkpoint-write")
         self._thread.start()
