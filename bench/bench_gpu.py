@@ -1120,8 +1120,8 @@ def run_table(results: dict) -> list[str]:
     lines = [(f"The run: a planned run trained by `Trainer.fit` under its `compile: auto` for {RUN_EPOCHS} epochs "
               "from a fresh run directory (loader and augmentation on the device, step, evaluation of val and test, "
               "diagnostics, checkpoint) on the random CIFAR-shaped data; seconds per phase (share of the epoch). "
-              "The checkpoint column is what the epoch waits for (the copy to the CPU); its write runs in the "
-              "background during the next epoch."), "",
+              "The checkpoint column is what the epoch waits for: on a GPU the state's copy to the CPU, its write "
+              "running in the background during the next epoch; on the CPU the write itself."), "",
              "| run | mode | precision | epoch | s | train | evaluate | diagnostics | checkpoint | other |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for arch, row in runs.items():

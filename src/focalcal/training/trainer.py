@@ -4,10 +4,11 @@ Data sets are held as tensors on the training device and augmented there
 (cifar10-airbench style), so there is no DataLoader in the hot path. Each epoch draws its
 randomness from (seed, epoch), and the checkpoint written atomically at the end of every
 epoch holds model, optimiser, LR schedule and loss state: a killed run resumes where it
-stopped and, on CPU, ends with bit-identical logits. The checkpoint is copied to the CPU at
-the end of the epoch and written by a background thread while the next epoch trains
+stopped and, on CPU, ends with bit-identical logits. On a GPU the checkpoint is copied to the
+CPU at the end of the epoch and written by a background thread while the next epoch trains
 (:class:`~focalcal.training.checkpoint.BackgroundWriter`); the trainer waits for it before the
-next write, when ``fit`` returns or raises, and before anything reads it.
+next write, when ``fit`` returns or raises, and before anything reads it. On the CPU it is
+written in place (a writer thread would share the training's own cores).
 
 Each epoch's wall seconds per phase (:class:`EpochClock`) are kept in :attr:`Trainer.timings`:
 what ``python -m bench gpu`` reports of a real run's epoch besides its step.
