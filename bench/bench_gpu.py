@@ -109,8 +109,8 @@ PACKING_MODEL = "resnet50"  # schema 2's one packed model
 #: stand-in batches (:data:`STANDIN_RUNS`).
 PACKING_MODELS = ("resnet50", "resnet20", "mlp", "global_pooling_cnn")  # --packing-models adds resnet8 etc.
 QUICK_PACKING_MODELS = ("resnet50", "resnet20")
-STANDIN_RUNS = {"mlp": "synthetic1d/mlp/focal1/charoenphakdee_synthetic",
-                "global_pooling_cnn": "20newsgroups/global_pooling_cnn/focal3/newsgroups_adam_50"}
+STANDIN_RUNS = {"mlp": ("charoenphakdee2021.yaml", "synthetic1d/mlp/focal1/charoenphakdee_synthetic"),
+                "global_pooling_cnn": ("mukhoti2020.yaml", "20newsgroups/global_pooling_cnn/focal3/newsgroups_adam_50")}
 PACKING_LABELS = {"without_mps": "without MPS", "with_mps": "with MPS"}
 #: The run section: a planned run of each model, from the study that plans it, trained through
 #: ``Trainer.fit`` under its ``compile`` (``auto``) for :data:`RUN_EPOCHS` epochs on the random
@@ -593,7 +593,8 @@ class StandInRun:
         from focalcal.training.config import RunConfig
         from focalcal.training.graph_safety import build_step
 
-        run = planned_run(STANDIN_RUNS[model])
+        study, label = STANDIN_RUNS[model]
+        run = planned_run(label, [study])
         self.step, self.inputs, self.targets = build_step(RunConfig.from_dict(run.run_config),
                                                           device=torch.device(device), batch=sizes.batch)
         self.sizes = sizes

@@ -467,3 +467,21 @@ def test_without_cuda_it_says_so_and_writes_nothing(capsys, monkeypatch, tmp_pat
     bench_gpu.main()
     assert "no CUDA device here" in capsys.readouterr().out
     assert not (tmp_path / "gpu_results.json").exists()
+
+
+def test_the_runs_and_stand_ins_are_the_studies_planned_runs():
+    """The run section trains the workflow's own planned config of each run, on the bench's data for 2 epochs."""
+    for study, label in [*bench_gpu.RUNS.values(), *bench_gpu.STANDIN_RUNS.values()]:
+        assert bench_gpu.planned_run(label, [study]).label == label
+    study, label = bench_gpu.RUNS["resnet50"]
+    planned = bench_gpu.planned_run(label, [study]).run_config
+    config = bench_gpu.bench_run_config(planned, bench_gpu.Sizes(), "cuda")
+    recipe = config["recipe"]
+    assert (recipe["epochs"], recipe["batch_size"], recipe["loss_reduction"], recipe["grad_clip_norm"]) == (2, 128, "sum", 2)
+    assert recipe["optimizer"] == planned["recipe"]["optimizer"] and recipe["lr_milestones"] == []
+    assert recipe["reliability_epochs"] == recipe["gradient_norm_epochs"] == []  # the first falls at epoch 10
+    assert config["loss"] == planned["loss"] == {"name": "focal", "gamma": 3}
+    assert (config["compile"], config["device"]) == ("auto", "cuda")
+    assert config["dataset"] == {"name": bench_gpu.dataset_name(45_000, 5000, 10_000)}
+    with pytest.raises(RuntimeError, match="plan no run cifar10/resnet50/focal9/cifar_350"):
+        bench_gpu.planned_run("cifar10/resnet50/focal9/cifar_350", [study])
