@@ -98,18 +98,22 @@ def fresh_catalog(monkeypatch):
         monkeypatch.setattr(catalog, table, dict(getattr(catalog, table)))
 
 
-@pytest.fixture
-def workflow_checkout(tmp_path):
-    """A copy of the checkout's tracked workflow files (source, rules, configs, notebooks), for
-    tests that add a module to the package, or change a script, and run Snakemake on it without
-    touching the tree."""
-    checkout = tmp_path / "checkout"
+def copy_checkout(checkout: Path) -> Path:
+    """A copy of the checkout's tracked workflow files (source, rules, configs, notebooks) at ``checkout``."""
     listed = subprocess.run(["git", "ls-files", "src", "workflow", "profiles", "notebooks", "config"],
                             cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
     for name in listed:
         (checkout / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ROOT / name, checkout / name)
     return checkout
+
+
+@pytest.fixture
+def workflow_checkout(tmp_path):
+    """A copy of the checkout's tracked workflow files (source, rules, configs, notebooks), for
+    tests that add a module to the package, or change a script, and run Snakemake on it without
+    touching the tree."""
+    return copy_checkout(tmp_path / "checkout")
 
 
 # ------------------------------------------------------------------------------ Snakemake runs

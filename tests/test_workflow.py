@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import BIN, ROOT, SNAKEFILE, planned_jobs, snakemake
+from conftest import BIN, ROOT, SNAKEFILE, copy_checkout, planned_jobs, snakemake
 
 from focalcal.pipeline import build_plan, load_config_files, validate_config
 from focalcal.pipeline.translation import calibrated_decodes
@@ -65,8 +65,27 @@ def stated_training_jobs(configfile: Path) -> int:
     return int(found.group(1).replace(",", ""))
 
 
-def test_default_config_plans_every_stage(tmp_path):
-    counts = dry_run(tmp_path)
+@pytest.fixture(scope="module")
+def clone_dry_run(tmp_path_factory):
+    """``snakemake -n --cores 1 [--configfile FILE]`` with no ``-s``, in the root of a copy of the
+    checkout's workflow files (a clone): its output, run once per config file and test worker,
+    for the tests that check what the default and the test config plan and that a clone finds
+    workflow/Snakefile and its profile by itself."""
+    checkout, results = copy_checkout(tmp_path_factory.mktemp("clone") / "checkout"), {}
+
+    def run(configfile: str | None) -> subprocess.CompletedProcess:
+        if configfile not in results:
+            args = ["-n", "--cores", "1"] + (["--configfile", configfile] if configfile else [])
+            results[configfile] = subprocess.run([str(BIN / "snakemake"), *args], cwd=checkout, capture_output=True,
+                                                 text=True, timeout=300, check=False)
+        return results[configfile]
+
+    run.checkout = checkout
+    return run
+
+
+def test_default_config_plans_every_stage(clone_dry_run):
+    counts = planned_jobs(clone_dry_run(None))
     assert counts == jobs_from_plan()
     # what config/config.yaml's header describes: 18 segmentation runs (3 folds x 6 losses), each
     # evaluated, and the miniature studies' classification runs, shared where two studies ask for one
@@ -78,8 +97,8 @@ def test_default_config_plans_every_stage(tmp_path):
     assert counts["train"] == counts["calibrate"] + counts["evaluate_segmentation"] + counts["export_token_logits"]
 
 
-def test_test_config_plans_a_handful_of_runs(tmp_path):
-    counts = dry_run(tmp_path, ROOT / "config" / "test.yaml")
+def test_test_config_plans_a_handful_of_runs(clone_dry_run):
+    counts = planned_jobs(clone_dry_run("config/test.yaml"))
     assert counts == jobs_from_plan(ROOT / "config" / "test.yaml")
     # 5 classification runs (one at lr 100, collapsed on purpose) and 4 segmentation runs (2 folds x 2 losses)
     assert (counts["calibrate"], counts["evaluate_segmentation"]) == (5, 4)
@@ -175,14 +194,12 @@ def test_snakefmt_is_clean():
 
 
 @pytest.mark.parametrize("configfile", [None, "config/test.yaml"])
-def test_snakemake_in_a_clone_finds_workflow_snakefile_by_itself(workflow_checkout, configfile):
+def test_snakemake_in_a_clone_finds_workflow_snakefile_by_itself(clone_dry_run, configfile):
     """``snakemake`` with no ``-s`` in the repository root runs workflow/Snakefile, with the
     default config or a --configfile, and its profile (profiles/default is the workflow's own)."""
-    checkout = workflow_checkout
+    checkout = clone_dry_run.checkout
     assert not (checkout / "Snakefile").exists()
-    args = ["-n", "--cores", "1"] + (["--configfile", configfile] if configfile else [])
-    result = subprocess.run([str(BIN / "snakemake"), *args], cwd=checkout, capture_output=True, text=True,
-                            timeout=300, check=False)
+    result = clone_dry_run(configfile)
     assert result.returncode == 0, result.stderr[-3000:]
     assert planned_jobs(result)["total"] == jobs_from_plan(*([checkout / configfile] if configfile else []))["total"]
     assert "profiles/default" in result.stdout + result.stderr
