@@ -180,7 +180,8 @@ def test_a_decode_from_another_checkpoint_is_named(workdir, capsys):
     assert out == [
         f"mismatched: {run / 'decode/T1.20.json'}: {recorded}",
         (f"  re-make it: cd {workdir} && snakemake --cores 1 -f {RUNS[1]}/decode/T1.20.json   (rule decode "
-         "beam-searches the test set again at its temperature, from the run's checkpoint; nothing is retrained)"),
+         "beam-searches the test set again at every temperature of the grid, from the run's checkpoint; nothing is "
+         "retrained)"),
         f"mismatched: {calibration / 'decode/ts_ece.json'}: {recorded}",
         (f"  re-make it: cd {workdir} && snakemake --cores 1 -f {CALIBRATIONS[1]}/decode/ts_ece.json   (rule "
          "decode_calibrated beam-searches the test set again at the calibrator's fitted temperature; nothing is "
