@@ -39,7 +39,7 @@ run: $(STAMP)
 DOCTESTS := src/focalcal/metrics src/focalcal/calibration src/focalcal/losses src/focalcal/theory.py
 
 test: $(STAMP)
-	$(PY) -m pytest -n 2 --dist worksteal tests --doctest-modules $(DOCTESTS)
+	$(PY) -m pytest -n 2 --dist worksteal --durations=20 tests --doctest-modules $(DOCTESTS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check
