@@ -221,7 +221,21 @@ def finished_copy(finished, tmp_path) -> Path:
 
 
 def pytest_collection_modifyitems(items):
-    """The modules that run Snakemake first, the others after them in their usual order: with
-    ``make test``'s work-stealing workers (pytest-xdist ``--dist worksteal``) the long tests start
-    early and the test session ends on short ones, which the idle worker takes from the busy one."""
-    items.sort(key=lambda item: getattr(getattr(item, "module", None), "snakemake", None) is not snakemake)
+    """The modules that run Snakemake first, the others after them in their usual order, laid out
+    for ``make test``'s work-stealing workers (pytest-xdist ``--dist worksteal``), which start by
+    taking one half of the list each: the modules that read the shared finished run (``finished``)
+    lead the first half, the other Snakemake modules the second, so both workers start on long
+    tests, neither waits for the other's shared run, and the test session ends on short tests, which an
+    idle worker takes from the busy one. A module's tests stay together, so that its module-scoped
+    set-up is made by one worker."""
+    runs_snakemake = lambda item: getattr(getattr(item, "module", None), "snakemake", None) is snakemake
+    modules: dict[object, list] = {}
+    for item in items:
+        if runs_snakemake(item):
+            modules.setdefault(item.module, []).append(item)
+    reads_finished = [group for group in modules.values() if any("finished" in item.fixturenames for item in group)]
+    first = [item for group in reads_finished for item in group]
+    second = [item for group in modules.values() if group not in reads_finished for item in group]
+    rest = [item for item in items if not runs_snakemake(item)]
+    fill = max(0, len(items) // 2 - len(first))
+    items[:] = first + rest[:fill] + second + rest[fill:]
