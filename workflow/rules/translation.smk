@@ -48,7 +48,7 @@ rule decode:
         run_config=paths.run_file(RUN, paths.RUN_CONFIG),
         history=paths.run_file(RUN, paths.HISTORY),
     output:
-        results=[paths.translation_decode(RUN, t) for t in DECODE_TEMPERATURES],
+        decodes=[paths.translation_decode(RUN, t) for t in DECODE_TEMPERATURES],
         hypotheses=[paths.translation_hypotheses(RUN, t) for t in DECODE_TEMPERATURES],
     log:
         paths.log("decode", RUN),

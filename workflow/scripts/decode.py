@@ -20,7 +20,7 @@ with job_process(snakemake.log[0]):
             snakemake.params.run_dir,
             snakemake.params.data_root,
             snakemake.params.temperatures,
-            snakemake.output.results,
+            snakemake.output.decodes,
             snakemake.output.hypotheses,
             snakemake.threads,
         )

@@ -88,7 +88,7 @@ def _first_line(error: BaseException) -> str:
 
 
 def cpu_snapshot(state):
-    """A copy of ``state`` (the trainer's checkpoint dict) that training can no longer change: every
+    """A copy of ``state`` (the trainer's checkpoint dict) that further training cannot change: every
     tensor copied to the CPU, every container copied, Python scalars shared. Tensors that share a
     storage still share one copy (tied weights stay tied), and each copy keeps its storage's size,
     offset and strides, so ``torch.save`` writes the bytes it would have written from the live
