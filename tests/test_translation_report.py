@@ -15,7 +15,7 @@ import yaml
 from focalcal import paths
 from focalcal._io import read_csv
 from focalcal.claims import evaluate_claim
-from focalcal.claims.verdict import FAILS, HOLDS, NOT_TESTABLE
+from focalcal.claims.verdict import FAILS, HOLDS, INCONCLUSIVE, NOT_TESTABLE
 from focalcal.pipeline import build_plan, validate_config
 from focalcal.pipeline.calibrate import rows_to_csv
 from focalcal.pipeline.translation import (
@@ -254,6 +254,28 @@ def test_a_val_ece_temperature_off_the_decode_grid_makes_the_bleu_peak_claim_not
     edge = table.copy()
     edge.loc[one_run, "value"] = 1.6
     assert evaluate_claim(_claim("m20-mt-bleu-near-low-ece"), _with_table(evidence, edge)).verdict != NOT_TESTABLE
+
+
+@pytest.mark.parametrize("end", [0.8, 1.6])
+def test_a_best_bleu_on_the_decode_grids_edge_makes_the_bleu_peak_claim_inconclusive(tmp_path, plan, end):
+    """A best BLEU at the grid's lowest or highest temperature may peak beyond it: its d is a lower bound, which
+    reads 0.15 <= 0.2 here (a hold if it were measured) but cannot show the claim holds."""
+    table = write_study(tmp_path, plan)
+    evidence = study_evidence(plan, STUDY, tmp_path)
+    edge = table.copy()
+    edge.loc[(edge["metric"] == "temperature") & (edge["calibrator"] == "ts_ece"), "value"] = round(end + (
+        0.15 if end < 1 else -0.15), 6)
+    edge.loc[edge["metric"] == "bleu_best_temperature", "value"] = end
+    outcome = evaluate_claim(_claim("m20-mt-bleu-near-low-ece"), _with_table(evidence, edge))
+    assert outcome.verdict == INCONCLUSIVE and outcome.n_pairs == 9 and outcome.mean == pytest.approx(0.15)
+    name = "lowest" if end < 1 else "highest"
+    assert (f"run words/transformer_tiny/fl1/tiny/seed2: best BLEU at T = {end:g}, the decode grid's {name} "
+            "temperature (0.8 to 1.6)") in outcome.reason
+    assert "only a lower bound" in outcome.reason
+    # a best BLEU one step inside the grid is a measured peak: d = 0.05, and the claim holds
+    inside = edge.copy()
+    inside.loc[inside["metric"] == "bleu_best_temperature", "value"] = round(end + (0.1 if end < 1 else -0.1), 6)
+    assert evaluate_claim(_claim("m20-mt-bleu-near-low-ece"), _with_table(evidence, inside)).verdict == HOLDS
 
 
 def test_classification_studies_cannot_test_the_translation_claims():

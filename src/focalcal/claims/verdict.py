@@ -82,6 +82,18 @@ class NotTestable:
     reason: str
 
 
+@dataclass
+class LowerBounds:
+    """Pairs of which some differences are only lower bounds of the true ones (a quantity read
+    off a grid at the grid's edge, where the true value may lie beyond it). A lower bound can
+    show that the true difference is large, never that it is small: a verdict the bounds
+    support stands (does not hold, for a claim that the difference is below a threshold), any
+    other is inconclusive with ``reason``."""
+
+    pairs: Pairs
+    reason: str
+
+
 def t_interval(differences, confidence: float = CONFIDENCE) -> tuple[float, float, float]:
     """(mean, low, high) of the mean of ``differences``: Student-t, two-sided."""
     from scipy import stats
@@ -172,10 +184,16 @@ def interval_contains(low: float, high: float, threshold: float = 0.0) -> str:
     return f"only values {'above' if low > threshold else 'below'} {threshold:g}"
 
 
-def judge(evidence: Pairs | NotTestable, direction: Direction, threshold: float = 0.0) -> Outcome:
+def judge(evidence: Pairs | LowerBounds | NotTestable, direction: Direction, threshold: float = 0.0) -> Outcome:
     """Turn a claim's evidence into its :class:`Outcome`."""
     if isinstance(evidence, NotTestable):
         return Outcome(NOT_TESTABLE, reason=evidence.reason)
+    if isinstance(evidence, LowerBounds):
+        outcome = judge(evidence.pairs, direction, threshold)
+        bounds_show = FAILS if Direction(direction) in (Direction.BELOW, Direction.AT_MOST) else HOLDS
+        if outcome.verdict not in (bounds_show, NOT_TESTABLE):
+            outcome.verdict, outcome.reason, outcome.pairs_needed = INCONCLUSIVE, evidence.reason, None
+        return outcome
     n = len(evidence)
     if n == 0:
         return Outcome(NOT_TESTABLE, reason="no pair of runs to compare")

@@ -15,7 +15,7 @@ import math
 
 from focalcal.claims.claim import Claim, NotTestable, compare_losses, compare_with_best
 from focalcal.claims.evidence import StudyEvidence
-from focalcal.claims.verdict import Direction, Pairs
+from focalcal.claims.verdict import Direction, LowerBounds, Pairs
 from focalcal.papers.mukhoti2020 import KEY as PAPER
 from focalcal.pipeline.translation import DECODE_GRID_MAX, DECODE_GRID_MIN
 
@@ -167,18 +167,21 @@ def _fl1_against_baselines(metric: str, best):
     return test
 
 
-def _bleu_peak_near_ece_temperature(evidence: StudyEvidence) -> Pairs | NotTestable:
+def _bleu_peak_near_ece_temperature(evidence: StudyEvidence) -> Pairs | LowerBounds | NotTestable:
     """d = |T of the highest test BLEU − T of the lowest val ECE| per translation run.
 
     The best BLEU is searched on the decode grid only, the val-ECE temperature on the wider TS
     grid: a run whose val-ECE temperature lies outside the decode grid's range has no BLEU
     measured there, so its d cannot show the claim either way. Any such run makes the claim
-    not testable, naming it: leaving it out would keep only the runs whose optimum the grid sees."""
+    not testable, naming it: leaving it out would keep only the runs whose optimum the grid sees.
+    A run whose best BLEU lies on the decode grid's lowest or highest temperature may peak beyond
+    it: its d is a lower bound (:class:`LowerBounds`), which can show the claim fails but never
+    that it holds; the claim is then inconclusive, naming those runs."""
     raw, ts_ece = evidence.calibrator("raw"), evidence.calibrator("ts_ece")
     losses = _translation_losses(evidence, lambda i: True)
     if raw is None or ts_ece is None or not losses:
         return NotTestable("needs translation runs with the uncalibrated model and temperature scaling by val ECE")
-    pairs, off_grid = Pairs(), []
+    pairs, off_grid, on_edge = Pairs(), [], []
     datasets = _translation_datasets(evidence)
     for loss in losses:
         peak = evidence.values(loss, "bleu_best_temperature", raw, datasets=datasets)
@@ -194,11 +197,21 @@ def _bleu_peak_near_ece_temperature(evidence: StudyEvidence) -> Pairs | NotTesta
             if not low[unit] - GRID_TOLERANCE <= t <= high[unit] + GRID_TOLERANCE:
                 off_grid.append(f"run {run}: T = {t:g} by val ECE, decode grid {low[unit]:g} to {high[unit]:g}")
                 continue
-            pairs.add(abs(float(peak[unit] - t)), unit, f"{loss}: |T best BLEU − T lowest val ECE|")
+            best = float(peak[unit])
+            if best <= low[unit] + GRID_TOLERANCE or best >= high[unit] - GRID_TOLERANCE:
+                end = "lowest" if best <= low[unit] + GRID_TOLERANCE else "highest"
+                on_edge.append(f"run {run}: best BLEU at T = {best:g}, the decode grid's {end} temperature "
+                               f"({low[unit]:g} to {high[unit]:g})")
+            pairs.add(abs(best - t), unit, f"{loss}: |T best BLEU − T lowest val ECE|")
     if off_grid:
         return NotTestable("the val-ECE temperature of a run lies outside its decode grid, where no BLEU was measured, "
                            "so the grid cannot show where its BLEU peaks (widen decode_temperatures): "
                            + "; ".join(off_grid))
+    if on_edge:
+        return LowerBounds(pairs, "the best BLEU of a run lies on its decode grid's edge, so the grid does not show "
+                                  "where its BLEU peaks and its |T best BLEU − T lowest val ECE| is only a lower "
+                                  "bound, which cannot show the claim holds (widen decode_temperatures): "
+                           + "; ".join(on_edge))
     return pairs
 
 
