@@ -16,6 +16,7 @@ non-zero, naming the culprit, where the package is not what users should get.
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -140,7 +141,10 @@ def own_logits() -> None:
     workdir = Path(tempfile.mkdtemp(prefix="focalcal-own-logits-"))
     subprocess.run([sys.executable, "-c", code], cwd=workdir, check=True)
     binary = Path(sys.executable).parent / "focalcal"
-    result = subprocess.run([str(binary), *command.split()[1:]], cwd=workdir, capture_output=True, text=True, check=False)
+    # As on a user's machine that never ran `focalcal build-kernels`: an empty kernel cache.
+    fresh_cache = {**os.environ, "TORCH_EXTENSIONS_DIR": str(workdir / "kernel-cache")}
+    result = subprocess.run([str(binary), *command.split()[1:]], cwd=workdir, capture_output=True, text=True,
+                            check=False, env=fresh_cache)
     if result.returncode:
         fail(f"`{command}` failed with focalcal[plots] and no torch:\n{result.stderr[-3000:]}")
     report = workdir / command.split("--out")[1].split()[0] / "index.html"

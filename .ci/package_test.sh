@@ -10,8 +10,13 @@
 #   4. lowest: focalcal[torch,plots,test] with every requirement at its declared lower bound,
 #      then the library's tests and the API reference's doctests;
 #   5. newest: the same at the newest versions the registry serves (no constraint file).
-# Each environment is a fresh venv under build/package-test/ (PACKAGE_TEST_DIR to move it).
+# Each environment is a fresh venv under build/package-test/ (PACKAGE_TEST_DIR to move it). The two
+# torch environments hold several GB of CUDA wheels each, and CI machines can be short of disk: pip
+# keeps no cache of them, each is removed once its tests pass, and each install first checks that
+# the disk has room for it (TORCH_ENV_MB), so that a full disk is named as such before any download.
 set -euo pipefail
+export PIP_NO_CACHE_DIR=1
+TORCH_ENV_MB=${TORCH_ENV_MB:-9000}
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
 WORK=$(realpath -m "${PACKAGE_TEST_DIR:-build/package-test}")
@@ -31,6 +36,16 @@ DOCTESTS=(focalcal.metrics focalcal.calibration focalcal.losses focalcal.theory)
 
 step() { printf '\npackage-test: %s\n' "$*"; }
 seconds() { local start=$1; echo $(( $(date +%s) - start )); }
+free_mb() { df -Pm "$1" | awk 'NR == 2 { print $4 }'; }
+need_room() {  # $1: the environment's name
+    local free
+    free=$(free_mb "$WORK")
+    echo "  $free MB free on $(df -P "$WORK" | awk 'NR == 2 { print $6 }'); $1 needs about $TORCH_ENV_MB MB"
+    if (( free < TORCH_ENV_MB )); then
+        echo "package-test: FAILED: $WORK has $free MB free and the $1 environment needs about $TORCH_ENV_MB MB (torch and its CUDA wheels); free disk space there, or set PACKAGE_TEST_DIR to a disk with room" >&2
+        exit 1
+    fi
+}
 fresh_venv() { rm -rf "$WORK/$1"; "$PYTHON" -m venv "$WORK/$1"; "$WORK/$1/bin/python" -m pip install --quiet --upgrade pip; }
 
 rm -rf "$WORK"
@@ -75,19 +90,24 @@ library_tests() {  # $1: the environment's name
 step "4. lowest: focalcal[torch,plots,test] at every declared lower bound"
 "$PYTHON" "$CHECKS" lowest torch plots test > "$WORK/lowest.txt"
 tr '\n' ' ' < "$WORK/lowest.txt"; echo
+rm -rf "$WORK/tools" "$WORK/core" "$WORK/research"
+need_room lowest
 fresh_venv lowest
 start=$(date +%s)
 "$WORK/lowest/bin/pip" install --quiet "$WHEEL[torch,plots,test]" 'pytest-xdist>=3.6' -c "$WORK/lowest.txt"
-echo "  installed in $(seconds "$start") s"
+echo "  installed in $(seconds "$start") s; the venv holds $(du -sm "$WORK/lowest" | cut -f1) MB"
 library_tests lowest
+rm -rf "$WORK/lowest"
 
 step "5. newest: focalcal[torch,plots,test] at the newest versions the registry serves"
+need_room newest
 fresh_venv newest
 start=$(date +%s)
 # No pip configuration file here: a machine's pip.conf may cap a release (this workplace's caps torch
 # at the one on its disk), and "newest" means what the registry serves.
 PIP_CONFIG_FILE=/dev/null "$WORK/newest/bin/pip" install --quiet "$WHEEL[torch,plots,test]" 'pytest-xdist>=3.6'
-echo "  installed in $(seconds "$start") s: $("$WORK/newest/bin/pip" list --format=freeze 2>/dev/null | grep -iE '^(numpy|scipy|torch|torchvision|pandas|matplotlib)=' | tr '\n' ' ')"
+echo "  installed in $(seconds "$start") s: $("$WORK/newest/bin/pip" list --format=freeze 2>/dev/null | grep -iE '^(numpy|scipy|torch|torchvision|pandas|matplotlib)=' | tr '\n' ' '); the venv holds $(du -sm "$WORK/newest" | cut -f1) MB"
 library_tests newest
+rm -rf "$WORK/newest"
 
 step "passed"

@@ -405,10 +405,13 @@ def _take(units: list, counter) -> tuple[str, ...] | None:
 
 
 def _eager_unless_built(specs: dict, announce: Callable[[str], None]) -> None:
-    """The command never compiles focal temperature scaling's grid kernel (its build belongs to
-    `focalcal build-kernels`, and would pass for a calibrator's fit time). Where it is not built,
-    the grid runs on the eager PyTorch path and one line says so. Called by the process that
-    fits the grid, just before, so that a process that does not fit it never imports torch."""
+    """Where focal temperature scaling's grid kernel is not built, the grid runs on the eager
+    PyTorch path and one line says so: its build belongs to `focalcal build-kernels`, and would
+    pass for a calibrator's fit time. Without torch (the core install with the plots extra) the
+    kernel is the only path, so it is compiled here (~1 s, before the fit's clock starts), and
+    where it cannot be one line says what to install. Called by the process that fits the grid,
+    just before, so that a process that does not fit it never imports torch."""
+    import importlib.util
     import os
 
     if not any(spec["build"]["name"] in FUSED_KERNEL_FITS for spec in specs.values()):
@@ -416,6 +419,15 @@ def _eager_unless_built(specs: dict, announce: Callable[[str], None]) -> None:
     from focalcal import _kernels
     from focalcal.calibration import _grid_kernel
 
+    if _kernels.enabled() and not _grid_kernel.is_built() and importlib.util.find_spec("torch") is None:
+        announce("focalcal calibrate: compiling focal temperature scaling's grid kernel once (torch, its other "
+                 "path, is not installed)")
+        try:
+            _grid_kernel.build()
+        except (OSError, RuntimeError) as error:  # no compiler, no libmvec, read-only cache
+            raise RuntimeError(f"focal temperature scaling needs its grid kernel or torch: the build failed ({error}); "
+                               "install a C compiler, or `pip install focalcal[torch]`") from error
+        return
     if _kernels.enabled() and not _grid_kernel.is_built():
         os.environ[_kernels.ENV_SWITCH] = "0"
         announce("focalcal calibrate: the fused CPU kernels are not built, so focal temperature scaling runs on the "
