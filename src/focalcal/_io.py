@@ -9,6 +9,13 @@ one :class:`CorruptArtefactError` naming the file, what is wrong and the command
 it (:mod:`focalcal._remake`). A file without a sidecar (written before sidecars, or by hand)
 is read unverified.
 
+A write goes to a hidden ``.<name>.<random>.part`` file beside its target, which its writer
+holds an ``flock`` on until the file is in place. A ``.part`` file nobody holds is what a
+killed writer left: the next write of the same target deletes it (:func:`remove_stale_parts`),
+and so does ``focalcal verify``, naming it. A write that fails for lack of space or permission
+raises an ``OSError`` naming the file; :func:`write_error_line` says it in one line with what
+to do.
+
 Torch-free at import (numpy and pandas load only inside the functions that need them), so the
 Snakefile and the report can use it without paying for a torch import.
 """
@@ -16,6 +23,8 @@ Snakefile and the report can use it without paying for a torch import.
 from __future__ import annotations
 
 import contextlib
+import errno
+import fcntl
 import functools
 import json
 import os
@@ -49,6 +58,7 @@ def atomic_write(path, write: Callable[[BinaryIO], Any]) -> None:
     """Call ``write(handle)`` on a temporary file, then put it at ``path`` with its checksum sidecar."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_parts(path.parent, path.name)
     with _temporary_beside(path, write) as tmp:
         checksum = _sidecar.digest_file(tmp)  # of the bytes on disk, whatever ``write`` did with seeks
         _sidecar.remove(path)
@@ -96,18 +106,97 @@ def _write_sidecar(path: Path, checksum: _sidecar.Checksum) -> None:
 @contextlib.contextmanager
 def _temporary_beside(path: Path, write: Callable[[BinaryIO], Any]) -> Iterator[str]:
     """A temporary file in ``path``'s folder, filled by ``write`` and synced to disk, with the
-    usual file mode; the block moves it into place, and it is deleted if the block does not."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
+    usual file mode; the block moves it into place, and it is deleted if the block does not.
+    The file is ``flock``-ed until the block ends, so :func:`remove_stale_parts` leaves it alone.
+    An ``OSError`` that names no file (a full disk) is raised again naming ``path``."""
     try:
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600 files; outputs get the usual mode
-        with os.fdopen(fd, "wb") as handle:
+        handle, tmp = _locked_part(path)
+    except OSError as error:
+        _raise_naming(error, path.parent)
+    with handle:
+        try:
+            os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600 files; outputs get the usual mode
             write(handle)
             handle.flush()
             os.fsync(handle.fileno())
-        yield tmp
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+            yield tmp
+        except OSError as error:
+            _raise_naming(error, path)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+
+
+def _locked_part(path: Path) -> tuple[BinaryIO, str]:
+    """A new ``.<name>.<random>.part`` file beside ``path``, open and ``flock``-ed. A sweeper that
+    deleted it between its creation and the lock (it looked stale) is seen, and a new one made."""
+    while True:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=PART_SUFFIX)
+        handle = os.fdopen(fd, "wb")
+        fcntl.flock(fd, fcntl.LOCK_EX)  # waits only while a sweeper holds it, about to delete it
+        try:
+            if os.stat(tmp).st_ino == os.fstat(fd).st_ino:
+                return handle, tmp
+        except FileNotFoundError:
+            pass
+        handle.close()
+
+
+def _raise_naming(error: OSError, path: Path):
+    """Raise ``error`` itself when it names a file other than a temporary one, else the same error naming ``path``."""
+    if error.filename is not None and not str(error.filename).endswith(PART_SUFFIX):
+        raise error
+    raise OSError(error.errno, error.strerror or str(error), str(path)) from error
+
+
+PART_SUFFIX = ".part"
+
+
+def remove_stale_parts(folder, name: str | None = None) -> list[Path]:
+    """Delete the ``.part`` files in ``folder`` (those of target ``name`` only, when given) that
+    no writer holds: what a killed write left. Returns those deleted."""
+    prefix = "." if name is None else f".{name}."
+    try:
+        entries = [entry for entry in os.scandir(folder)
+                   if entry.name.startswith(prefix) and entry.name.endswith(PART_SUFFIX) and entry.is_file()]
+    except OSError:
+        return []
+    removed = []
+    for entry in entries:
+        try:
+            fd = os.open(entry.path, os.O_RDONLY)
+        except OSError:
+            continue  # gone meanwhile, or not ours to open
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            os.unlink(entry.path)
+            removed.append(Path(entry.path))
+        except OSError:
+            pass  # held: a live write
+        finally:
+            os.close(fd)
+    return removed
+
+
+_WRITE_ADVICE = {
+    errno.ENOSPC: "free space on that disk (the files already there are kept) and run the command again",
+    errno.EDQUOT: "free space within your disk quota (the files already there are kept) and run the command again",
+    errno.EROFS: "that file system is mounted read-only: remount it writable, or make results/ a symlink to a "
+                 "writable disk, and run the command again",
+    errno.EACCES: "you may not write there: make the folder writable for you (chmod/chown), or work in a copy you "
+                  "own, and run the command again",
+    errno.EPERM: "you may not write there: make the folder writable for you (chmod/chown), or work in a copy you "
+                 "own, and run the command again",
+}
+
+
+def write_error_line(error: BaseException) -> str | None:
+    """One line for an ``OSError`` of a full disk, a read-only file system or a missing
+    permission: the file, what is wrong and what to do; None for any other error."""
+    if not isinstance(error, OSError) or error.errno not in _WRITE_ADVICE:
+        return None
+    where = f"{error.filename}: " if error.filename is not None else ""
+    return f"cannot write {where}{error.strerror or os.strerror(error.errno)}; {_WRITE_ADVICE[error.errno]}"
 
 
 def _umask() -> int:

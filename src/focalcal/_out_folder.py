@@ -5,14 +5,20 @@ file, holds files the command does not write, or cannot be written), takes an ex
 ``fcntl`` lock on a sibling lock file (a second command on the same folder stops, naming the
 first), hands out a temporary sibling folder to write into, and on :meth:`OutputFolder.commit`
 renames that sibling into place. A reader therefore sees the folder before or after the
-command, never a mix of two commands' files. Torch-free.
+command, never a mix of two commands' files.
+
+The lock file goes when its holder ends, whether the command succeeded or was refused; a lock
+file nobody holds (its holder was killed) is taken and removed by the next command on the
+folder, with the staging folders a killed command left. Torch-free.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import fcntl
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -37,6 +43,7 @@ class OutputFolder:
     def __enter__(self) -> Self:
         self._check()
         self._take_lock()
+        self._remove_leftovers()
         try:
             self.staging = Path(tempfile.mkdtemp(dir=self.path.parent, prefix=f".{self.path.name}.",
                                                  suffix=".partial"))
@@ -87,20 +94,27 @@ class OutputFolder:
     def _is_own(self, name: str) -> bool:
         return name in self.own or any(name == sidecar_path(Path(own)).name for own in self.own)
 
+    @property
+    def lock_path(self) -> Path:
+        return self.path.parent / f".{self.path.name}.lock"
+
     def _take_lock(self) -> None:
-        lock_path = self.path.parent / f".{self.path.name}.lock"
-        try:
-            handle = open(lock_path, "a+")  # noqa: SIM115 (held until __exit__)
-        except OSError as error:
-            raise ValueError(f"--out {self.path}: cannot write there ({error.strerror})") from None
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.seek(0)
-            holder = handle.read().strip() or "another command"
-            handle.close()
-            raise ValueError(f"--out {self.path}: is being written by {holder}; wait for it or name "
-                             "another folder") from None
+        while True:
+            try:
+                handle = open(self.lock_path, "a+")  # noqa: SIM115 (held until __exit__)
+            except OSError as error:
+                raise ValueError(f"--out {self.path}: cannot write there ({error.strerror})") from None
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                handle.seek(0)
+                holder = handle.read().strip() or "another command"
+                handle.close()
+                raise ValueError(f"--out {self.path}: is being written by {holder}; wait for it or name "
+                                 "another folder") from None
+            if self._still_the_lock_file(handle):
+                break
+            handle.close()  # its holder removed it as we opened it: take the new one
         handle.seek(0)
         handle.truncate()
         started = datetime.datetime.now().isoformat(timespec="seconds")
@@ -108,7 +122,23 @@ class OutputFolder:
         handle.flush()
         self._lock = handle
 
+    def _still_the_lock_file(self, handle) -> bool:
+        try:
+            return os.stat(self.lock_path).st_ino == os.fstat(handle.fileno()).st_ino
+        except FileNotFoundError:
+            return False
+
+    def _remove_leftovers(self) -> None:
+        """The staging folders (``.partial``) and replaced outputs (``.old``) of a killed command:
+        with the lock held, no live command writes them."""
+        ours = re.compile(rf"\.{re.escape(self.path.name)}\.[a-z0-9_]{{8}}\.(partial|old)")  # mkdtemp's names
+        for leftover in self.path.parent.iterdir():
+            if ours.fullmatch(leftover.name) and leftover.is_dir():
+                shutil.rmtree(leftover, ignore_errors=True)
+
     def _release(self) -> None:
         if self._lock is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(self.lock_path)  # before the flock goes, so that no one takes a lock being removed
             self._lock.close()  # closing the file releases its flock
             self._lock = None

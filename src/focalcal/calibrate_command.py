@@ -26,13 +26,14 @@ from __future__ import annotations
 
 import contextlib
 import html
+import numbers
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
 from focalcal import catalog
-from focalcal._constraints import GAMMA, validate_parameters
+from focalcal._constraints import GAMMA, POSITIVE_INT, Interval, validate_parameters
 from focalcal._io import atomic_write_json, atomic_write_text
 from focalcal._out_folder import OutputFolder
 from focalcal.logits_file import LogitsSet
@@ -102,10 +103,25 @@ def resolve_calibrators(names=None, gamma: float | None = None) -> dict[str, dic
     return specs
 
 
+# The numeric options: bins and resamples are counts (a bootstrap interval needs two
+# resamples), the seed is numpy's (a non-negative integer).
+NUMERIC_OPTIONS = {"bins": [POSITIVE_INT], "resamples": [Interval(numbers.Integral, 2, None, closed="left")],
+                   "seed": [Interval(numbers.Integral, 0, None, closed="left")]}
+
+
+def check_numeric_options(n_bins, n_resamples, seed, *, prefix: str = "") -> None:
+    """One ``ValueError`` line naming the first of bins, resamples and seed (``prefix`` before each
+    name: the command line's ``--``) outside :data:`NUMERIC_OPTIONS`, before any work."""
+    constraints = {prefix + key: value for key, value in NUMERIC_OPTIONS.items()}
+    values = dict(zip(constraints, (n_bins, n_resamples, seed), strict=True))
+    validate_parameters(constraints, values, "focalcal calibrate")
+
+
 def compare_calibrators(logits: LogitsSet, out_dir, names=None, gamma: float | None = None, *, n_bins: int = 15,
                         n_resamples: int = 200, seed: int = 0, smooth: bool = True,
                         progress: Callable[[str], None] = print) -> list[dict]:
     """Fit, measure and draw every calibrator; write the files of the module docstring. Returns the metric rows."""
+    check_numeric_options(n_bins, n_resamples, seed)
     specs = resolve_calibrators(names, gamma)
     if names is None:  # named calibrators run whatever K; the default list stays within bounds
         for key in [key for key in QUADRATIC_IN_K if key in specs and logits.num_classes > MAX_CLASSES_QUADRATIC]:
@@ -144,7 +160,13 @@ def _checked_compare(logits: LogitsSet, out_dir, specs: dict, work: _SharedWork,
     # beside the second process's grid cost more CPU than they save (bench compare: 22 -> 16 s).
     folder = out_dir if isinstance(out_dir, OutputFolder) else stack.enter_context(output_folder(out_dir))
     stack.enter_context(threadpool_limits(limits=1, user_api="blas"))
-    rows = _compare(logits, folder.staging, specs, work, measuring, progress)
+    try:
+        rows = _compare(logits, folder.staging, specs, work, measuring, progress)
+    except OSError as error:  # a full disk: named as the report's file, not the staging folder's
+        staged = Path(error.filename or "")
+        if not staged.is_relative_to(folder.staging):
+            raise
+        raise OSError(error.errno, error.strerror, str(folder.path / staged.relative_to(folder.staging))) from error
     folder.commit()
     return rows, folder
 

@@ -118,11 +118,20 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, TypeError) as error:
         print(f"focalcal: invalid run config {args.config}: {error}", file=sys.stderr)
         return 2
-    if args.command == "train":
-        progress = {"auto": None, "bar": True, "lines": False}[args.progress]
-        train_run(config, args.run_dir, data_root=args.data_root, progress=progress, export=not args.no_export)
-    else:
-        export_run_logits(config, args.run_dir, data_root=args.data_root)
+    from focalcal._io import write_error_line
+
+    try:
+        if args.command == "train":
+            progress = {"auto": None, "bar": True, "lines": False}[args.progress]
+            train_run(config, args.run_dir, data_root=args.data_root, progress=progress, export=not args.no_export)
+        else:
+            export_run_logits(config, args.run_dir, data_root=args.data_root)
+    except OSError as error:  # a full disk, a read-only file system: the files already there are kept
+        line = write_error_line(error)
+        if line is None:
+            raise
+        print(f"focalcal {args.command}: {line}", file=sys.stderr)
+        return 2
     return 0
 
 
@@ -175,6 +184,25 @@ def _add_calibrate_parser(commands) -> None:
 
 
 def _calibrate(args) -> int:
+    from focalcal._io import write_error_line
+    from focalcal.calibrate_command import check_numeric_options
+
+    try:
+        check_numeric_options(args.bins, args.resamples, args.seed, prefix="--")  # before any work
+    except ValueError as error:
+        print(error, file=sys.stderr)
+        return 2
+    try:
+        return _compare(args)
+    except OSError as error:  # a full disk, a read-only file system: the previous report is kept
+        line = write_error_line(error)
+        if line is None:
+            raise
+        print(f"focalcal calibrate: {line}", file=sys.stderr)
+        return 2
+
+
+def _compare(args) -> int:
     import contextlib
 
     from focalcal._allocator import keep_freed_arrays
@@ -218,7 +246,7 @@ def _add_verify_parser(commands) -> None:
 
 def _verify(args) -> int:
     from focalcal._remake import set_workflow
-    from focalcal.verify import MISMATCHED, verify_tree
+    from focalcal.verify import MISMATCHED, UNVERIFIED, remove_leftovers, verify_tree
 
     set_workflow(args.snakefile, args.configfile)
     try:
@@ -226,10 +254,14 @@ def _verify(args) -> int:
     except FileNotFoundError as error:
         print(f"focalcal verify: {error}", file=sys.stderr)
         return 2
+    for part in remove_leftovers(args.workdir):
+        print(f"removed: {part}: a partial write that a killed process left")
     for damage in damaged:
         print(f"{damage.kind}: {damage.path}: {damage.problem}\n  re-make it: {damage.remake}")
     mismatched = sum(damage.kind == MISMATCHED for damage in damaged)
-    print(f"focalcal verify: {checked} artefacts checked, {len(damaged) - mismatched} damaged"
+    unverified = sum(damage.kind == UNVERIFIED for damage in damaged)
+    print(f"focalcal verify: {checked} artefacts checked, {len(damaged) - mismatched - unverified} damaged"
+          + (f", {unverified} without their checksum file" if unverified else "")
           + (f", {mismatched} not of their run" if mismatched else ""))
     return 1 if damaged else 0
 

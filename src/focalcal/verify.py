@@ -13,6 +13,11 @@ sha256 of the checkpoint and of the ``logits.npz`` (a translation run's ``token_
 it was written with; ``calibration.json`` the sha256 of the logits it was fitted on; a
 translation run's decodes the sha256 of the checkpoint they beam-searched with. Each broken
 link names the file that is not of its run, with its re-make command. Only the checkpoints need torch, imported when there is one.
+
+A run's files and its calibration's are always written with sidecars: one found without its
+sidecar (a write cut off between the file and its checksum) is listed as unverified, never
+skipped. The ``.part`` files that killed writes left (:func:`focalcal._io.remove_stale_parts`)
+are deleted and named (:func:`remove_leftovers`).
 """
 
 from __future__ import annotations
@@ -24,25 +29,34 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from focalcal import _sidecar
-from focalcal._io import check_against_sidecar
+from focalcal._io import check_against_sidecar, remove_stale_parts
 from focalcal._remake import remake_hint
 from focalcal.paths import (
     CALIBRATION,
     CALIBRATION_PARAMS,
     CHECKPOINT,
     DECODE,
+    GRADIENT_NORMS,
+    HISTORY,
+    LOGITS,
     METRICS,
+    RELIABILITY,
     RESULTS,
     RUN_CONFIG,
     RUN_INFO,
     RUNS,
     SEGMENTATION,
+    TOKEN_LOGITS,
 )
 from focalcal.pipeline.calibrate import LOGITS_SHA256 as CALIBRATION_LOGITS
 from focalcal.training.run_files import CHECKPOINT_SHA256, LOGITS_SHA256, TOKEN_LOGITS_SHA256, RunPaths
 
 DAMAGED = "damaged"
 MISMATCHED = "mismatched"  # intact, but not of its run (copied from another run, or left from an earlier one)
+UNVERIFIED = "unverified"  # present, but its sidecar is missing: its content cannot be checked
+# The files of a run directory, and of its calibration folder, that are always written with a sidecar.
+RUN_FILES = (RUN_CONFIG, CHECKPOINT, HISTORY, RELIABILITY, GRADIENT_NORMS, LOGITS, TOKEN_LOGITS, RUN_INFO)
+CALIBRATION_FILES = (CALIBRATION_PARAMS, METRICS)
 
 
 @dataclass(frozen=True)
@@ -79,8 +93,30 @@ def verify_tree(workdir=".", progress: Callable[[str], None] | None = None) -> t
             damaged.append(Damage(path, problem, remake_hint(path)))
         if progress is not None and checked % 500 == 0:
             progress(f"checked {checked} artefacts, {len(damaged)} damaged so far")
-    bad = {damage.path for damage in damaged}
-    return checked, damaged + [mismatch for run in run_dirs(results) for mismatch in check_run(results, run, bad)]
+    unverified = without_sidecar(results)
+    bad = {damage.path for damage in damaged + unverified}
+    return (checked + len(unverified),
+            damaged + unverified + [mismatch for run in run_dirs(results) for mismatch in check_run(results, run, bad)])
+
+
+def without_sidecar(results: Path) -> list[Damage]:
+    """The run files (:data:`RUN_FILES`, :data:`CALIBRATION_FILES`) present without their sidecar."""
+    found = []
+    for run_dir in run_dirs(results):
+        calibration = results / _below_results(CALIBRATION) / run_dir.relative_to(results / _below_results(RUNS))
+        for path in [run_dir / name for name in RUN_FILES] + [calibration / name for name in CALIBRATION_FILES]:
+            if path.is_file() and not _sidecar.sidecar_path(path).exists():
+                found.append(Damage(path, f"its checksum file {_sidecar.sidecar_path(path).name} is missing, so its "
+                                          "content cannot be checked (a write cut off between the file and its "
+                                          "checksum, or a file put there by hand)", remake_hint(path), UNVERIFIED))
+    return found
+
+
+def remove_leftovers(workdir=".") -> list[Path]:
+    """Delete the ``.part`` files under ``<workdir>/results`` that no writer holds (what killed
+    writes left); return them."""
+    results = Path(workdir) / RESULTS
+    return [part for folder, _, _ in sorted(os.walk(results)) for part in remove_stale_parts(folder)]
 
 
 def run_dirs(results: Path) -> Iterator[Path]:

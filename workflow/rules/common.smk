@@ -25,10 +25,6 @@ check_config_files(workflow.overwrite_configfiles or workflow.configfiles)
 # so that they run as printed (jobs inherit the setting).
 set_workflow(workflow.main_snakefile, workflow.overwrite_configfiles)
 validate_config(config, os.path.join(workflow.basedir, "schemas/config.schema.yaml"))
-# One workflow per results folder (focalcal.pipeline.workflow_lock): a run that may write
-# results/ (with a valid config) holds its lock from here to its end; a second one stops here, naming the holder.
-if workflow.is_main_process and may_write_outputs(sys.argv[1:]):
-    hold_output_lock(paths.RESULTS, os.path.dirname(workflow.basedir))
 # CPU numerics pinned to AVX2 kernels (training.numerics): set before torch is first imported
 # here, so the fused kernels are built for that target and every job inherits the pins.
 pin_workflow(config)
@@ -38,6 +34,11 @@ if workflow.is_main_process:
     check_entries(config)
 PLAN = build_plan(config)
 check_run_directories(PLAN)
+# One workflow per results folder (focalcal.pipeline.workflow_lock): a run that may write
+# results/ holds its lock from here to its end; a second one stops here, naming the holder. Taken
+# once the config passed every check above, so that a refused config leaves no results/ behind.
+if workflow.is_main_process and may_write_outputs(sys.argv[1:]):
+    hold_output_lock(paths.RESULTS, os.path.dirname(workflow.basedir))
 
 # The fused CPU loss kernels and focal TS's grid kernel are compiled once, before the first job (the Snakefile's
 # onstart, or `make venv`), into a build every checkout shares; a job only loads it and

@@ -65,8 +65,14 @@ def logged(log_path, keep_attempt=False):
         stack.enter_context(contextlib.redirect_stderr(handle))
         try:
             yield
-        except BaseException:
-            traceback.print_exc(file=handle)
+        except BaseException as error:
+            from focalcal._io import write_error_line
+
+            line = write_error_line(error)  # a full disk, a read-only file system: one line, no traceback
+            if line:
+                print(line, file=handle)
+            else:
+                traceback.print_exc(file=handle)
             raise
         finally:
             print(USAGE_LINE.format(cpu=process_cpu_seconds()), file=handle, flush=True)
@@ -75,9 +81,18 @@ def logged(log_path, keep_attempt=False):
 @contextlib.contextmanager
 def job_process(log_path, keep_attempt=False):
     """:func:`logged` for a workflow job's script, whose process then ends at once when the job
-    succeeds (:func:`end_process`); a failure ends it as Python does, with its traceback."""
-    with logged(log_path, keep_attempt):
-        yield
+    succeeds (:func:`end_process`); a failure ends it as Python does, with its traceback, except
+    a full disk or a read-only file system, said in one line (:func:`focalcal._io.write_error_line`)."""
+    from focalcal._io import write_error_line
+
+    try:
+        with logged(log_path, keep_attempt):
+            yield
+    except OSError as error:
+        line = write_error_line(error)
+        if line is None:
+            raise
+        raise SystemExit(line) from None
     end_process()
 
 

@@ -43,6 +43,11 @@ class ResultsInUseError(RuntimeError):
     """Another live workflow holds this results folder; the message names it."""
 
 
+class ResultsNotWritableError(RuntimeError):
+    """The results folder cannot be created or written (a read-only file system, no permission,
+    a full disk); the message names it and what to do."""
+
+
 def may_write_outputs(argv: Sequence[str]) -> bool:
     """Whether the Snakemake command line ``argv`` (without the program name) may write results/."""
     for token in argv:
@@ -58,12 +63,20 @@ def may_write_outputs(argv: Sequence[str]) -> bool:
 
 def hold_output_lock(results, checkout) -> Path:
     """Lock ``results`` (created if missing, symlinks resolved) for the rest of this process, or
-    raise :class:`ResultsInUseError` naming the live holder: host, PID, checkout and start time."""
+    raise :class:`ResultsInUseError` naming the live holder: host, PID, checkout and start time,
+    or :class:`ResultsNotWritableError` when it cannot be written."""
     folder = Path(os.path.realpath(results))
     if str(folder) in _held:
         return folder
-    folder.mkdir(parents=True, exist_ok=True)
-    handle = open(folder / LOCK_FILE, "a+")  # noqa: SIM115 - held open for the life of the process
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        handle = open(folder / LOCK_FILE, "a+")  # noqa: SIM115 - held open for the life of the process
+    except OSError as error:
+        from focalcal._io import write_error_line
+
+        error.filename = error.filename or str(folder)
+        raise ResultsNotWritableError(write_error_line(error) or f"cannot write {error.filename}: {error.strerror}; "
+                                      "make the results folder writable and run again") from None
     try:
         fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
