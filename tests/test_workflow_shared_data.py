@@ -4,10 +4,12 @@ run that leaves a target missing or damaged never exits 0."""
 
 from __future__ import annotations
 
+import os
 import shutil
+import time
 
 import yaml
-from conftest import TEST_CONFIG, one_run_config, planned_jobs, snakemake
+from conftest import DEFAULT_CONFIG, RUN, TEST_CONFIG, copy_checkout, one_run_config, planned_jobs, snakemake
 
 from focalcal import _sidecar
 
@@ -66,3 +68,40 @@ def test_a_run_on_a_data_root_prepared_under_another_spec_ends_with_every_target
     assert planned_jobs(snakemake(workdir, "-n", "--configfile", str(config), "--config", f"data_root={shared}")) == {}
     table = workdir / "results/tables/shared_data.csv"
     assert _sidecar.read(table) == _sidecar.digest_file(table)
+
+
+def fresh_clone(target):
+    """The checkout's workflow files at ``target`` with the modification time a clone gives them:
+    now, later than any data prepared before it."""
+    copy_checkout(target)
+    for path in target.rglob("*"):
+        os.utime(path)
+    return target
+
+
+def test_a_data_folder_copied_into_a_fresh_clone_plans_everything_under_either_config(tmp_path):
+    # data/ of the default config (synthetic1d and digits under config/config.yaml's specs) ...
+    default_data = tmp_path / "default"
+    default_specs = yaml.safe_load(DEFAULT_CONFIG.read_text())["datasets"]
+    prepare(default_data, with_datasets(tmp_path / "default_specs.yaml", synthetic1d=default_specs["synthetic1d"],
+                                        digits=default_specs["digits"]), "synthetic1d", "digits")
+    # ... and of config/test.yaml (synthetic1d: 1,500 samples, not the default's)
+    test_data = tmp_path / "test"
+    prepare(test_data, TEST_CONFIG, "synthetic1d", "digits")
+    time.sleep(1)  # the clone is made later than the data, as in life
+    clone = fresh_clone(tmp_path / "clone")
+    snakefile = clone / "workflow" / "Snakefile"
+    empty = planned_jobs(snakemake(tmp_path / "empty", "-n", "--configfile", str(DEFAULT_CONFIG)))
+
+    shutil.copytree(default_data / "data", clone / "data")  # copy2: the markers keep their old times
+    plan = planned_jobs(snakemake(clone, "-n", "--configfile", str(TEST_CONFIG), snakefile=snakefile))
+    assert plan == {"prepare_data": 1, **WHOLE, "total": 1 + sum(WHOLE.values())}  # tiny_seg only
+    forced = planned_jobs(snakemake(clone, "-n", "-f", f"{RUN}/logits.npz", "--configfile", str(TEST_CONFIG),
+                                    snakefile=snakefile))
+    assert forced == {"train": 1, "export_logits": 1, "total": 2}  # the documented -f command makes the logits
+
+    shutil.rmtree(clone / "data")
+    shutil.copytree(test_data / "data", clone / "data")
+    plan = planned_jobs(snakemake(clone, "-n", "--configfile", str(DEFAULT_CONFIG), snakefile=snakefile))
+    assert plan == {**empty, "prepare_data": empty["prepare_data"] - 2, "total": empty["total"] - 2}
+    assert not (clone / ".snakemake" / "metadata").exists() or not any((clone / ".snakemake" / "metadata").iterdir())

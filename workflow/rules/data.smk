@@ -8,6 +8,26 @@
 # would then plan prepare_data alone and report success. So this rule has no params: the job
 # reads its dataset's spec and `download` from the config, and runs only when the marker is
 # missing (or forced); the onsuccess check of the Snakefile catches any other way to lose a target.
+#
+# The job is a shell command, not a `script:`: Snakemake re-runs a script job whose outputs are
+# older than its script file, with or without metadata, so a `data/` copied into a fresh clone
+# (whose files carry the clone's time) would re-plan prepare_data for every marker it holds, and
+# nothing behind them. The config reaches the job in the environment
+# (focalcal.pipeline.prepare_data); a localrule shares the Snakemake process's environment.
+
+import sys
+
+from snakemake.settings.types import DeploymentMethod
+
+from focalcal.pipeline.prepare_data import SPECS_ENV, specs_for_jobs
+
+os.environ[SPECS_ENV] = specs_for_jobs(config)
+# the conda env's Python under --use-conda (as a script: job would use), else Snakemake's own
+PREPARE_PYTHON = (
+    "python"
+    if DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method
+    else sys.executable
+)
 
 
 localrules:
@@ -23,5 +43,5 @@ rule prepare_data:
         paths.benchmark("prepare_data", "{dataset}")
     conda:
         "../envs/torch.yaml"
-    script:
-        "../scripts/prepare_data.py"
+    shell:
+        "{PREPARE_PYTHON:q} -m focalcal.pipeline.prepare_data {wildcards.dataset:q} {output:q} {log:q}"
