@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from focalcal import catalog
 from focalcal._constraints import validate_parameters
 from focalcal._typing import ArrayLike
 from focalcal._validation import check_scores, check_scores_and_labels
@@ -178,8 +179,6 @@ class Calibrator:
                 subclass), a parameter breaks its constraint, or a fitted attribute is missing
                 or unknown.
         """
-        from focalcal.calibration.registry import calibrator_class
-
         if not isinstance(data, dict) or not {"name", "params", "fitted"} <= set(data):
             raise ValueError("calibrator dict must have keys 'name', 'params' and 'fitted'")
         target = calibrator_class(data["name"])
@@ -227,3 +226,32 @@ class Calibrator:
     def _check_fitted(self) -> None:
         if not hasattr(self, "n_classes_"):
             raise RuntimeError(f"{type(self).__name__} is not fitted yet: call fit(logits, labels) before transform")
+
+
+def calibrator_class(name: str) -> type[Calibrator]:
+    """The calibrator class the catalog declares under ``name`` (imported on first use).
+
+    Args:
+        name: A calibrator name of :mod:`focalcal.catalog`, e.g. ``"temperature_scaling"``.
+
+    Returns:
+        The :class:`~focalcal.calibration.Calibrator` subclass, not an instance.
+
+    Raises:
+        ValueError: If the name is not declared, or its entry does not name a ``Calibrator``
+            subclass whose ``name`` is ``name``.
+
+    Examples:
+        >>> from focalcal.calibration import calibrator_class
+        >>> calibrator_class("temperature_scaling").__name__
+        'TemperatureScaling'
+    """
+    try:
+        entry = catalog.CALIBRATORS[name]
+    except (KeyError, TypeError):
+        raise ValueError(f"unknown calibrator {name!r}; available: {sorted(catalog.CALIBRATORS)}") from None
+    cls = catalog.resolve(entry.builder)
+    if not (isinstance(cls, type) and issubclass(cls, Calibrator)) or cls.name != name:
+        raise ValueError(f"the catalog's calibrator {name!r} names {entry.builder!r}, which is not a "
+                         f"focalcal.calibration.Calibrator subclass with name = {name!r}")
+    return cls

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from focalcal import catalog
-from focalcal.calibration._base import Calibrator
+from focalcal.calibration._base import Calibrator, calibrator_class
 
 
 class _Declared(Mapping):
@@ -69,35 +69,6 @@ def register(cls: type[Calibrator]) -> type[Calibrator]:
     if not isinstance(name, str) or not name or name == getattr(Calibrator, "name", None):
         raise ValueError(f"{cls.__name__} needs its own class attribute `name` (the config name)")
     catalog.declare(name, catalog.Calibrator(cls))
-    return cls
-
-
-def calibrator_class(name: str) -> type[Calibrator]:
-    """The calibrator class the catalog declares under ``name`` (imported on first use).
-
-    Args:
-        name: A calibrator name of :mod:`focalcal.catalog`, e.g. ``"temperature_scaling"``.
-
-    Returns:
-        The :class:`~focalcal.calibration.Calibrator` subclass, not an instance.
-
-    Raises:
-        ValueError: If the name is not declared, or its entry does not name a ``Calibrator``
-            subclass whose ``name`` is ``name``.
-
-    Examples:
-        >>> from focalcal.calibration import calibrator_class
-        >>> calibrator_class("temperature_scaling").__name__
-        'TemperatureScaling'
-    """
-    try:
-        entry = catalog.CALIBRATORS[name]
-    except (KeyError, TypeError):
-        raise ValueError(f"unknown calibrator {name!r}; available: {sorted(catalog.CALIBRATORS)}") from None
-    cls = catalog.resolve(entry.builder)
-    if not (isinstance(cls, type) and issubclass(cls, Calibrator)) or cls.name != name:
-        raise ValueError(f"the catalog's calibrator {name!r} names {entry.builder!r}, which is not a "
-                         f"focalcal.calibration.Calibrator subclass with name = {name!r}")
     return cls
 
 
