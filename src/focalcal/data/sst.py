@@ -61,14 +61,14 @@ differ in those tokens only; the full files are not compared here.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from . import sources
+from . import sources, sst_dictionary
 from ._dataset import RawData
 from .download import ensure_archive_folder
+from .sst_tree import Node
 from .text import UNKNOWN_ID, Vocabulary, check_glove_path, check_max_words, vocabulary_info
 
 # The label of padding rows in the per-node training targets: PyTorch's default
@@ -88,16 +88,6 @@ MISSING_WORD_MEAN, MISSING_WORD_STD = -0.05, 0.05
 MISSING_WORD_SEED = 0  # one draw per vocabulary, shared by every run (sst_embed.pth in the released code)
 
 _TOKEN = re.compile(r"\(|\)|[^\s()]+")
-
-
-@dataclass(frozen=True)
-class Node:
-    """A parsed tree node: its PTB label and either a word (leaf) or two children."""
-
-    label: int
-    word: str | None = None
-    left: Node | None = None
-    right: Node | None = None
 
 
 def parse_tree(line: str, where: str = "tree") -> Node:
@@ -232,8 +222,6 @@ def load_sst_binary(root, download: bool, *, max_words: int | None = None, glove
     if token_source not in TOKEN_SOURCES:
         raise ValueError(f"token_source must be one of {list(TOKEN_SOURCES)}, got {token_source!r}")
     if token_source == "released":
-        from . import sst_dictionary
-
         folder = ensure_archive_folder(sources.SST_RELEASE, Path(root), download=download, dataset="sst_binary")
         trees = sst_dictionary.read_release(folder)
     else:

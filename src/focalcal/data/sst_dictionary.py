@@ -42,7 +42,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .sst import Node
+from .sst_tree import Node
 
 SENTENCE_FILE, TREE_FILE, SPLIT_FILE = "SOStr.txt", "STree.txt", "datasetSplit.txt"
 DICTIONARY_FILE, SENTIMENT_FILE = "dictionary.txt", "sentiment_labels.txt"
