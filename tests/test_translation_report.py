@@ -172,6 +172,26 @@ def test_table3_puts_ours_beside_the_published_cells(tmp_path, plan):
     assert shown.loc["fl1", "ours ece post_t"] == "2.00 ± 0.00 (1.20)"
 
 
+def test_table3s_page_says_what_bleu_is_and_that_the_papers_tokenisation_is_unknown(tmp_path, plan, monkeypatch):
+    from focalcal.report import pages
+    from focalcal.translation.bleu import corpus_bleu
+
+    table = write_study(tmp_path, plan)
+    artifact = report_plan(plan).artifact(STUDY, "mukhoti2020_table3", "table")
+    built = tables.build(artifact, table)
+    (tmp_path / artifact.path).parent.mkdir(parents=True, exist_ok=True)
+    built.to_csv(tmp_path / artifact.path, index=False)
+    shown = []
+    monkeypatch.setattr(pages, "_display", lambda *objects: shown.extend(objects))
+    pages.show_table(artifact.to_dict(), root=tmp_path)
+    texts = [getattr(item, "data", "") for item in shown]
+    signature = corpus_bleu(["a small cat"], ["a small cat"]).signature  # what the decodes record
+    assert signature.startswith("nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:")
+    assert (f"BLEU: sacreBLEU's corpus BLEU of the detokenised decodes against one reference each, signature "
+            f"`{signature}`. The paper does not say how its BLEU was tokenised or computed, so its column and ours "
+            "may differ by tokenisation alone.") in texts
+
+
 def test_fig5_draws_one_panel_per_loss_from_the_runs_sweeps(tmp_path, plan):
     write_study(tmp_path, plan)
     artifact = report_plan(plan).artifact(STUDY, "mukhoti2020_fig5_bleu_ece_temperature", "figure")
@@ -183,6 +203,11 @@ def test_fig5_draws_one_panel_per_loss_from_the_runs_sweeps(tmp_path, plan):
     bleu = panels[2].get_lines()[0]  # FL-1: the mean over its seeds (their jitter averages out)
     assert list(bleu.get_xdata()) == pytest.approx(list(DECODE_TEMPERATURES))
     assert list(bleu.get_ydata()) == pytest.approx([_bleu_at(t, 1.2, 30.0) for t in DECODE_TEMPERATURES])
+
+
+def test_a_translation_studys_header_names_the_published_setting_it_stands_in_for(plan):
+    scale = report_plan(plan).studies[STUDY].scale
+    assert scale["settings"] == ["WMT 2014 En-De, Transformer (ours is a small stand-in)"]
 
 
 def test_a_translation_study_plans_no_classification_table_or_figure(plan):

@@ -90,9 +90,12 @@ def paper_setting(dataset_spec: dict, model_spec: dict, reference_model: str | N
 
     A model the paper does not use is compared with ``reference_model`` (the paper's, its
     ``Paper.reference_model``; None: with the data set alone) on the dataset it stands in for.
+    The data set's task (classification, translation, segmentation) says where both are looked up.
     """
-    dataset, stand_in = published_name(catalog.DATASETS, dataset_spec.get("name"), "classification")
-    model, _ = published_name(catalog.MODELS, model_spec.get("name"), "classification")
+    entry = catalog.DATASETS.get(dataset_spec.get("name"))
+    task = entry.task if entry is not None else "classification"
+    dataset, stand_in = published_name(catalog.DATASETS, dataset_spec.get("name"), task)
+    model, _ = published_name(catalog.MODELS, model_spec.get("name"), task)
     return compared_setting(dataset, stand_in, model, reference_model)
 
 

@@ -73,6 +73,9 @@ def show_table(artifact: dict, root=".") -> None:
               "setting (*published* columns; cells: mean ± std over seeds, T in brackets).")
     if not path.is_file():
         raise ValueError(f"planned table {artifact['path']} is missing; run its Snakemake target")
+    note = artifact.get("params", {}).get("note")  # what a measure of this table is, where the paper's may differ
+    if note:
+        _markdown(note)
     built = read_csv(path)
     shown = tables.present(artifact["paper"], artifact["builder"], built)
     settings = _settings_note(built)

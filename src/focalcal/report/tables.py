@@ -108,7 +108,7 @@ def with_mark(text: str, mark) -> str:
 
 def row_marks(table: pd.DataFrame) -> list:
     """Each row's health mark ("" where none; a table read back from CSV has NaN there)."""
-    return table["health"].fillna("").tolist() if "health" in table.columns else [""] * len(table)
+    return table["health"].astype(object).fillna("").tolist() if "health" in table.columns else [""] * len(table)
 
 
 def present(paper: str, builder: str, table: pd.DataFrame) -> pd.DataFrame:

@@ -19,6 +19,12 @@ class BleuScore:
     signature: str
 
 
+def signature() -> str:
+    """sacrebleu's signature of the BLEU :func:`corpus_bleu` computes: its settings and sacrebleu's
+    version (the number of references is known once a corpus is scored: one, as the decodes are)."""
+    return corpus_bleu(["."], ["."]).signature
+
+
 def corpus_bleu(hypotheses: Sequence[str], references: Sequence[str]) -> BleuScore:
     """Corpus BLEU of detokenised hypotheses against one detokenised reference each."""
     from sacrebleu.metrics import BLEU

@@ -57,7 +57,8 @@ def plan(study, views) -> tuple[list, list[str]]:
     else:
         settings = {f"{v.run.dataset}/{v.run.model}": study.setting(v) for v in views}
         params = {"pre": pre, "post": post, "post_label": catalog.ROLE_LABELS.get(post_role, ""), "losses": losses,
-                  "settings": settings, "bins": BINS if BINS in study.ece_bins else study.ece_bins[0]}
+                  "settings": settings, "bins": BINS if BINS in study.ece_bins else study.ece_bins[0],
+                  "note": bleu_note()}
         title = "Table 3: test ECE (%, 15 bins, per token) and BLEU before and after temperature scaling (T)"
         if post is None:
             title += " (no temperature scaling in this study: before only)"
@@ -74,6 +75,15 @@ def plan(study, views) -> tuple[list, list[str]]:
         "beam search, one panel per loss (mean over seeds, the seeds' range shaded)", temperature_sweep,
         inputs, {"panels": panels}))
     return artifacts, notes
+
+
+def bleu_note() -> str:
+    """What Table 3's BLEU is, for its page: sacreBLEU's signature, and what the paper leaves unsaid."""
+    from focalcal.translation.bleu import signature
+
+    return (f"BLEU: sacreBLEU's corpus BLEU of the detokenised decodes against one reference each, signature "
+            f"`{signature()}`. The paper does not say how its BLEU was tokenised or computed, so its column and "
+            "ours may differ by tokenisation alone.")
 
 
 # --------------------------------------------------------------------------------- Table 3
