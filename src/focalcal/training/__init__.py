@@ -9,8 +9,8 @@ from importlib import import_module
 _EXPORTS = {
     "OptimizerConfig": "config", "Recipe": "config", "RunConfig": "config",
     "evaluate_segmentation": "segmentation_eval",
-    "TrainingDiverged": "trainer", "Trainer": "trainer", "export_run_logits": "trainer", "load_finished_run": "trainer",
-    "train_run": "trainer", "TranslationTrainer": "translation",
+    "TrainingDiverged": "trainer", "Trainer": "trainer", "export_run_logits": "runs", "load_finished_run": "runs",
+    "train_run": "runs", "TranslationTrainer": "translation",
 }
 
 __all__ = ["OptimizerConfig", "Recipe", "RunConfig", "Trainer", "TrainingDiverged", "TranslationTrainer",

@@ -25,10 +25,10 @@ import numpy as np
 import pandas as pd
 import torch
 
-from focalcal import catalog, numerics
 from focalcal import data as data_lib
 from focalcal import losses as loss_lib
 from focalcal import models as model_lib
+from focalcal import numerics
 from focalcal._io import atomic_savez, atomic_torch_save, atomic_write_json, atomic_write_text
 from focalcal.training.averaging import CheckpointAverage
 from focalcal.training.checkpoint import (
@@ -629,43 +629,6 @@ class Trainer:
             # text data sets: GloVe vectors or a random initialisation, in words (focalcal.data.text)
             **({"embedding_source": self.dataset.meta["embedding_source"]} if "embedding_source" in self.dataset.meta else {}),
         }
-
-
-def trainer_for(config: RunConfig, run_dir, data_root="data", progress: bool | None = None) -> Trainer:
-    """The run's trainer: :class:`Trainer`, or for a translation corpus its
-    :class:`~focalcal.training.translation.TranslationTrainer` (same loop, checkpoint and health)."""
-    if catalog.is_translation(config.dataset):
-        from focalcal.training.translation import TranslationTrainer
-
-        return TranslationTrainer(config, run_dir, data_root=data_root, progress=progress)
-    return Trainer(config, run_dir, data_root=data_root, progress=progress)
-
-
-def train_run(config: RunConfig, run_dir, data_root="data", progress: bool | None = None, export: bool = True) -> Trainer:
-    """Train (or resume) one run to completion and, by default, dump its logits (token_logits.npz
-    for a translation run)."""
-    trainer = trainer_for(config, run_dir, data_root=data_root, progress=progress)
-    trainer.fit()
-    if export:
-        trainer.export_logits()
-    return trainer
-
-
-def load_finished_run(config: RunConfig, run_dir, data_root="data") -> Trainer:
-    """A Trainer restored from a finished run's checkpoint (no training), for what reads the model."""
-    trainer = trainer_for(config, run_dir, data_root=data_root, progress=False)
-    if not trainer.resume_if_possible():
-        raise FileNotFoundError(f"no checkpoint at {trainer.paths.checkpoint}; train the run first")
-    if not trainer.finished:
-        raise RuntimeError(
-            f"{trainer.paths.checkpoint} holds {trainer.epochs_done}/{config.recipe.epochs} epochs; finish training first"
-        )
-    return trainer
-
-
-def export_run_logits(config: RunConfig, run_dir, data_root="data") -> Path:
-    """Re-dump ``logits.npz`` from a finished run's checkpoint without training."""
-    return load_finished_run(config, run_dir, data_root).export_logits()
 
 
 #: Model options a data set decides (its meta key): a text model's vocabulary size and the
