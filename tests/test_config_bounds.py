@@ -5,9 +5,11 @@ line naming the file, schema errors quote the start of a value only, and values 
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
+import time
 
 import pytest
 import yaml
@@ -53,6 +55,54 @@ def test_an_alias_bomb_is_refused_by_snakemake_in_one_line_fast_and_small(tmp_pa
     assert len(refused) == 1 and refused[0].count(str(bomb)) == 1, output[-2000:]
     assert seconds < baseline + 5, (seconds, baseline)
     assert peak_kb < 500_000, peak_kb
+
+
+REPORT_LINE = "report: {theory_grid: coarse}   # quick theory figures: CI checks the plumbing, not the grids\n"
+
+
+def report_bomb(merged: bool) -> str:
+    """``report:`` holding nine levels of 10-key mappings, each level ten aliases of the one before
+    (10**9 values), as anchors (``k: *x``) or merges (``k: {<<: *x}``)."""
+    keys = [f"k{index}" for index in range(10)]
+    lines = ["report:", "  theory_grid: coarse", "  x0: &x0 {" + ", ".join(f"{key}: 1" for key in keys) + "}"]
+    for level in range(1, 9):
+        alias = f"{{<<: *x{level - 1}}}" if merged else f"*x{level - 1}"
+        lines.append(f"  x{level}: &x{level} {{" + ", ".join(f"{key}: {alias}" for key in keys) + "}")
+    return "\n".join(lines) + "\n"
+
+
+def timed_refusal(command: list[str], cwd) -> tuple[int, float, str]:
+    """(exit status, wall seconds, output) of ``command``, killed after 60 s (a hang is a failure)."""
+    started = time.monotonic()
+    done = subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=60, check=False,
+                          env={**os.environ, "OMP_NUM_THREADS": "1"})
+    return done.returncode, time.monotonic() - started, done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("shape", ["mapping", "merge", "list"])
+def test_every_documented_entry_point_refuses_an_alias_bomb_of_any_shape_in_seconds(tmp_path, shape):
+    bomb = tmp_path / f"{shape}_bomb.yaml"
+    text = TEST_CONFIG.read_text()
+    bomb.write_text(text.replace("ece_bins: [10, 15]\n", alias_bomb()) if shape == "list"
+                    else text.replace(REPORT_LINE, report_bomb(merged=shape == "merge")))
+    assert bomb.stat().st_size < 5000 and bomb.read_text() != text
+    snakemake = str(BIN / "snakemake")
+    # the docs' lines (README, docs/*.md) and the SLURM profile's, each as a dry run
+    for extra in ([], ["--cores", "2"], ["--profile", "profiles/slurm"]):
+        returncode, seconds, output = timed_refusal([snakemake, "-n", *extra, "--configfile", str(bomb)], ROOT)
+        refused = [line for line in output.splitlines() if "values through its YAML aliases" in line]
+        assert returncode == 1 and len(refused) == 1 and refused[0].count(str(bomb)) == 1, (extra, output[-2000:])
+        assert seconds < 30, (extra, seconds)
+
+
+def test_make_run_refuses_a_bombed_default_config_in_seconds(workflow_checkout):
+    # `make run` runs the checkout's default config (no --configfile): the Snakefile checks it before reading it
+    (workflow_checkout / "config" / "config.yaml").write_text(report_bomb(merged=False))
+    returncode, seconds, output = timed_refusal(
+        [str(BIN / "snakemake"), "-n", "--cores", "2", "--profile", "profiles/default"], workflow_checkout)
+    refused = [line for line in output.splitlines() if "values through its YAML aliases" in line]
+    assert returncode == 1 and len(refused) == 1 and "config/config.yaml" in refused[0], output[-2000:]
+    assert seconds < 30, seconds
 
 
 def test_the_alias_check_itself_takes_milliseconds(tmp_path):
