@@ -9,7 +9,7 @@ import torch
 
 from focalcal.data.translation import BOS_ID, EOS_ID, pad_batch
 from focalcal.models.transformer import Transformer
-from focalcal.translation.beam_search import beam_search, greedy_decode, length_penalty
+from focalcal.translation.beam_search import beam_search, finished_hypotheses, greedy_decode, length_penalty
 
 A, B, C, D = 4, 5, 6, 7
 VOCAB = 8
@@ -84,6 +84,20 @@ def test_the_length_penalty_favours_longer_hypotheses_as_alpha_grows():
         assert beam_search(table, SOURCE, beam_size=3, length_penalty=alpha, max_length=6) == [
             best_by_enumeration(table, 1.0, alpha)
         ]
+
+
+def test_a_sentence_keeps_at_most_k_finished_hypotheses_as_fairseq_does():
+    """Beam 2: the empty output finishes at step 1; at step 2 both live beams end with EOS at ranks 0 and 1, and
+    only the first fills the second place (fairseq's rule). The one dropped ([B], 0.2 × 0.9) is below the one
+    kept at its length ([A], 0.5 × 0.9), so the output is the same as it would be with it."""
+    table = BigramTable({BOS_ID: {A: 0.5, EOS_ID: 0.3, B: 0.2}, A: {EOS_ID: 0.9, C: 0.1},
+                         B: {EOS_ID: 0.9, C: 0.1}, C: {EOS_ID: 1.0}})
+    [found] = finished_hypotheses(table, SOURCE, beam_size=2, length_penalty=0.0, max_length=5)
+    assert [ids for _, ids in found] == [[A], []]
+    assert [score for score, _ in found] == pytest.approx([math.log(table.probability([A])),
+                                                           math.log(table.probability([]))], rel=1e-6)
+    assert math.log(table.probability([A])) == pytest.approx(math.log(0.45), rel=1e-6)
+    assert beam_search(table, SOURCE, beam_size=2, length_penalty=0.0, max_length=5) == [[A]]
 
 
 def test_max_length_forces_eos():

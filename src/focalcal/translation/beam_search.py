@@ -4,11 +4,13 @@ Each step scores a hypothesis's next token by log softmax(z / T); a finished hyp
 (EOS included in |Y|) scores log P(Y) / lp(Y) with the length penalty of Wu et al. 2016,
 lp(Y) = ((5 + |Y|) / 6)^α, which Vaswani et al. 2017 §6.1 use with beam 4 and α = 0.6.
 Which hypotheses finish follows fairseq's sequence generator: of the 2K best extensions of a
-sentence's K beams, an EOS among the best K finishes a hypothesis, the best K others carry
-on, and a sentence is done once K hypotheses have finished (or at its length limit). So beam size 1 is exactly greedy
-decoding. A sentence's output is at most ``max_length`` tokens, EOS included: at that length
-EOS is forced (default length: the source's plus 50, Vaswani §6.1, capped by the model's
-positions). PAD and BOS are never generated; the other tokens keep their probabilities.
+sentence's K beams, an EOS among the best K finishes a hypothesis (in rank order, while fewer
+than K have finished: a sentence keeps at most K), the best K others carry on, and a sentence
+is done once K hypotheses have finished (or at its length limit). A hypothesis the cap drops
+never is the output: it finished at the same length as a kept one, after it in rank order, so
+with a lower score. So beam size 1 is exactly greedy decoding. A sentence's output is at most
+``max_length`` tokens, EOS included: at that length EOS is forced (default length: the
+source's plus 50, Vaswani §6.1, capped by the model's positions). PAD and BOS are never generated; the other tokens keep their probabilities.
 
 ``model`` is anything with ``encode(source) -> (memory, source_padding_mask)`` and
 ``decode(memory, source_padding_mask, target_in) -> logits (B, T, V)``
@@ -78,6 +80,21 @@ def beam_search(
     max_length: int | None = None,
 ) -> list[list[int]]:
     """The best hypothesis of each source sentence (ids without BOS/EOS); see the module docstring."""
+    hypotheses = finished_hypotheses(model, source, beam_size, length_penalty, temperature, max_length)
+    return [best[0][1] for best in hypotheses]
+
+
+@torch.no_grad()
+def finished_hypotheses(
+    model,
+    source: torch.Tensor,
+    beam_size: int = 4,
+    length_penalty: float = 0.6,
+    temperature: float = 1.0,
+    max_length: int | None = None,
+) -> list[list[tuple[float, list[int]]]]:
+    """Per source sentence, the (at most ``beam_size``) hypotheses beam search finished, best
+    first: (log P(Y) / lp(Y), ids without BOS/EOS). :func:`beam_search` returns the first of each."""
     alpha = length_penalty
     _check(beam_size, alpha, temperature)
     limits = _limits(model, source, max_length)
@@ -91,7 +108,8 @@ def beam_search(
             model.train()
 
 
-def _search(model, source, beam_size: int, alpha: float, temperature: float, limits: torch.Tensor) -> list[list[int]]:
+def _search(model, source, beam_size: int, alpha: float, temperature: float,
+            limits: torch.Tensor) -> list[list[tuple[float, list[int]]]]:
     n, k = source.shape[0], beam_size
     memory, padding = model.encode(source)
     memory, padding = memory.repeat_interleave(k, 0), padding.repeat_interleave(k, 0)
@@ -121,7 +139,7 @@ def _search(model, source, beam_size: int, alpha: float, temperature: float, lim
             rows, new_tokens, new_scores = [], [], []
             for rank, (beam, token, value) in enumerate(zip(top_beams[row], top_tokens[row], top_values[row])):
                 if token == EOS_ID:
-                    if rank < k and value > -math.inf:
+                    if rank < k and value > -math.inf and len(finished[sentence]) < k:
                         prefix = tokens[row * k + beam, 1:].tolist()
                         finished[sentence].append((value / penalty, prefix))
                 elif len(rows) < k:
@@ -148,7 +166,7 @@ def _search(model, source, beam_size: int, alpha: float, temperature: float, lim
         scores = torch.tensor(keep_scores, device=device)
         alive = still_alive
         step += 1
-    return [max(hypotheses, key=lambda pair: pair[0])[1] for hypotheses in finished]
+    return [sorted(hypotheses, key=lambda pair: -pair[0]) for hypotheses in finished]  # stable: ties keep their order
 
 
 @torch.no_grad()
