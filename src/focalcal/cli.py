@@ -82,7 +82,8 @@ def main(argv: list[str] | None = None) -> int:
 
     Returns:
         The exit status: 0 done; 1 when `verify` found damage or `build-kernels` built a kernel short;
-        2 for a bad config, logits file or output folder (said in one line on stderr).
+        2 for a bad config, logits file, option or output folder, or a disk that cannot be written (said in one
+        line on stderr).
 
     Examples:
         A workflow directory without results/ is refused in one line on stderr, with status 2:
