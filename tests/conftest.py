@@ -116,6 +116,16 @@ def workflow_checkout(tmp_path):
     return copy_checkout(tmp_path / "checkout")
 
 
+def add_paper_entry(checkout: Path, entry: str) -> None:
+    """``entry`` (a ``Paper(...)`` line) written last into ``PAPERS`` of the catalog in ``checkout``."""
+    catalog = checkout / "src/focalcal/catalog.py"
+    text = catalog.read_text()
+    table = re.search(r"^PAPERS: dict\[str, Paper\] = \{entry.key: entry for entry in \(\n", text, flags=re.MULTILINE)
+    assert table, "src/focalcal/catalog.py has no PAPERS table for a paper's entry"
+    end = text.index("\n)}\n", table.end()) + 1
+    catalog.write_text(text[:end] + entry + text[end:])
+
+
 # ------------------------------------------------------------------------------ Snakemake runs
 
 

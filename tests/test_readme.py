@@ -16,14 +16,14 @@ import textwrap
 from pathlib import Path
 
 import yaml
-from conftest import ROOT, SNAKEFILE, planned_jobs, snakemake
+from conftest import ROOT, SNAKEFILE, add_paper_entry, planned_jobs, snakemake
 
 README = (ROOT / "README.md").read_text()
 DOCS = {path.relative_to(ROOT).as_posix(): path.read_text() for path in sorted((ROOT / "docs").rglob("*.md"))
         if "node_modules" not in path.parts}  # npm's packages of the site (docs/package.json), not pages
 # block -> the page that shows it
 PAGES = {"library": "docs/library.md", "study": "docs/adding-a-study.md", "paper": "docs/adding-a-paper.md",
-         "paper_page": "docs/adding-a-paper.md", "loss": "docs/adding-a-loss.md", "loss_entry": "docs/adding-a-loss.md",
+         "paper_entry": "docs/adding-a-paper.md", "paper_page": "docs/adding-a-paper.md", "loss": "docs/adding-a-loss.md", "loss_entry": "docs/adding-a-loss.md",
          "loss_config": "docs/adding-a-loss.md", "calibrator": "docs/adding-a-calibrator.md",
          "dataset": "docs/adding-a-dataset-or-model.md", "model": "docs/adding-a-dataset-or-model.md"}
 MARKED = [(page, language, name, code) for page, text in DOCS.items() for name, language, code in
@@ -41,7 +41,8 @@ def run_block(name: str, checks: str, tmp_path: Path) -> str:
 
 
 def test_every_marked_block_is_tested_on_its_page():
-    assert set(BLOCKS) == {"library", "loss", "loss_entry", "calibrator", "dataset", "model", "paper", "paper_page"}
+    assert set(BLOCKS) == {"library", "loss", "loss_entry", "calibrator", "dataset", "model", "paper", "paper_entry",
+                           "paper_page"}
     assert set(YAML_BLOCKS) == {"study", "loss_config"}
     assert sorted((name, page) for page, _, name, _ in MARKED) == sorted(PAGES.items())  # each once, on its page
     assert "readme-test" not in README  # the README points to the pages; the recipes live there
@@ -200,12 +201,14 @@ def test_study_recipe_plans_its_runs_and_shares_the_ones_another_study_has(tmp_p
     assert after["study_figure"] > before["study_figure"]  # mukhoti2020's figures of the new study
 
 
-def test_paper_recipe_is_one_module_and_one_catalog_entry_and_builds_its_table(workflow_checkout):
-    """The paper page's module, written into a copy of the checkout with its catalog entry and
-    nothing else, gives a study of that paper its table through the workflow and a report page."""
+def test_paper_recipe_is_one_catalog_entry_and_one_package_and_builds_its_table(workflow_checkout):
+    """The paper's catalog entry and its package's two modules, written into a copy of the
+    checkout and nothing else, give a study of that paper its table through the workflow and a
+    report page."""
     import pandas as pd
 
     checkout = workflow_checkout
+    add_paper_entry(checkout, BLOCKS["paper_entry"])
     package = checkout / "src/focalcal/papers/guo2017"
     package.mkdir()
     (package / "__init__.py").write_text(BLOCKS["paper"])

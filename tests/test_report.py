@@ -13,7 +13,7 @@ import pytest
 import yaml
 from scipy.special import softmax
 
-from focalcal import naming, papers
+from focalcal import catalog, naming
 from focalcal.calibration import PsiCalibration, TemperatureScaling, psi
 from focalcal.catalog import calibrator_role
 from focalcal.papers.charoenphakdee2021.page import panel_scores
@@ -78,7 +78,7 @@ def test_every_calibrator_of_the_default_config_has_a_role():
 
 
 def test_paper_setting_names_stand_ins_with_the_papers_reference_model():
-    reference = papers.paper("mukhoti2020").reference_model
+    reference = catalog.paper("mukhoti2020").reference_model
     assert naming.paper_setting({"name": "cifar10"}, {"name": "resnet110_bottleneck"}, reference).describe() == "CIFAR-10, ResNet 110"
     stand_in = naming.paper_setting({"name": "mnist1d"}, {"name": "cnn1d"}, reference)
     assert (stand_in.dataset, stand_in.model, stand_in.stand_in) == ("CIFAR-10", "ResNet 50", True)

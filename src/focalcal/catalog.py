@@ -1,13 +1,16 @@
-"""Every data set, model, loss and calibrator of the library, declared once, in one torch-free place.
+"""Every paper, data set, model, loss and calibrator of the library, declared once, in one torch-free place.
 
-An entry says what a name *is* (a data set's task, whether its class posterior is known and
-which published set it stands for; a model's name in the papers; a loss's focal γ and label; a calibrator's role; colours and aliases for the figures) and what builds it: a
-class or function named ``"package.module:attribute"`` and imported only when built. The
-registries (:mod:`focalcal.data`, ``.models``, ``.losses``, ``.calibration``), the config
-schema's name enums (:func:`focalcal.pipeline.config.load_schema`), the figures' colours
-(:mod:`focalcal.plots.style`) and ``focalcal calibrate``'s calibrators all read it, so a new
-loss or calibrator is its class plus one entry here, or one :func:`declare` at run time. The
-workflow reads the catalog when the Snakefile is parsed: it imports no torch.
+An entry says what a name *is* (a paper's page title, theory figures and reference model; a data
+set's task, whether its class posterior is known and which published set it stands for; a model's
+name in the papers; a loss's focal γ and label; a calibrator's role; colours and aliases for the
+figures) and what builds it: a class or function named ``"package.module:attribute"``, or a
+paper's package (``"package"``), imported only when used. The registries (:mod:`focalcal.data`,
+``.models``, ``.losses``, ``.calibration``), the config schema's name enums
+(:func:`focalcal.pipeline.config.load_schema`), the figures' colours (:mod:`focalcal.plots.style`),
+``focalcal calibrate``'s calibrators, the claims and the report's pages all read it, so a new
+loss or calibrator is its class plus one entry here, or one :func:`declare` at run time, and a
+new paper its package plus one entry in :data:`PAPERS`. The workflow reads the catalog when the
+Snakefile is parsed: it imports no torch.
 """
 
 from __future__ import annotations
@@ -15,18 +18,13 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from importlib.util import find_spec
+from types import ModuleType
 from typing import Any
-
-from focalcal.papers import PAPERS as _PAPERS  # one package per paper (focalcal.papers)
 
 TASKS = ("classification", "segmentation", "translation")
 SUBSET_SUFFIX = "-s"  # "<set>-s": 10 % of each class of the training split (focalcal.data)
 FROM_LOSS = "from_loss"  # a calibrator parameter that takes the run's focal γ (config: gamma: from_loss)
-
-
-# -------------------------------------------------------------------------------- papers
-
-PAPER_TITLES = {key: paper.title for key, paper in _PAPERS.items()}  # paper -> the title of its report page
 
 
 # ------------------------------------------------------------------------------ builders
@@ -61,6 +59,202 @@ def resolve(target):
 def resolve_value(value):
     """A declared constant: what a :class:`Ref` names, anything else as it is (a string included)."""
     return resolve(value) if isinstance(value, Ref) else value
+
+
+# -------------------------------------------------------------------------------- papers
+
+
+@dataclass(frozen=True)
+class TheoryFigure:
+    """A figure of a paper's theory, exact and run-free: ``draw`` names the function of the
+    paper's ``theory_figures`` module that draws it, with ``options`` at the paper's grid;
+    ``coarse`` replaces some of them for config ``report.theory_grid: coarse`` (quick grids for
+    tests and previews)."""
+
+    paper: str
+    title: str
+    draw: str
+    options: dict = field(default_factory=dict)
+    coarse: dict = field(default_factory=dict)
+
+    def arguments(self, grid: str) -> dict:
+        return {**self.options, **(self.coarse if grid == "coarse" else {})}
+
+    def drawing(self):
+        """The plotting function (imported on first use: it needs matplotlib)."""
+        return resolve(f"{paper(self.paper).package}.theory_figures:{self.draw}")
+
+
+@dataclass(frozen=True)
+class Paper:
+    """One paper as the workflow and the report see it.
+
+    ``key``: the ``paper`` a study names. ``title``: the title of its report page. ``package``:
+    the package that holds its code (``"focalcal.papers.<key>"``), imported only when a part of
+    it is used. ``theory``: name -> :class:`TheoryFigure`, each name starting with the key.
+    ``needs_study_table``: whether its page shows only what a study's calibration table holds
+    (a study that calibrates no run then plans nothing); False for a paper whose runs are scored
+    without calibrating (segmentation). ``reference_model``: the published model a run on a
+    model the paper does not use is compared with (:func:`focalcal.naming.paper_setting`);
+    None: the data set alone. Its place in :data:`PAPERS` is its page's place in the report.
+
+    Its package's modules hold its code (the module docstring of :mod:`focalcal.papers`):
+    ``claims`` (``CLAIMS``, optional), ``page`` (``SUMMARY``, ``PUBLISHED_SHOWN``,
+    ``plan(study)``, ``TABLE_BUILDERS``, ``FIGURE_BUILDERS``), ``figures``, ``theory_figures``
+    and ``published/`` (its published tables, optional).
+    """
+
+    key: str
+    title: str
+    package: str
+    theory: dict[str, TheoryFigure] = field(default_factory=dict)
+    needs_study_table: bool = True
+    reference_model: str | None = None
+
+    def __post_init__(self):
+        for name, figure in self.theory.items():
+            if not name.startswith(self.key) or figure.paper != self.key:
+                raise ValueError(f"paper {self.key!r}: theory figure {name!r} must start with the paper's key and "
+                                 f"name it as its paper (it names {figure.paper!r})")
+
+    def part(self, name: str) -> ModuleType:
+        """One module of the paper's package (``claims``, ``page``, ``figures``, ``theory_figures``, ``labels``)."""
+        return importlib.import_module(f"{self.package}.{name}")
+
+    def page(self) -> ModuleType:
+        return self.part("page")
+
+    def claims(self) -> list:
+        """Its claims (:class:`focalcal.claims.Claim`), none when the package has no ``claims`` module."""
+        if find_spec(f"{self.package}.claims") is None:
+            return []
+        return list(self.part("claims").CLAIMS)
+
+    def _builder(self, kind: str, name: str):
+        declared = {builder_name(builder): builder for builder in getattr(self.page(), f"{kind.upper()}_BUILDERS")}
+        if name not in declared:
+            raise ValueError(f"paper {self.key!r} has no {kind} builder {name!r}; its {kind} builders: {sorted(declared)}")
+        return declared[name]
+
+    def table_builder(self, name: str):
+        """Its page's :class:`focalcal.report.tables.PaperTable` named ``name``."""
+        return self._builder("table", name)
+
+    def figure_builder(self, name: str):
+        """Its page's draw(params, root, study) named ``name``."""
+        return self._builder("figure", name)
+
+
+def builder_name(builder) -> str:
+    """The name an artifact records for its builder: a figure builder's function name, a table
+    builder's (a ``PaperTable``) ``build`` function name."""
+    return getattr(builder, "build", builder).__name__
+
+
+_PAPER_PACKAGES = "focalcal.papers"
+_C21 = "charoenphakdee2021"
+_K24 = "komisarenko2024"
+_M20 = "mukhoti2020"
+_H21 = "hossain2021"
+
+# komisarenko2024's closest-temperature searches (K >= 3) are the costly part; coarse grids use
+# fewer γ and coarser logit steps.
+_K24_COARSE_GAMMAS = [0.0, 2.0, 4.0, 6.0, 8.0, 10.0]
+_K24_COARSE_SIMPLEX = {"logit_step": 0.1}
+_M20_COARSE_LINEAR_MODEL = {"iterations": 100}  # mukhoti2020's linear-model figures train a logistic regression
+
+#: key -> :class:`Paper`, in the order of the report's pages.
+PAPERS: dict[str, Paper] = {entry.key: entry for entry in (
+    Paper(
+        _C21, "Charoenphakdee et al. 2021 — Focal loss and class posteriors (φ^γ, τ_oc/τ_uc, Ψ^γ)",
+        f"{_PAPER_PACKAGES}.{_C21}",
+        theory={
+            f"{_C21}_fig1_phi": TheoryFigure(
+                _C21, "Fig 1: φ^γ with the η-overconfident (τ_oc) and η-underconfident (τ_uc) regions", "phi_figure"),
+            f"{_C21}_fig2_posterior_vs_minimizer": TheoryFigure(
+                _C21, "Fig 2: max η against max q* of the focal risk minimiser, K = 2 and K = 1000",
+                "posterior_vs_minimizer_figure"),
+        },
+    ),
+    Paper(
+        _K24, "Komisarenko et al. 2024 — Focal calibration map and focal temperature scaling",
+        f"{_PAPER_PACKAGES}.{_K24}",
+        theory={
+            f"{_K24}_fig1_focal_calibration_map": TheoryFigure(
+                _K24, "Fig 1: the proper part of the focal loss and the binary focal calibration map",
+                "focal_calibration_map_figure"),
+            f"{_K24}_fig2_closest_temperature_k2": TheoryFigure(
+                _K24, "Fig 2: temperature closest to the focal map against γ, K = 2 (linear fit and max error)",
+                "closest_temperature_figure", {"num_classes": 2},
+                {"gammas": [0.0, 1.0, 2.0, 4.0, 6.0, 8.0, 10.0], "logit_step": 0.01}),
+            f"{_K24}_fig6_closest_temperature_k3": TheoryFigure(
+                _K24, "Fig 6: temperature closest to the focal map against γ, K = 3",
+                "closest_temperature_figure", {"num_classes": 3}, {"gammas": _K24_COARSE_GAMMAS, "logit_step": 0.1}),
+            f"{_K24}_closest_temperature_k4": TheoryFigure(
+                _K24, "§3.3: temperature closest to the focal map against γ, K = 4",
+                "closest_temperature_figure", {"num_classes": 4}, {"gammas": _K24_COARSE_GAMMAS, "logit_step": 0.25}),
+            f"{_K24}_fig3_temperature_bounds": TheoryFigure(
+                _K24, "Fig 3: Prop 3's temperature bounds against the numerical ones", "temperature_bounds_figure"),
+            f"{_K24}_fig4_conditional_risk": TheoryFigure(
+                _K24, "Fig 4: conditional-risk isolines on the 3-class simplex", "conditional_risk_isolines_figure"),
+            f"{_K24}_fig5_calibration_arrows": TheoryFigure(
+                _K24, "Fig 5: arrow maps of the focal map and of its closest temperature scaling",
+                "calibration_arrows_figure", coarse=_K24_COARSE_SIMPLEX),
+            f"{_K24}_fig7_calibration_difference": TheoryFigure(
+                _K24, "Fig 7: heat map of temperature scaling minus focal calibration",
+                "calibration_difference_figure", coarse=_K24_COARSE_SIMPLEX),
+        },
+        reference_model="ResNet 50",  # the model of every row of Table 1
+    ),
+    Paper(
+        _M20, "Mukhoti et al. 2020 — Calibrating deep neural networks using focal loss", f"{_PAPER_PACKAGES}.{_M20}",
+        theory={
+            f"{_M20}_fig4a_gradient_ratio": TheoryFigure(
+                _M20, "Fig 4a and Prop 2: g(p, γ) and γ*(p0)", "gradient_ratio_figure"),
+            f"{_M20}_fig6_binary_optimum": TheoryFigure(
+                _M20, "Fig 6: optimal p̂ against q for a binary problem, cross-entropy and focal loss",
+                "binary_optimum_figure", {"n_points": 401}, {"n_points": 41}),
+            f"{_M20}_fig7_linear_model_norms": TheoryFigure(
+                _M20, "Fig 7 (App. B): logit and weight norms of a logistic regression trained with cross-entropy "
+                "and focal loss γ = 1", "linear_model_norms_figure", coarse=_M20_COARSE_LINEAR_MODEL),
+            f"{_M20}_fig8_linear_model_mistakes": TheoryFigure(
+                _M20, "Fig 8 (App. B): confidence of the linear model's mistakes and its decision boundaries, "
+                "cross-entropy vs focal loss", "linear_model_mistakes_figure", coarse=_M20_COARSE_LINEAR_MODEL),
+        },
+        reference_model="ResNet 50",  # the model of Figs 1-3 and of every data set in Tables 1-2
+    ),
+    Paper(
+        _H21, "Hossain et al. 2021 — Dual focal loss for class-imbalanced segmentation", f"{_PAPER_PACKAGES}.{_H21}",
+        theory={
+            f"{_H21}_fig1_loss_derivatives": TheoryFigure(
+                _H21, "Fig 1: derivatives of CE, DCE, FL and DFL for y = 1 and y = 0", "loss_derivatives_figure"),
+        },
+        needs_study_table=False,  # its segmentation runs are scored on their test folds, never calibrated
+        reference_model="DeepLabV3+",  # Table 2's architecture
+    ),
+)}
+
+PAPER_TITLES = {key: entry.title for key, entry in PAPERS.items()}  # paper -> the title of its report page
+
+
+def paper(key: str) -> Paper:
+    try:
+        return PAPERS[key]
+    except (KeyError, TypeError):
+        raise ValueError(f"unknown paper {key!r}; known: {list(PAPERS)}") from None
+
+
+def paper_of_package(package: str) -> Paper:
+    """The paper whose code ``package`` holds (a paper package's ``__init__`` reads its entry here)."""
+    for entry in PAPERS.values():
+        if entry.package == package:
+            return entry
+    raise ValueError(f"no paper of catalog.PAPERS names the package {package!r}: declare it there")
+
+
+def theory_figures() -> dict[str, TheoryFigure]:
+    """Every paper's theory figures, name -> :class:`TheoryFigure`, page by page."""
+    return {name: figure for entry in PAPERS.values() for name, figure in entry.theory.items()}
 
 
 # ------------------------------------------------------------------------------ datasets

@@ -3,8 +3,8 @@
     from focalcal.claims import StudyEvidence, evaluate_study
     rows = evaluate_study(StudyEvidence(study, paper, table, losses, roles, paper_datasets))
 
-Each paper's claims live in its package (``focalcal/papers/<paper>/claims.py``, see
-:mod:`focalcal.papers`); this package judges them. Every claim of the study's paper gets one row: its statement and source, the paired
+Each paper's claims live in its package (``focalcal/papers/<paper>/claims.py``, found through
+its entry in ``catalog.PAPERS``); this package judges them. Every claim of the study's paper gets one row: its statement and source, the paired
 difference it compares, the mean difference with its 95 % interval, and a verdict
 (:mod:`focalcal.claims.verdict`), with the evidence that decided it: how many pairs point the
 paper's way, what the interval contains and, for an inconclusive verdict, how many pairs of
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from focalcal import papers
+from focalcal import catalog
 from focalcal.claims.claim import Claim
 from focalcal.claims.evidence import UNIT_COLUMNS, StudyEvidence
 from focalcal.claims.verdict import (
@@ -39,13 +39,13 @@ from focalcal.claims.verdict import (
 
 def paper_claims(paper: str) -> list[Claim]:
     """The claims of ``paper`` (none for a paper without claims), from its package."""
-    return papers.paper(paper).claims()
+    return catalog.paper(paper).claims()
 
 
 def __getattr__(name: str):
     """``CLAIMS``: paper -> its claims, for every paper package (read on use: the claims load pandas)."""
     if name == "CLAIMS":
-        return {key: paper.claims() for key, paper in papers.PAPERS.items()}
+        return {key: paper.claims() for key, paper in catalog.PAPERS.items()}
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from focalcal import papers, paths
+from focalcal import catalog, paths
 from focalcal._io import atomic_write_text, read_csv, read_json
 from focalcal.catalog import calibrator_role
 from focalcal.claims import evaluate
@@ -54,7 +54,7 @@ def study_evidence(plan, study_key: str, root=".") -> StudyEvidence:
     runs = {run.path: run for run in study.runs}
     datasets = {run.dataset for run in study.runs}
     models = {run.dataset: run.model for run in study.runs}
-    reference = papers.paper(study.paper).reference_model
+    reference = catalog.paper(study.paper).reference_model
     return StudyEvidence(
         study=study_key, paper=study.paper, table=table,
         losses={run.loss: loss_info(config["losses"][run.loss]) for run in study.runs},

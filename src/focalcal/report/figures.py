@@ -1,7 +1,7 @@
 """Draw one planned figure: the theory registry and the dispatch to the experiment figures.
 
 Theory figures are exact (from :mod:`focalcal.theory`) and need no runs; each paper's
-:class:`~focalcal.papers.TheoryFigure` names its plotting call and its arguments at the paper's
+:class:`~focalcal.catalog.TheoryFigure` names its plotting call and its arguments at the paper's
 settings (or, with the config's ``report.theory_grid: coarse``, on quick grids for tests).
 Experiment figures read run files and study tables (each paper's ``page`` in
 :mod:`focalcal.papers`). Plotting modules are imported inside the functions, so importing this
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from focalcal import catalog
 from focalcal.report.targets import THEORY_FIGURES, Artifact
 
 
@@ -24,9 +25,7 @@ def draw(artifact: Artifact, root: str | Path = "."):
             raise ValueError(f"unknown theory figure {artifact.builder!r}; known: {sorted(THEORY_FIGURES)}")
         figure = THEORY_FIGURES[artifact.builder]
         return figure.drawing()(**figure.arguments(artifact.params.get("grid", "paper")))
-    from focalcal.papers import figure_builder
-
-    return figure_builder(artifact.paper, artifact.builder)(artifact.params, Path(root), artifact.study)
+    return catalog.paper(artifact.paper).figure_builder(artifact.builder)(artifact.params, Path(root), artifact.study)
 
 
 def make(artifact: Artifact, output, root: str | Path = ".") -> Path:

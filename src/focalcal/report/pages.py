@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from focalcal import catalog
 from focalcal._io import read_csv, read_json
 from focalcal.report import published, tables
 
@@ -152,16 +153,12 @@ def show_studies(manifest: dict, paper: str, root=".") -> None:
 
 def show_summary(paper: str) -> None:
     """The top of a paper's page: the paper, its claims and what the page shows (its page's SUMMARY)."""
-    from focalcal.papers import paper as paper_entry
-
-    _markdown(paper_entry(paper).page().SUMMARY)
+    _markdown(catalog.paper(paper).page().SUMMARY)
 
 
 def show_published_tables(paper: str) -> None:
     """The published tables a paper's page shows in full (``PUBLISHED_SHOWN``)."""
-    from focalcal.papers import paper as paper_entry
-
-    for name, caption in paper_entry(paper).page().PUBLISHED_SHOWN:
+    for name, caption in catalog.paper(paper).page().PUBLISHED_SHOWN:
         show_published(name, caption)
 
 

@@ -14,14 +14,14 @@ from importlib import resources
 
 import pandas as pd
 
-from focalcal.papers import PAPERS
+from focalcal.catalog import PAPERS
 
 FOLDER = "published"
 
 
 def _folders() -> list:
     """The ``published/`` folder of every paper package that has one, page by page."""
-    folders = [resources.files(f"focalcal.papers.{key}") / FOLDER for key in PAPERS]
+    folders = [resources.files(paper.package) / FOLDER for paper in PAPERS.values()]
     return [folder for folder in folders if folder.is_dir()]
 
 

@@ -25,6 +25,7 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
+from focalcal import catalog
 from focalcal._io import read_csv
 from focalcal.training.health import UNHEALTHY
 
@@ -73,11 +74,9 @@ class PaperTable(NamedTuple):
 
 def build(artifact, study_table: pd.DataFrame) -> pd.DataFrame:
     """The table of a planned table artifact from its study's tidy table."""
-    from focalcal.papers import table_builder
-
     if artifact.kind != "table":
         raise ValueError(f"{artifact.name!r} is not a planned table (builder {artifact.builder!r})")
-    return table_builder(artifact.paper, artifact.builder).build(study_table, artifact.params)
+    return catalog.paper(artifact.paper).table_builder(artifact.builder).build(study_table, artifact.params)
 
 
 def read_study_table(path) -> pd.DataFrame:
@@ -113,6 +112,4 @@ def row_marks(table: pd.DataFrame) -> list:
 
 def present(paper: str, builder: str, table: pd.DataFrame) -> pd.DataFrame:
     """A built table shaped for reading: ours and published side by side, cells as text."""
-    from focalcal.papers import table_builder
-
-    return table if table.empty else table_builder(paper, builder).present(table)
+    return table if table.empty else catalog.paper(paper).table_builder(builder).present(table)

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 
-from focalcal import catalog, papers, paths
+from focalcal import catalog, paths
 from focalcal.catalog import calibrator_role
 from focalcal.naming import LossInfo, loss_info, paper_setting
 from focalcal.paths import CLAIMS, CLAIMS_FIGURES, CLAIMS_PAIRS, CLAIMS_TABLE, INVENTORY, THEORY
@@ -43,7 +43,7 @@ class Artifact:
     paper: str
     name: str  # file stem, unique within its study (or among the theory figures)
     title: str  # what it shows and which paper figure/table it reproduces
-    builder: str  # a theory figure: its name; else the name of its paper's builder (focalcal.papers.builder_name)
+    builder: str  # a theory figure: its name; else the name of its paper's builder (focalcal.catalog.builder_name)
     study: str | None = None  # None: a theory figure
     inputs: list[str] = field(default_factory=list)
     params: dict = field(default_factory=dict)
@@ -64,7 +64,7 @@ class Artifact:
 
 # ------------------------------------------------------------------------ theory figures
 
-THEORY_FIGURES = papers.theory_figures()  # name -> paper, title and plotting call
+THEORY_FIGURES = catalog.theory_figures()  # name -> paper, title and plotting call
 
 
 THEORY_GRIDS = ("paper", "coarse")  # config report.theory_grid: the papers' grids, or quick ones for tests
@@ -142,7 +142,7 @@ class StudyView:
     def setting(self, view: RunView) -> dict:
         config = self.plan.config
         setting = paper_setting(config["datasets"][view.run.dataset], config["models"][view.run.model],
-                                papers.paper(self.view.paper).reference_model)
+                                catalog.paper(self.view.paper).reference_model)
         return {"dataset": setting.dataset, "model": setting.model, "stand_in": setting.stand_in,
                 "describe": setting.describe()}
 
@@ -157,11 +157,11 @@ class StudyView:
 
     def artifact(self, kind: str, name: str, title: str, builder, inputs, params) -> Artifact:
         """``builder``: one of the paper's ``FIGURE_BUILDERS`` functions, or a table's ``build`` function."""
-        builder = papers.builder_name(builder)
+        builder = catalog.builder_name(builder)
         if kind == "table":
-            papers.table_builder(self.view.paper, builder)
+            catalog.paper(self.view.paper).table_builder(builder)
         else:
-            papers.figure_builder(self.view.paper, builder)
+            catalog.paper(self.view.paper).figure_builder(builder)
         return Artifact(kind, self.view.paper, name, title, builder, self.key, sorted(set(inputs)), params)
 
     def scale(self) -> dict:
@@ -187,7 +187,7 @@ def study_artifacts(plan, study_key: str) -> StudyReport:
         raise ValueError(f"no study {study_key!r} in the plan; it has {sorted(plan.studies)}")
     study = StudyView(plan, study_key)
     report = StudyReport(study_key, study.view.paper, study.view.mirrors, study.table, study.scale())
-    paper = papers.paper(study.view.paper)
+    paper = catalog.paper(study.view.paper)
     if study.table is None and paper.needs_study_table:
         report.not_planned.append("this study calibrates no run, so it has no metrics to tabulate or plot")
     else:

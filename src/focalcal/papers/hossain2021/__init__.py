@@ -2,16 +2,7 @@
 semantic segmentation": CE, WCE, DCE, FL, GDL and DFL on imbalanced segmentation sets, scored by
 IoU and Hausdorff distance over cross-validation folds."""
 
-from focalcal.papers import Paper, TheoryFigure
+from focalcal import catalog
 
-KEY = "hossain2021"
-
-PAPER = Paper(
-    KEY, "Hossain et al. 2021 — Dual focal loss for class-imbalanced segmentation", order=4,
-    theory={
-        f"{KEY}_fig1_loss_derivatives": TheoryFigure(
-            KEY, "Fig 1: derivatives of CE, DCE, FL and DFL for y = 1 and y = 0", "loss_derivatives_figure"),
-    },
-    needs_study_table=False,  # its segmentation runs are scored on their test folds, never calibrated
-    reference_model="DeepLabV3+",  # Table 2's architecture
-)
+PAPER = catalog.paper_of_package(__name__)  # its entry in catalog.PAPERS
+KEY = PAPER.key
