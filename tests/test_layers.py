@@ -1,8 +1,10 @@
 """The library's packages form layers: a module imports only from its own layer or those below,
-and no two modules import each other at import time.
+and no chain of imports leads from a module back to itself.
 
-The order, lowest first, is :data:`LAYERS`. It is read from the source (``ast``), so a lazy
-import inside a function counts as much as one at the top of a file.
+The order, lowest first, is :data:`LAYERS`. It is read from the source (``ast``): every import
+statement at any depth, relative ones resolved, so a lazy import inside a function counts as
+much as one at the top of a file. Code of a higher layer is reached from below only by name
+(a catalog entry's ``"package.module:attribute"`` or a paper's package, imported when used).
 """
 
 from __future__ import annotations
@@ -26,14 +28,13 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
         # where the compiled kernels live and their switches (torch-free)
         "_kernels",
         "catalog", "naming", "losses", "metrics", "calibration", "theory",
-        # the papers' declarations (PAPER in focalcal/papers/<key>/__init__.py): torch-free facts
-        # that the catalog and the config schema read; a paper's code is in the "papers" layer
-        "papers:declarations",
     })),
     ("training", frozenset({"data", "models", "training", "translation"})),
     ("results", frozenset({"pipeline", "claims", "verify"})),
     ("drawing", frozenset({"plots"})),
-    ("report", frozenset({"report", "papers"})),
+    ("report", frozenset({"report"})),
+    # each paper's code (its page, figures, claims), reached through its entry in catalog.PAPERS
+    ("papers", frozenset({"papers"})),
     # _allocator: settings of a command's own process (glibc's allocator), which no library module makes
     ("commands", frozenset({"cli", "__main__", "calibrate_command", "__init__", "_allocator"})),
 )
@@ -47,14 +48,9 @@ def module_name(path: Path) -> str:
 
 
 def unit(module: str) -> str:
-    """The name a layer lists: a module's first part below ``focalcal``; a paper's
-    declarations are ``papers:declarations``."""
+    """The name a layer lists: a module's first part below ``focalcal``."""
     parts = module.split(".")[1:]
-    if not parts:
-        return "__init__"
-    if parts[0] == "papers" and (len(parts) == 1 or parts[1] == "_paper" or len(parts) == 2):
-        return "papers:declarations"
-    return parts[0]
+    return parts[0] if parts else "__init__"
 
 
 def layer_of(module: str) -> int:
@@ -74,7 +70,7 @@ def _existing(module: str) -> str | None:
 
 
 def imports_of(path: Path) -> list[tuple[str, int, bool]]:
-    """(imported focalcal module, line, at import time) for every import in ``path``."""
+    """(imported focalcal module, line, at import time) for every import in ``path``, at any depth."""
     tree = ast.parse(path.read_text(), filename=str(path))
     own = module_name(path)
     package = own if path.name == "__init__.py" else own.rpartition(".")[0]
@@ -118,11 +114,12 @@ def upward_imports(graph) -> list[str]:
     return list(dict.fromkeys(found))
 
 
-def import_time_cycles(graph) -> list[list[str]]:
-    """Cycles of imports that run when a module is imported (top-level statements)."""
+def import_cycles(graph) -> list[list[str]]:
+    """Cycles of imports, those inside functions included: a module that needs another which
+    needs it back is one idea split in two, or a piece that belongs below both."""
     edges = defaultdict(set)
     for module, (_, imports) in graph.items():
-        edges[module] |= {target for target, _, eager in imports if eager and target in graph}
+        edges[module] |= {target for target, _, _ in imports if target in graph}
     cycles, state, stack = [], {}, []
 
     def visit(module):
@@ -152,9 +149,9 @@ def test_no_module_imports_from_a_higher_layer():
     assert not found, "upward imports:\n" + "\n".join(found)
 
 
-def test_no_import_time_cycle():
+def test_no_import_cycle():
     graph = import_graph()
-    cycles = import_time_cycles(graph)
+    cycles = import_cycles(graph)
     assert not cycles, "import cycles:\n" + "\n".join(
         " -> ".join(relative(graph[module][0]) for module in cycle) for cycle in cycles)
 
@@ -164,6 +161,10 @@ def test_no_import_time_cycle():
                                                     "src/focalcal/report/targets.py (report)")),
     ("def f():\n    from focalcal.plots import style\n", ("src/focalcal/catalog.py:2 (core) imports "
                                                         "src/focalcal/plots/style.py (drawing)")),
+    # a paper's package, its __init__ included, is code of the top floor but one
+    ("from focalcal import papers\n", "src/focalcal/catalog.py:1 (core) imports src/focalcal/papers/__init__.py (papers)"),
+    ("def f():\n    from focalcal.papers.mukhoti2020 import KEY\n",
+     "src/focalcal/catalog.py:2 (core) imports src/focalcal/papers/mukhoti2020/__init__.py (papers)"),
 ])
 def test_an_upward_import_is_named_with_both_files(monkeypatch, source, expected):
     graph = import_graph()
@@ -179,6 +180,21 @@ def test_a_cycle_is_found(monkeypatch):
     original = path.read_text()
     monkeypatch.setattr(Path, "read_text", lambda self, *a, **k: original + "\nfrom focalcal import _remake\n"
                         if self == path else Path.read_bytes(self).decode())
-    cycles = import_time_cycles(import_graph())
+    cycles = import_cycles(import_graph())
+    assert ["focalcal._remake", "focalcal.paths", "focalcal._remake"] in cycles or \
+        ["focalcal.paths", "focalcal._remake", "focalcal.paths"] in cycles
+
+
+@pytest.mark.parametrize("source", [
+    "\ndef f():\n    from focalcal import _remake\n",  # closed inside a function
+    "\ndef f():\n    from . import _remake\n",  # relative
+])
+def test_a_cycle_closed_inside_a_function_is_found(monkeypatch, source):
+    graph = import_graph()
+    path = graph["focalcal.paths"][0]
+    original = path.read_text()
+    monkeypatch.setattr(Path, "read_text", lambda self, *a, **k: original + source
+                        if self == path else Path.read_bytes(self).decode())
+    cycles = import_cycles(import_graph())
     assert ["focalcal._remake", "focalcal.paths", "focalcal._remake"] in cycles or \
         ["focalcal.paths", "focalcal._remake", "focalcal.paths"] in cycles
