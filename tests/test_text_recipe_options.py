@@ -143,8 +143,8 @@ def test_summed_ls_steps_batch_times_the_mean_step(tmp_path, data_root):
 
 
 @pytest.mark.parametrize(("key", "value", "message"), [
-    ("drop_last", "yes", r"recipe\.drop_last must be true or false, got 'yes'"),
-    ("flsd_threshold", 1.0, r"recipe\.flsd_threshold must be a number in \(0, 1\) or null, got 1\.0"),
+    ("drop_last", "yes", r"recipe\.drop_last must be True or False, got 'yes'"),
+    ("flsd_threshold", 1.0, r"recipe\.flsd_threshold must be a real number in \(0, 1\) or None, got 1\.0"),
     ("flsd_threshold", 0, r"recipe\.flsd_threshold must be .* got 0"),
     ("flsd_threshold", True, r"recipe\.flsd_threshold must be .* got True"),
 ])

@@ -39,6 +39,8 @@ __all__ = [
     "InvalidParameterError",
     "Options",
     "SequenceOf",
+    "Table",
+    "json_schema",
     "validate_parameters",
 ]
 
@@ -189,6 +191,37 @@ class SequenceOf(Constraint):
             return f"a non-empty {order}sequence of {items}"
         at_least = f"at least {self.min_length} " if self.min_length > 1 else ""
         return f"a {order}sequence of {at_least}{items}"
+
+
+class Table(Constraint):
+    """A mapping of exactly the keys of ``constraints`` (key -> a constraint list), each value
+    meeting its own list: a parameter that is a small table of its own."""
+
+    def __init__(self, constraints: Mapping):
+        self.constraints = {key: [_constraint(spec) for spec in (value if isinstance(value, (list, tuple)) else [value])]
+                            for key, value in constraints.items()}
+
+    def is_satisfied_by(self, value) -> bool:
+        if not isinstance(value, Mapping) or set(value) != set(self.constraints):
+            return False
+        return all(any(option.is_satisfied_by(value[key]) for option in options)
+                   for key, options in self.constraints.items())
+
+    def culprit(self, value) -> str | None:
+        if not isinstance(value, Mapping):
+            return None
+        missing, unknown = set(self.constraints) - set(value), set(value) - set(self.constraints)
+        if missing or unknown:
+            return ", ".join([*(f"{key!r} missing" for key in sorted(missing)),
+                              *(f"{key!r} unknown" for key in sorted(unknown, key=str))])
+        for key, options in self.constraints.items():
+            if not any(option.is_satisfied_by(value[key]) for option in options):
+                return f"{key} is {value[key]!r}"
+        return None
+
+    def __str__(self) -> str:
+        return "{" + ", ".join(f"{key}: {_joined([str(o) for o in options])}"
+                               for key, options in self.constraints.items()) + "}"
 
 
 def _plural(description: str) -> str:
@@ -344,3 +377,50 @@ POSITIVE_GAMMA = Interval(numbers.Real, 0, None, closed="neither")
 #: γ of the focal calibration map Ψ^γ (charoenphakdee2021 Eq 11-13) and of komisarenko2024's γ_ev:
 #: γ > −1, where φ^γ > 0 on [0, 1).
 PSI_GAMMA = Interval(numbers.Real, -1, None, closed="neither")
+
+
+def json_schema(declared) -> dict:
+    """The JSON schema (draft 2020-12) of a parameter's constraint list, for a config schema
+    generated from the same declaration the code checks. Intervals, options, None, booleans and
+    sequences and tables of them translate exactly, but a sequence's ``increasing``, which the
+    schema cannot say and :func:`validate_parameters` still checks."""
+    options = [_constraint(spec) for spec in (declared if isinstance(declared, (list, tuple)) else [declared])]
+    nullable = any(isinstance(option, _NoneConstraint) for option in options)
+    schemas = [_one_json_schema(option) for option in options if not isinstance(option, _NoneConstraint)]
+    if not schemas:
+        return {"type": "null"}
+    if len(schemas) > 1:
+        return {"anyOf": schemas + ([{"type": "null"}] if nullable else [])}
+    schema = dict(schemas[0])
+    if nullable:
+        if "enum" in schema:
+            schema["enum"] = [*schema["enum"], None]
+        else:
+            schema["type"] = [schema["type"], "null"]
+    return schema
+
+
+def _one_json_schema(option: Constraint) -> dict:
+    if isinstance(option, Interval):
+        schema: dict = {"type": "integer" if option.kind is numbers.Integral else "number"}
+        closed_left, closed_right = option.closed in ("left", "both"), option.closed in ("right", "both")
+        if option.left is not None:
+            schema["minimum" if closed_left else "exclusiveMinimum"] = option.left
+        if option.right is not None:
+            schema["maximum" if closed_right else "exclusiveMaximum"] = option.right
+        return schema
+    if isinstance(option, Options):
+        return {"enum": list(option.options)}
+    if isinstance(option, _Booleans):
+        return {"type": "boolean"}
+    if isinstance(option, SequenceOf):
+        schema = {"type": "array", "items": _one_json_schema(option.item)}
+        if option.length is not None:
+            schema["minItems"] = schema["maxItems"] = option.length
+        elif option.min_length:
+            schema["minItems"] = option.min_length
+        return schema
+    if isinstance(option, Table):
+        return {"type": "object", "additionalProperties": False, "required": list(option.constraints),
+                "properties": {key: json_schema(options) for key, options in option.constraints.items()}}
+    raise TypeError(f"no JSON schema for the constraint {option}")

@@ -141,12 +141,17 @@ def _expanded_size(node, sizes: dict) -> int:
 
 def load_schema(path) -> dict:
     """The config schema with its registry-name enums and the default calibrators filled from
-    :mod:`focalcal.catalog`."""
+    :mod:`focalcal.catalog`, and what a recipe, ``device`` and ``compile`` may hold from the
+    constraints the trainer checks (:mod:`focalcal.training.config`)."""
     from focalcal.catalog import default_calibrators, schema_enums
+    from focalcal.training.config import execution_schema, recipe_schema
 
     schema = load_config_file(path)
     for name, values in schema_enums().items():
         schema["$defs"][name] = {"enum": values}
+    schema["$defs"]["recipe"] = recipe_schema()
+    for key, generated in execution_schema().items():
+        schema["properties"][key].update(generated)
     schema["properties"]["calibrators"]["default"] = default_calibrators()
     return schema
 

@@ -11,11 +11,22 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-import math
-from dataclasses import asdict, dataclass, field, fields
+import numbers
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any
 
-from focalcal._constraints import POSITIVE_INT, validate_parameters
+from focalcal._constraints import (
+    NON_NEGATIVE,
+    POSITIVE,
+    POSITIVE_INT,
+    REAL,
+    Interval,
+    Options,
+    SequenceOf,
+    Table,
+    json_schema,
+    validate_parameters,
+)
 
 OPTIMIZERS = ("sgd", "adam", "adagrad")
 AUGMENTATIONS = ("dataset", "none", "crop_flip", "crop")
@@ -122,8 +133,79 @@ class Recipe:
     average_checkpoints: dict[str, int] | None = None
 
 
-#: What recipe.average_checkpoints may hold (focalcal._constraints).
+# What each key may hold (focalcal._constraints), declared once: RunConfig.validate checks them,
+# and the config schema's recipe, device and compile are generated from them (recipe_schema,
+# execution_schema; focalcal.pipeline.config.load_schema). The checks between keys are in validate.
+MAX_EPOCHS = 10_000
+MAX_BATCH_SIZE = 100_000
+#: Why a bound is where it is: the schema's description of the key, shown in its errors.
+BOUND_REASONS = {
+    "epochs": "the papers train for at most a few hundred epochs; more is a typo that would run for years",
+    "batch_size": "no data set of the catalog has more training samples than this",
+    "eval_batch_size": "no data set of the catalog has more samples in one split than this",
+}
+EPOCH_LIST = SequenceOf(POSITIVE_INT, min_length=0)
+#: What recipe.optimizer may hold.
+OPTIMIZER_CONSTRAINTS = {
+    "name": [Options(OPTIMIZERS)], "lr": [POSITIVE], "momentum": [NON_NEGATIVE], "weight_decay": [NON_NEGATIVE],
+    "nesterov": [bool], "betas": [SequenceOf(REAL, length=2)], "eps": [POSITIVE],
+}
+#: What recipe.average_checkpoints may hold, when it is not None.
 AVERAGE_CHECKPOINTS_CONSTRAINTS = {"count": [POSITIVE_INT], "every_steps": [POSITIVE_INT]}
+#: What each recipe key may hold (optimizer and average_checkpoints: the two tables above).
+RECIPE_CONSTRAINTS = {
+    "epochs": [Interval(numbers.Integral, 1, MAX_EPOCHS)],
+    "batch_size": [Interval(numbers.Integral, 1, MAX_BATCH_SIZE)],
+    "optimizer": [OptimizerConfig],
+    "lr_milestones": [SequenceOf(POSITIVE_INT, min_length=0, increasing=True)],
+    "lr_decay": [POSITIVE],
+    "lr_step_every": [POSITIVE_INT, None],
+    "augmentation": [Options(AUGMENTATIONS)],
+    "eval_batch_size": [Interval(numbers.Integral, 1, MAX_BATCH_SIZE)],
+    "reliability_epochs": [EPOCH_LIST],
+    "reliability_bins": [POSITIVE_INT],
+    "gradient_norm_epochs": [EPOCH_LIST],
+    "early_stopping_patience": [POSITIVE_INT, None],
+    "loss_reduction": [Options(LOSS_REDUCTIONS)],
+    "embedding_lr": [POSITIVE, None],
+    "grad_clip_norm": [POSITIVE, None],
+    "select": [Options(SELECTIONS)],
+    "drop_last": [bool],
+    "flsd_threshold": [Interval(numbers.Real, 0, 1, closed="neither"), None],
+    "lr_schedule": [Options(LR_SCHEDULES)],
+    "warmup_steps": [POSITIVE_INT, None],
+    "max_tokens": [POSITIVE_INT, None],
+    "max_steps": [POSITIVE_INT, None],
+    "average_checkpoints": [Table(AVERAGE_CHECKPOINTS_CONSTRAINTS), None],
+}
+#: How a run is executed (not part of its identity).
+EXECUTION_CONSTRAINTS = {"device": [Options(DEVICES)], "compile": [Options(COMPILE_MODES)]}
+
+
+def _mapping_schema(constraints: dict, owner, nested: dict | None = None) -> dict:
+    """An object of ``owner``'s fields and nothing else, each as ``constraints`` declares it
+    (``nested``: the schemas of the fields that hold a table of their own)."""
+    nested = nested or {}
+    properties = {item.name: nested[item.name] if item.name in nested else json_schema(constraints[item.name])
+                  for item in fields(owner)}
+    for key, reason in BOUND_REASONS.items():
+        if key in properties:
+            properties[key]["description"] = reason
+    return {"type": "object", "additionalProperties": False, "properties": properties}
+
+
+def recipe_schema() -> dict:
+    """The config schema's ``$defs.recipe``: :data:`RECIPE_CONSTRAINTS` as JSON schema. A key
+    left out takes the :class:`Recipe` default when the run is built (no default is filled into
+    the config: the recipe's entries are the train rule's params)."""
+    return _mapping_schema(RECIPE_CONSTRAINTS, Recipe,
+                           {"optimizer": _mapping_schema(OPTIMIZER_CONSTRAINTS, OptimizerConfig)})
+
+
+def execution_schema() -> dict:
+    """The config schema's ``device`` and ``compile``: their options and :class:`RunConfig`'s defaults."""
+    defaults = {item.name: item.default for item in fields(RunConfig) if item.default is not MISSING}
+    return {key: {**json_schema(value), "default": defaults[key]} for key, value in EXECUTION_CONSTRAINTS.items()}
 
 
 @dataclass
@@ -169,81 +251,52 @@ class RunConfig:
         _reject_unknown(recipe, Recipe, "recipe")
         optimizer = dict(recipe.pop("optimizer", {}) or {})
         _reject_unknown(optimizer, OptimizerConfig, "recipe.optimizer")
-        if "betas" in optimizer:
+        if isinstance(optimizer.get("betas"), list):
             optimizer["betas"] = tuple(optimizer["betas"])
         config = cls(recipe=Recipe(optimizer=OptimizerConfig(**optimizer), **recipe), **raw)
         config.validate()
         return config
 
     def validate(self) -> None:
+        """Each key against its declared constraints, then the checks between keys."""
         recipe = self.recipe
-        _check_choice("recipe.optimizer.name", recipe.optimizer.name, OPTIMIZERS)
-        _check_choice("recipe.augmentation", recipe.augmentation, AUGMENTATIONS)
-        _check_choice("device", self.device, DEVICES)
-        _check_choice("compile", self.compile, COMPILE_MODES)
-        _check_choice("recipe.loss_reduction", recipe.loss_reduction, LOSS_REDUCTIONS)
-        _check_choice("recipe.select", recipe.select, SELECTIONS)
-        if recipe.epochs < 1:
-            raise ValueError(f"recipe.epochs must be >= 1, got {recipe.epochs}")
-        if recipe.batch_size < 1:
-            raise ValueError(f"recipe.batch_size must be >= 1, got {recipe.batch_size}")
-        if recipe.optimizer.lr <= 0:
-            raise ValueError(f"recipe.optimizer.lr must be > 0, got {recipe.optimizer.lr}")
-        if list(recipe.lr_milestones) != sorted(set(recipe.lr_milestones)):
-            raise ValueError(f"recipe.lr_milestones must be strictly increasing, got {recipe.lr_milestones}")
+        _check("", EXECUTION_CONSTRAINTS, {"device": self.device, "compile": self.compile})
+        _check("recipe.", RECIPE_CONSTRAINTS, {item.name: getattr(recipe, item.name) for item in fields(Recipe)})
+        _check("recipe.optimizer.", OPTIMIZER_CONSTRAINTS,
+               {item.name: getattr(recipe.optimizer, item.name) for item in fields(OptimizerConfig)})
         if recipe.lr_milestones and recipe.lr_step_every:
             raise ValueError("set either recipe.lr_milestones or recipe.lr_step_every, not both")
-        if recipe.early_stopping_patience is not None and recipe.early_stopping_patience < 1:
-            raise ValueError(f"recipe.early_stopping_patience must be >= 1 or null, got {recipe.early_stopping_patience}")
         if recipe.early_stopping_patience is not None and recipe.select != "final":
             raise ValueError(f"recipe.select = {recipe.select!r} conflicts with early stopping, which reports the epoch of "
                              "the best validation loss; set one of them")
-        rate = recipe.embedding_lr
-        if rate is not None and (isinstance(rate, bool) or not isinstance(rate, (int, float))
-                                 or not math.isfinite(rate) or rate <= 0):
-            raise ValueError(f"recipe.embedding_lr must be a finite number > 0 or null, got {rate!r}")
-        clip = recipe.grad_clip_norm
-        if clip is not None and (isinstance(clip, bool) or not isinstance(clip, (int, float))
-                                 or not math.isfinite(clip) or clip <= 0):
-            raise ValueError(f"recipe.grad_clip_norm must be a finite number > 0 or null, got {clip!r}")
-        if recipe.drop_last is not True and recipe.drop_last is not False:
-            raise ValueError(f"recipe.drop_last must be true or false, got {recipe.drop_last!r}")
-        threshold = recipe.flsd_threshold
-        if threshold is not None and (isinstance(threshold, bool) or not isinstance(threshold, (int, float))
-                                      or not 0 < threshold < 1):
-            raise ValueError(f"recipe.flsd_threshold must be a number in (0, 1) or null, got {threshold!r}")
-        _check_choice("recipe.lr_schedule", recipe.lr_schedule, LR_SCHEDULES)
         if recipe.lr_schedule == "inverse_sqrt":
-            if not _positive_int(recipe.warmup_steps):
-                raise ValueError(f"recipe.lr_schedule = 'inverse_sqrt' needs recipe.warmup_steps, an integer >= 1, "
-                                 f"got {recipe.warmup_steps!r}")
+            if recipe.warmup_steps is None:
+                raise ValueError("recipe.lr_schedule = 'inverse_sqrt' needs recipe.warmup_steps, an integer >= 1, "
+                                 "got None")
             if recipe.lr_milestones or recipe.lr_step_every:
                 raise ValueError("recipe.lr_schedule = 'inverse_sqrt' sets the rate of every batch; leave "
                                  "recipe.lr_milestones and recipe.lr_step_every unset")
         elif recipe.warmup_steps is not None:
             raise ValueError(f"recipe.warmup_steps is for recipe.lr_schedule = 'inverse_sqrt', not "
                              f"{recipe.lr_schedule!r}")
-        if recipe.max_steps is not None and not _positive_int(recipe.max_steps):
-            raise ValueError(f"recipe.max_steps must be an integer >= 1 or null, got {recipe.max_steps!r}")
-        if recipe.max_tokens is not None and not _positive_int(recipe.max_tokens):
-            raise ValueError(f"recipe.max_tokens must be an integer >= 1 or null, got {recipe.max_tokens!r}")
         _check_average_checkpoints(recipe)
-        eps = recipe.optimizer.eps
-        if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not math.isfinite(eps) or eps <= 0:
-            raise ValueError(f"recipe.optimizer.eps must be a finite number > 0, got {eps!r}")
         for key in ("reliability_epochs", "gradient_norm_epochs"):
             bad = [e for e in getattr(recipe, key) if not 1 <= e <= recipe.epochs]
             if bad:
                 raise ValueError(f"recipe.{key} {bad} outside 1..{recipe.epochs}")
 
 
+def _check(prefix: str, constraints: dict, values: dict) -> None:
+    """:func:`validate_parameters` with each key named by its path in the run config (``recipe.epochs``)."""
+    validate_parameters({prefix + key: value for key, value in constraints.items()},
+                        {prefix + key: value for key, value in values.items()}, "run config")
+
+
 def _check_average_checkpoints(recipe: Recipe) -> None:
+    """What averaging asks of the rest of the recipe (its own keys are :data:`RECIPE_CONSTRAINTS`')."""
     average = recipe.average_checkpoints
     if average is None:
         return
-    if not isinstance(average, dict) or set(average) != set(AVERAGE_CHECKPOINTS_CONSTRAINTS):
-        raise ValueError(f"recipe.average_checkpoints must be {{count: k, every_steps: n}} or null, got {average!r}")
-    validate_parameters(AVERAGE_CHECKPOINTS_CONSTRAINTS, average, "recipe.average_checkpoints")
     if recipe.early_stopping_patience is not None or recipe.select != "final":
         raise ValueError("recipe.average_checkpoints averages the last steps' weights, but early stopping or "
                          f"recipe.select = {recipe.select!r} reports one epoch's; set one of them")
@@ -253,17 +306,8 @@ def _check_average_checkpoints(recipe: Recipe) -> None:
                          f"{-(-recipe.max_steps // every)} snapshots every {every} steps, fewer than count = {count}")
 
 
-def _positive_int(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
-
-
 def _reject_unknown(raw: dict, cls, where: str) -> None:
     known = {f.name for f in fields(cls)}
     unknown = sorted(set(raw) - known)
     if unknown:
         raise ValueError(f"unknown key(s) {unknown} in {where}; allowed: {sorted(known)}")
-
-
-def _check_choice(name: str, value: str, allowed) -> None:
-    if value not in allowed:
-        raise ValueError(f"{name} = {value!r} is not one of {list(allowed)}")
