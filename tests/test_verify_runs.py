@@ -135,6 +135,10 @@ def test_a_calibration_fitted_on_other_logits_is_named(workdir, capsys):
         f"sha256 {fitted_on[:12]}..., {workdir / RUNS[1] / 'logits.npz'} is {logits[:12]}...)"),
         (f"  re-make it: cd {workdir} && snakemake --cores 1 -f {CALIBRATIONS[1]}/calibration.json   (rule calibrate "
         "(calibrate_tokens for a translation run) refits the run's calibrators on its logits.npz (token_logits.npz))"),
+        ("To re-make every file above, and what depends on each, in dependency order, run this one command (in "
+         "place of the ones above):"),
+        (f"repair: cd {workdir} && snakemake --cores 1 all {CALIBRATIONS[1]}/calibration.json --forcerun "
+         f"{CALIBRATIONS[1]}/calibration.json"),
         "focalcal verify: 18 artefacts checked, 0 damaged, 1 not of their run",
     ]
 
@@ -186,5 +190,10 @@ def test_a_decode_from_another_checkpoint_is_named(workdir, capsys):
         (f"  re-make it: cd {workdir} && snakemake --cores 1 -f {CALIBRATIONS[1]}/decode/ts_ece.json   (rule "
          "decode_calibrated beam-searches the test set again at the calibrator's fitted temperature; nothing is "
          "retrained)"),
+        ("To re-make every file above, and what depends on each, in dependency order, run this one command (in "
+         "place of the ones above):"),
+        (f"repair: cd {workdir} && snakemake --cores 1 all {RUNS[1]}/decode/T1.20.json "
+         f"{CALIBRATIONS[1]}/decode/ts_ece.json --forcerun {RUNS[1]}/decode/T1.20.json "
+         f"{CALIBRATIONS[1]}/decode/ts_ece.json"),
         "focalcal verify: 24 artefacts checked, 0 damaged, 2 not of their run",  # 18 and each decode's two files
     ]

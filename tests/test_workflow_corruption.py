@@ -113,3 +113,36 @@ def test_the_command_verify_prints_for_a_deleted_run_config_runs_as_printed(fini
     run_as_printed(command, finished_copy)
     assert _sidecar.read(finished_copy / RUN / "run_config.json") == _sidecar.digest_file(
         finished_copy / RUN / "run_config.json")
+
+
+def test_one_printed_command_repairs_a_damaged_checkpoint_calibration_table_and_report(finished_copy):
+    def flip(name):
+        path = finished_copy / name
+        stat, data = path.stat(), bytearray(path.read_bytes())
+        data[len(data) // 2] ^= 0x01
+        path.write_bytes(bytes(data))
+        os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # size and time kept: only the content tells
+
+    def verify():
+        return subprocess.run([sys.executable, "-m", "focalcal", "verify", "--snakefile", str(SNAKEFILE),
+                               "--configfile", str(TEST_CONFIG)], cwd=finished_copy, capture_output=True, text=True,
+                              timeout=300, check=False)
+
+    table = min((finished_copy / "results/tables").glob("*.csv")).relative_to(finished_copy).as_posix()
+    damaged = [f"{RUN}/checkpoint.pt", f"{CALIBRATION}/calibration.json", table, "results/report/index.html"]
+    overview = (finished_copy / "results/report/overview.html").read_bytes()
+    for name in damaged:
+        flip(name)
+    found = verify()
+    assert found.returncode == 1
+    assert sorted(line.split(": ")[1] for line in found.stdout.splitlines() if line.startswith("damaged: ")) == \
+        sorted(damaged)
+    assert found.stdout.splitlines()[-1].endswith(" artefacts checked, 4 damaged")
+    command = re.search(r"^repair: (.*)$", found.stdout, flags=re.MULTILINE).group(1)
+    run_as_printed(command, finished_copy)  # once, exactly as printed
+    again = verify()
+    assert again.returncode == 0, again.stdout
+    assert again.stdout.splitlines()[-1].endswith(" artefacts checked, 0 damaged")  # and none not of its run
+    assert (finished_copy / "results/report/overview.html").stat().st_size > len(overview) // 2
+    for name in damaged:
+        assert _sidecar.read(finished_copy / name) == _sidecar.digest_file(finished_copy / name), name

@@ -48,6 +48,7 @@ from focalcal.paths import (
     is_own_snakefile,
 )
 
+ALL = "all"  # the Snakefile's default target: every output of the config
 WORKFLOW_ENV = "FOCALCAL_WORKFLOW"  # {"snakefile": ..., "configfiles": [...]}, absolute paths; jobs inherit it
 
 FORCE = "{snakemake} -f {path}{config}"
@@ -121,6 +122,44 @@ def remake_command(path) -> tuple[str, str]:
                 command = f"cd {shlex.quote(str(workdir))} && {command}"
             return command, entry.why
     return f"delete {path} and re-run what wrote it", ""
+
+
+_SNAKEMAKE = "\0snakemake"  # the {snakemake} of a command, as repair_command reads it apart
+
+
+def repair_command(paths) -> str | None:
+    """One shell command that re-makes every file of ``paths`` (under one workflow directory) and
+    everything that depends on them, in dependency order; None when no rule makes any of them.
+
+    Each file's own command (:data:`REMAKE`) is read apart into what it deletes first (a damaged
+    checkpoint, a staged export) and the target it forces. The deletions run first; then one
+    Snakemake forces every target (``--forcerun``) and makes ``all`` besides them, so it orders
+    the jobs itself, and every job downstream of a re-made file (a retrained run's logits,
+    calibration, tables, figures and report) runs again after it. A job whose inputs are still
+    being re-made waits for them, so none fails on a damaged input that another would repair."""
+    removals: list[str] = []
+    targets: list[str] = []
+    workdir = None
+    for path in paths:
+        below, relative = _split_workdir(Path(path))
+        workdir = workdir or below  # one workflow directory; a data cache's path does not say it
+        entry = next((entry for entry in REMAKE if fnmatch(relative.as_posix(), entry.pattern)), None)
+        if entry is None:
+            continue
+        command = entry.command.format(**{**_fields(below, relative), "snakemake": _SNAKEMAKE, "config": ""})
+        for step in command.split(" && "):
+            forced = step.removeprefix(f"{_SNAKEMAKE} -f ")
+            chosen = removals if forced == step else targets
+            if forced not in chosen:
+                chosen.append(forced)
+    if not removals and not targets:
+        return None
+    fields = _fields(workdir, Path(RESULTS))
+    if targets:
+        listed = " ".join(targets)
+        removals.append(f"{fields['snakemake']} {ALL} {listed} --forcerun {listed}{fields['config']}")
+    command = " && ".join(removals)
+    return command if workdir is None else f"cd {shlex.quote(str(workdir))} && {command}"
 
 
 def snakemake_command(*arguments: str, workdir=None) -> str:

@@ -235,8 +235,9 @@ def _add_verify_parser(commands) -> None:
                     "or missing one with the command that re-makes it. Then check that each run's files belong "
                     "together: its checkpoint's fingerprint is its run_config.json's, its run.json and logits.npz "
                     "were dumped from that checkpoint, its calibration was fitted on those logits; each file that "
-                    "is not of its run is listed as mismatched, with its re-make command. Exit status 1 when any "
-                    "is damaged or mismatched.")
+                    "is not of its run is listed as mismatched, with its re-make command. Last, one 'repair:' "
+                    "command re-makes every file listed and what depends on each, in dependency order. Exit status "
+                    "1 when any is damaged or mismatched.")
     sub.add_argument("workdir", nargs="?", default=".", metavar="WORKDIR",
                      help="the workflow directory holding results/ (default: .)")
     sub.add_argument("--configfile", nargs="+", default=[], metavar="FILE",
@@ -246,7 +247,7 @@ def _add_verify_parser(commands) -> None:
 
 
 def _verify(args) -> int:
-    from focalcal._remake import set_workflow
+    from focalcal._remake import repair_command, set_workflow
     from focalcal.verify import MISMATCHED, UNVERIFIED, remove_leftovers, verify_tree
 
     set_workflow(args.snakefile, args.configfile)
@@ -259,6 +260,10 @@ def _verify(args) -> int:
         print(f"removed: {part}: a partial write that a killed process left")
     for damage in damaged:
         print(f"{damage.kind}: {damage.path}: {damage.problem}\n  re-make it: {damage.remake}")
+    repair = repair_command(damage.path for damage in damaged)
+    if repair is not None:
+        print("To re-make every file above, and what depends on each, in dependency order, run this one command "
+              f"(in place of the ones above):\nrepair: {repair}")
     mismatched = sum(damage.kind == MISMATCHED for damage in damaged)
     unverified = sum(damage.kind == UNVERIFIED for damage in damaged)
     print(f"focalcal verify: {checked} artefacts checked, {len(damaged) - mismatched - unverified} damaged"
