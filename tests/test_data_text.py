@@ -320,7 +320,7 @@ def test_sst_binary_encodes_trees_as_documented(tmp_path, monkeypatch):
     np.testing.assert_array_equal(ds.train.y.numpy(), [[1, 2, 1, 2, 1, -100, -100],
                                                        [0, 2, 0, 2, 0, -100, -100],
                                                        [1, 1, 1, 2, 2, -100, -100]])
-    assert sst.IGNORE_INDEX == -100
+    assert sst.TOKEN_IGNORE_INDEX == -100
     np.testing.assert_array_equal(ds.val.y.numpy(), [0, 1])
     np.testing.assert_array_equal(ds.test.y.numpy(), [0, 1])
     # Words of the dev and test sentences only ("awful", "x", "fine") have ids of their own: no word is unknown.

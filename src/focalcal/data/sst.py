@@ -23,7 +23,7 @@ Encoding (one contract for this set and :mod:`focalcal.data.synthetic_treebank`)
   after their parent and leaves in sentence order. Columns: word id (>= 0 for a leaf, -1
   for an internal node), left child, right child (-1 for a leaf), height (0 for a leaf,
   1 + the larger child height). Padding rows are -1 throughout.
-* train ``y``: int64 (N, M) node labels 0/1/2 as above, :data:`IGNORE_INDEX` on padding rows.
+* train ``y``: int64 (N, M) node labels 0/1/2 as above, :data:`TOKEN_IGNORE_INDEX` on padding rows.
 * val/test ``y``: int64 (N,) root labels, 0 = negative, 1 = positive.
 
 Words are the leaves verbatim: cased (the released code's ``vocab-cased.txt`` and cased
@@ -69,13 +69,8 @@ from . import sources, sst_dictionary
 from ._dataset import RawData
 from .download import ensure_archive_folder
 from .sst_tree import Node
-from .text import UNKNOWN_ID, Vocabulary, check_glove_path, check_max_words, vocabulary_info
+from .text import TOKEN_IGNORE_INDEX, UNKNOWN_ID, Vocabulary, check_glove_path, check_max_words, vocabulary_info
 
-# The label of padding rows in the per-node training targets: PyTorch's default
-# ``ignore_index`` (torch.nn.CrossEntropyLoss). focalcal.losses defines no such constant (its
-# losses take ``ignore_index`` as an argument); focalcal.training's IGNORE_INDEX = 255 is
-# the void label of segmentation masks.
-IGNORE_INDEX = -100
 NEGATIVE, POSITIVE, NEUTRAL = 0, 1, 2  # node classes; the task's classes are 0 and 1
 NODE_CLASS_NAMES = ("negative", "positive", "neutral")
 CLASS_NAMES = ["negative", "positive"]
@@ -179,7 +174,7 @@ def binary_treebank(trees: dict[str, list[Node]], *, max_words: int | None, glov
     pools = {}
     for pool, sentences in kept.items():
         x = np.full((len(sentences), max_nodes, len(COLUMNS)), -1, dtype=np.int64)
-        node_y = np.full((len(sentences), max_nodes), IGNORE_INDEX, dtype=np.int64)
+        node_y = np.full((len(sentences), max_nodes), TOKEN_IGNORE_INDEX, dtype=np.int64)
         for i, rows in enumerate(sentences):
             x[i, :len(rows)] = [(-1 if word is None else words[word], left, right, height)
                                 for word, left, right, height, _ in rows]
@@ -202,7 +197,7 @@ def binary_treebank(trees: dict[str, list[Node]], *, max_words: int | None, glov
         return RawData(pools=encoded, class_names=list(CLASS_NAMES), info={**full_info, **text_info})
 
     full_info = {**info, "train_node_classes": len(NODE_CLASS_NAMES), "node_class_names": list(NODE_CLASS_NAMES),
-                 "node_columns": list(COLUMNS), "max_nodes": int(max_nodes), "ignore_index": IGNORE_INDEX}
+                 "node_columns": list(COLUMNS), "max_nodes": int(max_nodes), "ignore_index": TOKEN_IGNORE_INDEX}
     return RawData(pools=pools, class_names=list(CLASS_NAMES), info=full_info, finalise=finalise)
 
 

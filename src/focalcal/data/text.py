@@ -47,6 +47,11 @@ from ._dataset import RawData
 PAD_ID = 0
 UNKNOWN_ID = 1
 RESERVED_TOKENS = ("<pad>", "<unk>")  # the tokens of ids 0 and 1 in Vocabulary.tokens
+#: The target of a position no loss counts in a text data set's targets (a padded tree node, a
+#: padded target token): PyTorch's default ``ignore_index`` (torch.nn.CrossEntropyLoss), negative,
+#: so no class, vocabulary id or argmax ever equals it. Segmentation masks mark their unlabelled
+#: pixels with :data:`focalcal.data.segmentation.IGNORE_INDEX` (255).
+TOKEN_IGNORE_INDEX = -100
 KERAS_FILTERS = '!"#$%&()*+,-./:;<=>?@[\\]^_`{|}~\t\n'  # Keras Tokenizer's default ``filters``
 _FILTER_TABLE = str.maketrans({character: " " for character in KERAS_FILTERS})
 

@@ -30,6 +30,7 @@ from torch.utils._pytree import tree_leaves
 from focalcal import catalog
 from focalcal import models as model_lib
 from focalcal.data.segmentation import IGNORE_INDEX as SEGMENTATION_IGNORE_INDEX
+from focalcal.data.text import TOKEN_IGNORE_INDEX
 from focalcal.losses._base import sync_free
 from focalcal.training.config import RunConfig
 from focalcal.training.step import CompilePlan, TrainStep, descended, optimizer_options, plan_compile
@@ -172,7 +173,7 @@ def build_step(config: RunConfig, *, part: str = "run", batch: int | None = None
     recipe = config.recipe
     generator = torch.Generator().manual_seed(0)
     inputs, targets = example_batch(config, facts, batch or recipe.batch_size, generator)
-    ignore_index = facts.meta.get("ignore_index", -100)
+    ignore_index = facts.meta.get("ignore_index", TOKEN_IGNORE_INDEX)
     if part == "loss":
         logits_shape = (targets.shape[0], facts.num_classes, *targets.shape[1:])
         model = _Logits(logits_shape).to(device)

@@ -26,6 +26,7 @@ import torch.nn.functional as F
 
 from focalcal import metrics
 from focalcal._io import atomic_write_json
+from focalcal.data.text import TOKEN_IGNORE_INDEX
 from focalcal.training.averaging import CheckpointAverage
 from focalcal.training.device import choose_device, epoch_seed, seed_everything
 from focalcal.training.diagnostics import weight_norm
@@ -51,8 +52,6 @@ from focalcal.training.trainer import (
     steps_per_batch,
 )
 
-#: The target of a padded position: negative, so no vocabulary id and no argmax ever equals it.
-TOKEN_IGNORE_INDEX = -100
 ECE_BINS = 15  # the history's per-token ECE: equal-width bins, as mukhoti2020 for tokens
 
 

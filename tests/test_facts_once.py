@@ -1,0 +1,49 @@
+"""Facts the library states in one place: each test finds every statement of one fact in the
+source (``ast``) or compares the tables that read it, so a second copy fails here."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "src" / "focalcal"
+
+
+def _modules() -> dict[str, ast.Module]:
+    return {path.relative_to(PACKAGE).as_posix(): ast.parse(path.read_text(), filename=str(path))
+            for path in sorted(PACKAGE.rglob("*.py"))}
+
+
+def _is_minus_100(node: ast.AST) -> bool:
+    return (isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub)
+            and isinstance(node.operand, ast.Constant) and node.operand.value == 100)
+
+
+def ignore_index_statements(modules: dict[str, ast.Module]) -> list[str]:
+    """Where an ignore index is written as a number: a literal -100 (not a percentage's factor)
+    or a number assigned to a name ending in IGNORE_INDEX."""
+    found = []
+    for name, tree in modules.items():
+        factors = {id(side) for node in ast.walk(tree) if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult)
+                   for side in (node.left, node.right)}
+        for node in ast.walk(tree):
+            if _is_minus_100(node) and id(node) not in factors:
+                found.append(f"{name}:{node.lineno}")
+            elif isinstance(node, ast.Assign | ast.AnnAssign):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                named = any(isinstance(t, ast.Name) and t.id.endswith("IGNORE_INDEX") for t in targets)
+                if named and isinstance(node.value, ast.Constant | ast.UnaryOp) and not _is_minus_100(node.value):
+                    found.append(f"{name}:{node.lineno}")
+    return sorted(set(found))
+
+
+def test_each_ignore_index_is_written_once_by_its_owner():
+    found = ignore_index_statements(_modules())
+    assert [place.split(":")[0] for place in found] == ["data/segmentation.py", "data/text.py"], found
+
+
+def test_the_ignore_index_guard_finds_a_second_copy():
+    modules = _modules()
+    modules["training/copy.py"] = ast.parse("IGNORE = -100\nSEGMENT_IGNORE_INDEX = 255\nshare = -100 * drop\n")
+    found = ignore_index_statements(modules)
+    assert "training/copy.py:1" in found and "training/copy.py:2" in found and "training/copy.py:3" not in found
