@@ -86,10 +86,10 @@ def test_inverse_sqrt_factor_survives_the_checkpoint():
 
 @pytest.mark.parametrize(("recipe", "message"), [
     ({"warmup_steps": None}, "needs recipe.warmup_steps"),
-    ({"warmup_steps": 0}, "needs recipe.warmup_steps"),
+    ({"warmup_steps": 0}, r"recipe\.warmup_steps must be an integer in \[1, inf\) or None, got 0"),
     ({"lr_milestones": [1]}, "leave recipe.lr_milestones"),
     ({"lr_schedule": "epoch"}, "recipe.warmup_steps is for"),
-    ({"lr_schedule": "cosine"}, "recipe.lr_schedule = 'cosine'"),
+    ({"lr_schedule": "cosine"}, "recipe.lr_schedule must be one of 'epoch', 'inverse_sqrt', got 'cosine'"),
     ({"max_tokens": 0}, "recipe.max_tokens must be"),
 ])
 def test_bad_schedule_or_batch_settings_name_the_key(recipe, message):

@@ -64,6 +64,11 @@ def resolve_value(value):
 # -------------------------------------------------------------------------------- papers
 
 
+#: config ``report.theory_grid``: the papers' grids (the first, the default), or quick coarse
+#: ones for tests and previews (:attr:`TheoryFigure.coarse`).
+THEORY_GRIDS = ("paper", "coarse")
+
+
 @dataclass(frozen=True)
 class TheoryFigure:
     """A figure of a paper's theory, exact and run-free: ``draw`` names the function of the
@@ -262,6 +267,8 @@ def theory_figures() -> dict[str, TheoryFigure]:
 NO_AUGMENTATION = Ref("focalcal.data.augment:NO_AUGMENTATION")
 CROP_FLIP = Ref("focalcal.data.augment:CROP_FLIP")  # mukhoti2020 App. D and its released code
 CROP_ONLY = Ref("focalcal.data.augment:CROP_ONLY")  # SVHN: a mirrored digit is another glyph
+#: What a recipe's ``augmentation`` may name besides ``dataset`` (the data set's own entry below).
+AUGMENTATION_PRESETS = {"none": NO_AUGMENTATION, "crop_flip": CROP_FLIP, "crop": CROP_ONLY}
 
 
 @dataclass(frozen=True)

@@ -52,15 +52,21 @@ def random_crop_flip(x: torch.Tensor, padding: int = 4, *, flip: bool = True,
     return crop_flip_at(x, padding, top, left, mirror)
 
 
+def changes_inputs(augmentation: dict) -> bool:
+    """Whether ``augmentation`` (keys random_crop_padding, horizontal_flip) changes any input:
+    ``{}`` and :data:`NO_AUGMENTATION` do not."""
+    return bool(augmentation.get("random_crop_padding", 0)) or bool(augmentation.get("horizontal_flip", False))
+
+
 def apply_augmentation(x: torch.Tensor, augmentation: dict, generator: torch.Generator | None = None) -> torch.Tensor:
     """Apply a dataset's ``meta["augmentation"]`` (keys random_crop_padding, horizontal_flip)."""
     unknown = set(augmentation) - set(NO_AUGMENTATION)
     if unknown:
         raise ValueError(f"unknown augmentation keys {sorted(unknown)}; known: {sorted(NO_AUGMENTATION)}")
+    if not changes_inputs(augmentation):
+        return x
     padding = augmentation.get("random_crop_padding", 0)
     flip = bool(augmentation.get("horizontal_flip", False))
-    if padding == 0 and not flip:
-        return x
     return random_crop_flip(x, padding, flip=flip, generator=generator)
 
 

@@ -141,9 +141,9 @@ def _expanded_size(node, sizes: dict) -> int:
 
 def load_schema(path) -> dict:
     """The config schema with its registry-name enums and the default calibrators filled from
-    :mod:`focalcal.catalog`, and what a recipe, ``device`` and ``compile`` may hold from the
-    constraints the trainer checks (:mod:`focalcal.training.config`)."""
-    from focalcal.catalog import default_calibrators, schema_enums
+    :mod:`focalcal.catalog` (and the theory figures' grids), and what a recipe, ``device`` and
+    ``compile`` may hold from the constraints the trainer checks (:mod:`focalcal.training.config`)."""
+    from focalcal.catalog import THEORY_GRIDS, default_calibrators, schema_enums
     from focalcal.training.config import execution_schema, recipe_schema
 
     schema = load_config_file(path)
@@ -153,6 +153,7 @@ def load_schema(path) -> dict:
     for key, generated in execution_schema().items():
         schema["properties"][key].update(generated)
     schema["properties"]["calibrators"]["default"] = default_calibrators()
+    schema["properties"]["report"]["properties"]["theory_grid"].update(enum=list(THEORY_GRIDS), default=THEORY_GRIDS[0])
     return schema
 
 

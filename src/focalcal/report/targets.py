@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 
 from focalcal import catalog, paths
-from focalcal.catalog import calibrator_role
+from focalcal.catalog import THEORY_GRIDS, calibrator_role
 from focalcal.naming import LossInfo, loss_info, paper_setting
 from focalcal.paths import CLAIMS, CLAIMS_FIGURES, CLAIMS_PAIRS, CLAIMS_TABLE, INVENTORY, THEORY
 
@@ -67,10 +67,7 @@ class Artifact:
 THEORY_FIGURES = catalog.theory_figures()  # name -> paper, title and plotting call
 
 
-THEORY_GRIDS = ("paper", "coarse")  # config report.theory_grid: the papers' grids, or quick ones for tests
-
-
-def theory_artifacts(grid: str = "paper") -> list[Artifact]:
+def theory_artifacts(grid: str = THEORY_GRIDS[0]) -> list[Artifact]:
     if grid not in THEORY_GRIDS:
         raise ValueError(f"report.theory_grid must be one of {THEORY_GRIDS}, got {grid!r}")
     suffix = "" if grid == "paper" else " [coarse grid: config report.theory_grid]"
@@ -261,5 +258,5 @@ def report_plan(plan) -> ReportPlan:
     for reserved, path in ((CLAIMS, CLAIMS_TABLE), (f"{CLAIMS}_pairs", CLAIMS_PAIRS)):
         if reserved in plan.studies:
             raise ValueError(f"a study may not be called {reserved!r}: {path} holds the claims' evidence")
-    grid = (plan.config.get("report") or {}).get("theory_grid", "paper")
+    grid = (plan.config.get("report") or {}).get("theory_grid", THEORY_GRIDS[0])
     return ReportPlan(theory_artifacts(grid), {key: study_artifacts(plan, key) for key in plan.studies})

@@ -27,9 +27,10 @@ from focalcal._constraints import (
     json_schema,
     validate_parameters,
 )
+from focalcal.catalog import AUGMENTATION_PRESETS
 
 OPTIMIZERS = ("sgd", "adam", "adagrad")
-AUGMENTATIONS = ("dataset", "none", "crop_flip", "crop")
+AUGMENTATIONS = ("dataset", *AUGMENTATION_PRESETS)  # "dataset": the data set's own (its catalog entry)
 DEVICES = ("auto", "cpu", "cuda")
 # How the training step runs (focalcal.training.step, which documents each); not part of a run's identity.
 COMPILE_MODES = ("auto", "none", "default", "cudagraphs", "inductor_cudagraphs")

@@ -25,10 +25,10 @@ import numpy as np
 import pandas as pd
 import torch
 
+from focalcal import catalog, numerics
 from focalcal import data as data_lib
 from focalcal import losses as loss_lib
 from focalcal import models as model_lib
-from focalcal import numerics
 from focalcal._io import atomic_savez, atomic_torch_save, atomic_write_json, atomic_write_text
 from focalcal.training.averaging import CheckpointAverage
 from focalcal.training.checkpoint import (
@@ -129,7 +129,9 @@ class Trainer:
         seed_everything(config.seed)
         self.dataset = load_dataset(config, self.data_root)
         device = self.setup.device
-        self.augmentation = resolve_augmentation(config.recipe.augmentation, self.dataset.meta)
+        augmentation = resolve_augmentation(config.recipe.augmentation, self.dataset.meta)
+        # None where it changes no input (a preset's or a data set's "none")
+        self.augmentation = augmentation if data_lib.augment.changes_inputs(augmentation) else None
         mean, std = self.dataset.meta.get("mean"), self.dataset.meta.get("std")
         # mean and std on the device, checked once: a batch is normalised with no copy and no read-back
         self.normalise = data_lib.augment.Normaliser(mean, std, device)
@@ -686,16 +688,12 @@ def load_dataset(config: RunConfig, data_root: Path):
     return data_lib.load(config.dataset["name"], **options)
 
 
-AUGMENTATION_PRESETS = {
-    "none": {},
-    "crop": {"random_crop_padding": 4},
-    "crop_flip": {"random_crop_padding": 4, "horizontal_flip": True},
-}
-
-
 def resolve_augmentation(name: str, meta: dict) -> dict:
-    """The recipe's augmentation: "dataset" means what the papers use for this dataset."""
-    return dict(meta.get("augmentation") or {}) if name == "dataset" else dict(AUGMENTATION_PRESETS[name])
+    """The recipe's augmentation: "dataset" means what the papers use for this dataset, another
+    name a preset of :data:`focalcal.catalog.AUGMENTATION_PRESETS`."""
+    if name == "dataset":
+        return dict(meta.get("augmentation") or {})
+    return dict(catalog.resolve_value(catalog.AUGMENTATION_PRESETS[name]))
 
 
 def build_optimizer(model: torch.nn.Module, config: RunConfig, **implementation) -> torch.optim.Optimizer:
