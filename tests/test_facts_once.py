@@ -47,3 +47,50 @@ def test_the_ignore_index_guard_finds_a_second_copy():
     modules["training/copy.py"] = ast.parse("IGNORE = -100\nSEGMENT_IGNORE_INDEX = 255\nshare = -100 * drop\n")
     found = ignore_index_statements(modules)
     assert "training/copy.py:1" in found and "training/copy.py:2" in found and "training/copy.py:3" not in found
+
+
+def colour_statements(roles: dict, calibrators: dict) -> list[str]:
+    """Each colour value the role and calibrator tables declare, with every declaration of it
+    after the first, and every calibrator colour that the role it plays by default overrides."""
+    from focalcal import catalog
+
+    seen, found = {}, []
+    for table, entries in (("ROLES", roles), ("CALIBRATORS", calibrators)):
+        for key, entry in entries.items():
+            if entry.colour is None:
+                continue
+            if entry.colour in seen:
+                found.append(f"{table}[{key}] repeats {seen[entry.colour]}'s {entry.colour}")
+            seen.setdefault(entry.colour, f"{table}[{key}]")
+    for name, entry in calibrators.items():
+        played = roles.get(name) or roles.get(catalog.calibrator_role({"build": {"name": name}}))
+        if entry.colour is not None and played is not None and played.colour is not None:
+            found.append(f"CALIBRATORS[{name}]'s colour is role {played.label!r}'s to give")
+    return found
+
+
+def test_each_calibrator_colour_is_declared_once():
+    from focalcal import catalog
+
+    assert colour_statements(catalog.ROLES, catalog.CALIBRATORS) == []
+
+
+def test_the_colour_guard_finds_a_second_copy():
+    from dataclasses import replace
+
+    from focalcal import catalog
+
+    calibrators = {**catalog.CALIBRATORS,
+                   "temperature_scaling": replace(catalog.CALIBRATORS["temperature_scaling"], colour="#1565c0")}
+    assert len(colour_statements(catalog.ROLES, calibrators)) == 2
+
+
+def test_a_calibrator_takes_the_colour_of_the_role_it_plays_by_default_else_its_own():
+    from focalcal import catalog
+    from focalcal.plots import style
+
+    assert style.color_for("temperature_scaling") == style.color_for("ts_nll") == catalog.ROLES["ts_nll"].colour
+    assert style.color_for("identity") == style.color_for("raw") == catalog.RAW_COLOR
+    assert style.color_for("vector_scaling") == catalog.ROLES["vector_scaling"].colour
+    assert style.color_for("focal_temperature_scaling") == catalog.CALIBRATORS["focal_temperature_scaling"].colour
+    assert catalog.declared_colour("fts_ece") is None  # a role without a colour: a hash of its key, not its calibrator's

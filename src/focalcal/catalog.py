@@ -618,7 +618,8 @@ def focal_gamma(loss_spec: dict) -> float | None:
 @dataclass(frozen=True)
 class Calibrator:
     """A post-hoc calibrator: ``builder``, its :class:`focalcal.calibration.Calibrator`
-    subclass; ``colour`` in every figure (None: one from a hash of the name); ``aliases``;
+    subclass; ``colour`` in every figure, for a calibrator no role of its own name colours (None:
+    the colour of the paper role it plays with its defaults, else one from a hash of the name); ``aliases``;
     ``defaults``: the builder's defaults of the parameters that say what it does (its
     objective), torch-free for :func:`calibrator_role` (tests/test_catalog.py holds them equal
     to the class's); ``quadratic_in_k``: it holds K² numbers, so ``focalcal calibrate`` runs it
@@ -633,16 +634,16 @@ class Calibrator:
 
 _CALIBRATION = "focalcal.calibration"
 CALIBRATORS: dict[str, Calibrator] = {
-    "identity": Calibrator(f"{_CALIBRATION}.fixed_maps:IdentityCalibration", RAW_COLOR),
-    "psi": Calibrator(f"{_CALIBRATION}.fixed_maps:PsiCalibration", PSI_COLOR, ("ψ", "ψ^γ")),
-    "temperature_scaling": Calibrator(f"{_CALIBRATION}.temperature:TemperatureScaling", "#1565c0", ("ts",),
+    "identity": Calibrator(f"{_CALIBRATION}.fixed_maps:IdentityCalibration"),
+    "psi": Calibrator(f"{_CALIBRATION}.fixed_maps:PsiCalibration", aliases=("ψ", "ψ^γ")),
+    "temperature_scaling": Calibrator(f"{_CALIBRATION}.temperature:TemperatureScaling", aliases=("ts",),
                                       defaults={"objective": "nll"}),
     "focal_temperature_scaling": Calibrator(f"{_CALIBRATION}.focal_temperature:FocalTemperatureScaling", "#ef6c00",
                                             ("fts", "focal_ts"), defaults={"objective": "ece", "gammas": None}),
-    "vector_scaling": Calibrator(f"{_CALIBRATION}.scaling:VectorScaling", "#4e342e", quadratic_in_k=True),
+    "vector_scaling": Calibrator(f"{_CALIBRATION}.scaling:VectorScaling", quadratic_in_k=True),
     "matrix_scaling": Calibrator(f"{_CALIBRATION}.scaling:MatrixScaling", "#37474f", quadratic_in_k=True),
-    "histogram_binning": Calibrator(f"{_CALIBRATION}.binning:HistogramBinning", "#ad1457"),
-    "isotonic": Calibrator(f"{_CALIBRATION}.binning:IsotonicCalibration", "#558b2f"),
+    "histogram_binning": Calibrator(f"{_CALIBRATION}.binning:HistogramBinning"),
+    "isotonic": Calibrator(f"{_CALIBRATION}.binning:IsotonicCalibration"),
     "dirichlet": Calibrator(f"{_CALIBRATION}.dirichlet:DirichletCalibration", quadratic_in_k=True),
     "ensemble_temperature_scaling": Calibrator(f"{_CALIBRATION}.ensemble:EnsembleTemperatureScaling"),
     "beta": Calibrator(f"{_CALIBRATION}.beta:BetaCalibration"),
@@ -699,12 +700,12 @@ ROLES: dict[str, Role] = {
     "fts_nll": Role("focal TS (val NLL)", {"name": _FTS, "objective": "nll"}, identity=("name", "objective"),
                     cost="O(N K) per (γ, T) of its grid", cli="default", parameters=lambda k, spec: 2),
     # calibrators of the wider literature, offered by `focalcal calibrate`; no paper's figure uses them
-    "vector_scaling": Role("vector scaling", {"name": "vector_scaling"}, in_papers=False, cli="default",
+    "vector_scaling": Role("vector scaling", {"name": "vector_scaling"}, "#4e342e", in_papers=False, cli="default",
                            cost="O(N K²) per Newton step to build a (2K)² system, O(K³) to solve it",
                            parameters=lambda k, spec: 2 * k),
-    "histogram_binning": Role("histogram binning", {"name": "histogram_binning", "n_bins": 15}, in_papers=False,
+    "histogram_binning": Role("histogram binning", {"name": "histogram_binning", "n_bins": 15}, "#ad1457", in_papers=False,
                               cli="default", cost="O(N K log N), one binning per class", parameters=lambda k, spec: spec["n_bins"] * k),
-    "isotonic": Role("isotonic regression", {"name": "isotonic"}, in_papers=False, cli="default",
+    "isotonic": Role("isotonic regression", {"name": "isotonic"}, "#558b2f", in_papers=False, cli="default",
                      cost="O(N K log N), one fit per class seen in the labels", parameters=lambda k, spec: 2 * k),
     "dirichlet": Role("Dirichlet (ODIR)", {"name": "dirichlet"}, in_papers=False, cli="offered",
                       cost="O(N K²) per iteration, K² + K parameters", parameters=lambda k, spec: k * k + k),
@@ -801,11 +802,17 @@ def _check_entry(name: str, entry) -> tuple[str, str]:
 
 
 def declared_colour(name: str) -> str | None:
-    """The colour declared for a calibrator role, a calibrator or a loss (in that order), or None."""
-    for table in (ROLES, CALIBRATORS, LOSSES):
-        if name in table and table[name].colour is not None:
-            return table[name].colour
-    return None
+    """The colour declared for a calibrator role, a calibrator or a loss (in that order), or None.
+    A calibrator's is that of the paper role it plays with its defaults, when that role has one
+    (``temperature_scaling``: ``ts_nll``'s), else its own entry's."""
+    if name in ROLES and ROLES[name].colour is not None:
+        return ROLES[name].colour
+    if name in CALIBRATORS:
+        played = ROLES.get(calibrator_role({"build": {"name": name}}))
+        colour = played.colour if played is not None and played.colour is not None else CALIBRATORS[name].colour
+        if colour is not None:
+            return colour
+    return LOSSES[name].colour if name in LOSSES else None
 
 
 def aliases() -> dict[str, str]:
