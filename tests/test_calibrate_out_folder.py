@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -102,11 +103,28 @@ def test_a_calibrator_with_more_parameters_than_samples_is_warned_about(tmp_path
                          "them on; its fit is not determined by the data")]
 
 
-def test_the_fused_kernel_fits_named_without_torch_are_the_grid_modules_own():
-    from focalcal.calibrate_command import FUSED_KERNEL_FITS
-    from focalcal.calibration._focal_grid import USES_FUSED_KERNELS
+def grid_users(builders: dict[str, str]) -> tuple[str, ...]:
+    """The calibrators (name -> builder ``"module:attribute"``) whose module imports the focal grid."""
+    import ast
+    import importlib.util
 
-    assert tuple(FUSED_KERNEL_FITS) == tuple(USES_FUSED_KERNELS)
+    users = []
+    for name, builder in builders.items():
+        tree = ast.parse(Path(importlib.util.find_spec(builder.partition(":")[0]).origin).read_text())
+        imported = [name for node in ast.walk(tree) if isinstance(node, ast.Import | ast.ImportFrom)
+                    for name in [getattr(node, "module", None) or "", *(alias.name for alias in node.names)]]
+        if any(name.endswith("_focal_grid") for name in imported):
+            users.append(name)
+    return tuple(users)
+
+
+def test_the_fused_kernel_fits_named_without_torch_are_the_calibrators_that_import_the_grid():
+    from focalcal import catalog
+    from focalcal.calibrate_command import FUSED_KERNEL_FITS
+
+    builders = {name: entry.builder for name, entry in catalog.CALIBRATORS.items()}
+    assert grid_users(builders) == tuple(FUSED_KERNEL_FITS) == ("focal_temperature_scaling",)
+    assert grid_users({**builders, "ts": "focalcal.calibration.temperature:TemperatureScaling"}) == FUSED_KERNEL_FITS
 
 
 def test_the_main_process_never_imports_torch_when_the_grid_is_fitted_beside_it(tmp_path):

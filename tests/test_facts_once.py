@@ -94,3 +94,30 @@ def test_a_calibrator_takes_the_colour_of_the_role_it_plays_by_default_else_its_
     assert style.color_for("vector_scaling") == catalog.ROLES["vector_scaling"].colour
     assert style.color_for("focal_temperature_scaling") == catalog.CALIBRATORS["focal_temperature_scaling"].colour
     assert catalog.declared_colour("fts_ece") is None  # a role without a colour: a hash of its key, not its calibrator's
+
+
+def calibrator_name_lists(modules: dict[str, ast.Module], names: set[str]) -> list[str]:
+    """``module:NAME`` of every module-level name bound to a literal list of calibrator names."""
+    found = []
+    for module, tree in modules.items():
+        for node in tree.body:
+            if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
+                continue
+            value = node.value
+            if (isinstance(value, ast.Tuple | ast.List | ast.Set) and value.elts
+                    and all(isinstance(item, ast.Constant) and item.value in names for item in value.elts)):
+                found.append(f"{module}:{node.targets[0].id}")
+    return found
+
+
+def test_the_fused_kernel_fits_are_listed_once():
+    from focalcal import catalog
+
+    assert calibrator_name_lists(_modules(), set(catalog.CALIBRATORS)) == ["calibrate_command.py:FUSED_KERNEL_FITS"]
+
+
+def test_the_calibrator_list_guard_finds_a_second_copy():
+    from focalcal import catalog
+
+    modules = {**_modules(), "calibration/copy.py": ast.parse('USES_FUSED_KERNELS = ("focal_temperature_scaling",)\n')}
+    assert "calibration/copy.py:USES_FUSED_KERNELS" in calibrator_name_lists(modules, set(catalog.CALIBRATORS))

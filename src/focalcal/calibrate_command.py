@@ -71,8 +71,9 @@ MAX_CLASSES_QUADRATIC = 200
 # scipy.optimize (~0.2 s, and its share of the teardown at exit). The others follow in the
 # order asked for.
 COSTLIEST_FIRST = (("fts_ece", "fts_nll"), ("vector_scaling",), ("ts_nll", "isotonic"), ("ts_ece",))
-# The calibrators whose fit uses the compiled grid kernel (``calibration._focal_grid.USES_FUSED_KERNELS``,
-# named here so that checking for them imports nothing).
+# The calibrators whose fit scores the grid of ``calibration._focal_grid``, so its compiled kernel
+# when built: named here, so that checking for them imports nothing (tests/test_calibrate_out_folder.py
+# holds them to the calibrators whose module imports the grid).
 FUSED_KERNEL_FITS = ("focal_temperature_scaling",)
 METRIC_LABELS = {"ece": "ECE", "adaece": "AdaECE", "mce": "MCE", "classwise_ece": "classwise ECE",
                  "smooth_ece": "smECE", "nll": "NLL", "brier": "Brier", "error": "error", "top5_error": "top-5 error"}

@@ -211,10 +211,6 @@ def _torch_blocks(logits, labels, gammas, temperatures, quantity, dtype, max_blo
                                    (values["confidence"], values["log_psi_label"]))
 
 
-#: The calibrators whose fit scores this grid, so the compiled grid kernel when built.
-USES_FUSED_KERNELS = ("focal_temperature_scaling",)
-
-
 def _grid_kernel():
     """The compiled grid kernel (:mod:`._grid_kernel`), or None (switched off, or no build: the torch path runs)."""
     from focalcal.calibration import _grid_kernel
