@@ -121,3 +121,35 @@ def test_the_calibrator_list_guard_finds_a_second_copy():
 
     modules = {**_modules(), "calibration/copy.py": ast.parse('USES_FUSED_KERNELS = ("focal_temperature_scaling",)\n')}
     assert "calibration/copy.py:USES_FUSED_KERNELS" in calibrator_name_lists(modules, set(catalog.CALIBRATORS))
+
+
+def role_objective_tables(modules: dict[str, ast.Module]) -> list[str]:
+    """Where a literal dict keyed by calibrator roles restates their specs' objectives."""
+    from focalcal import catalog
+
+    found = []
+    for module, tree in modules.items():
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.Dict) and len(node.keys) > 1 and all(
+                    isinstance(key, ast.Constant) and key.value in catalog.ROLES for key in node.keys)):
+                continue
+            values = [value.value if isinstance(value, ast.Constant) else object() for value in node.values]
+            objectives = [catalog.ROLES[key.value].spec.get("objective") for key in node.keys]
+            if values == objectives and any(objectives):
+                found.append(f"{module}:{node.lineno}")
+    return found
+
+
+def test_the_token_roles_objectives_are_their_specs():
+    from focalcal.pipeline.translation import TOKEN_ROLES, token_objective
+
+    assert role_objective_tables(_modules()) == []
+    objectives = {role: token_objective(role, {"build": {"name": "identity"}} if role == "raw" else
+                                        {"build": {"name": "temperature_scaling", "objective": role[3:]}})
+                  for role in TOKEN_ROLES}
+    assert objectives == {"raw": None, "ts_ece": "ece", "ts_nll": "nll"}
+
+
+def test_the_role_objective_guard_finds_a_second_copy():
+    modules = {**_modules(), "pipeline/copy.py": ast.parse('OBJECTIVES = {"raw": None, "ts_ece": "ece", "ts_nll": "nll"}\n')}
+    assert role_objective_tables(modules) == ["pipeline/copy.py:1"]

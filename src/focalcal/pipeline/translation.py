@@ -39,9 +39,9 @@ from focalcal.training.run_files import CHECKPOINT_SHA256
 BEAM_SIZE = 4
 LENGTH_PENALTY = 0.6
 DECODE_BATCH_SENTENCES = 256  # sentences beam-searched together (memory and speed, not results)
-# The calibrators a token profile supports: role -> the objective of its temperature, fitted on
-# the profile's grid (None: the model as trained, T = 1).
-TOKEN_OBJECTIVES = {"raw": None, "ts_ece": "ece", "ts_nll": "nll"}
+# The calibrator roles a token profile supports; each fits a temperature on the profile's grid by
+# its spec's objective (none: the model as trained, T = 1).
+TOKEN_ROLES = ("raw", "ts_ece", "ts_nll")
 # metrics.csv rows of a translation run: the lowest and highest temperature it was decoded at
 DECODE_GRID_MIN, DECODE_GRID_MAX = "decode_grid_min", "decode_grid_max"
 CURVE_COLUMNS = ("temperature", "bins", "val_ece", "val_nll", "test_ece", "test_nll")
@@ -61,9 +61,9 @@ def _same(value, fixed) -> bool:
 def token_objective(key: str, resolved: dict) -> str | None:
     """The temperature objective of calibrator ``key`` (its resolved spec) on a token profile."""
     role = catalog.calibrator_role(resolved)
-    if role not in TOKEN_OBJECTIVES:
+    if role not in TOKEN_ROLES:
         raise ValueError(f"calibrator {key!r} ({catalog.ROLE_LABELS.get(role, role)}) cannot be fitted on a "
-                         f"translation run's token profile; use one of the roles {sorted(TOKEN_OBJECTIVES)}")
+                         f"translation run's token profile; use one of the roles {sorted(TOKEN_ROLES)}")
     # The token profile fits one set-up (token_profile.fit_temperature: mukhoti2020's grid, 15
     # equal-width bins); a spec may state it, but one asking for another is refused, not fitted as this one.
     build = resolved["build"]
@@ -72,7 +72,7 @@ def token_objective(key: str, resolved: dict) -> str | None:
     if changed:
         raise ValueError(f"calibrator {key!r}: {', '.join(f'{o}={build[o]!r}' for o in changed)} cannot be fitted on "
                          f"a translation run's token profile, which fits its temperature with {TOKEN_FIT}")
-    return TOKEN_OBJECTIVES[role]
+    return catalog.ROLES[role].spec.get("objective")
 
 
 def _bins_of(ece_bins) -> int:
