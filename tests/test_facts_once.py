@@ -153,3 +153,40 @@ def test_the_token_roles_objectives_are_their_specs():
 def test_the_role_objective_guard_finds_a_second_copy():
     modules = {**_modules(), "pipeline/copy.py": ast.parse('OBJECTIVES = {"raw": None, "ts_ece": "ece", "ts_nll": "nll"}\n')}
     assert role_objective_tables(modules) == ["pipeline/copy.py:1"]
+
+
+def verdict_colour_literals(modules: dict[str, ast.Module]) -> list[str]:
+    """Where a verdict's colour is written as a string of its own."""
+    from focalcal.claims.verdict import VERDICT_COLORS
+
+    colours = set(VERDICT_COLORS.values())
+    return [f"{module}:{node.lineno}" for module, tree in modules.items() for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and node.value in colours]
+
+
+def test_the_verdict_colours_are_written_once():
+    assert [place.split(":")[0] for place in verdict_colour_literals(_modules())] == ["claims/verdict.py"] * 4
+
+
+def test_the_verdict_colour_guard_finds_a_second_copy():
+    modules = {**_modules(), "report/copy.py": ast.parse("f\"<li style='color:{'#1a7f37' if way else '#b00020'}'>\"\n")}
+    assert verdict_colour_literals(modules)[-2:] == ["report/copy.py:1", "report/copy.py:1"]
+
+
+def test_a_pair_is_coloured_as_the_verdict_its_way_points_to():
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from focalcal.claims.verdict import FAILS, HOLDS, VERDICT_COLORS
+    from focalcal.report.claims import evidence_html
+
+    row = SimpleNamespace(claim="c", study="s", n_pairs=2, n_paper_way=1, mean=0.1, ci_low=float("nan"), ci_high=float("nan"),
+                          direction="below", threshold=0.0, interval_contains="", pairs_needed=float("nan"))
+    pairs = pd.DataFrame({"claim": ["c", "c"], "study": ["s", "s"], "dataset": ["d", "d"], "model": ["m", "m"],
+                          "recipe": ["r", "r"], "seed": [0, 1], "pair": ["a", "b"], "difference": [-1.0, 1.0],
+                          "paper_way": [True, False]})
+    html = evidence_html(row, pairs)
+    assert html.count(f"<li style='color:{VERDICT_COLORS[HOLDS]}'>") == 1
+    assert html.count(f"<li style='color:{VERDICT_COLORS[FAILS]}'>") == 1
+    assert html.index(VERDICT_COLORS[HOLDS]) < html.index(VERDICT_COLORS[FAILS])

@@ -20,7 +20,7 @@ from focalcal._io import atomic_write_text, read_csv, read_json
 from focalcal.catalog import calibrator_role
 from focalcal.claims import evaluate
 from focalcal.claims.evidence import StudyEvidence, unit_label
-from focalcal.claims.verdict import INTERVAL, MIN_PAIRS, VERDICT_COLORS
+from focalcal.claims.verdict import FAILS, HOLDS, INTERVAL, MIN_PAIRS, VERDICT_COLORS
 from focalcal.naming import loss_info, paper_setting
 from focalcal.paths import CLAIMS_PAIRS, CLAIMS_TABLE, study_table
 from focalcal.report.targets import CLAIMS_INDEX, PAPER_TITLES
@@ -160,7 +160,7 @@ def evidence_html(row, pairs: pd.DataFrame | None) -> str:
     if pairs is not None:
         mine = pairs[(pairs["claim"] == row.claim) & (pairs["study"].astype(str) == str(row.study))]
         items = "".join(
-            f"<li style='color:{'#1a7f37' if way else '#b00020'}'>{_e(unit_label((p.dataset, p.model, p.recipe, p.seed)))}"
+            f"<li style='color:{VERDICT_COLORS[HOLDS if way else FAILS]}'>{_e(unit_label((p.dataset, p.model, p.recipe, p.seed)))}"
             f" — {_e(p.pair)}: <strong>{p.difference:+.4g}</strong></li>"
             for p, way in zip(mine.itertuples(index=False), mine["paper_way"].astype(bool)))
         text += (f"<details><summary>the {len(mine)} pair(s)</summary><ul style='margin:0;padding-left:1.2em;"
