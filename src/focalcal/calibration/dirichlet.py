@@ -11,8 +11,8 @@ $$
 
 as in
 :class:`~focalcal.calibration.MatrixScaling` — the mean NLL is convex in (W, b). It is fitted
-as matrix scaling is (float64 from the identity; Newton's method up to 20 classes, Newton-CG
-on Hessian-vector products above) and stops when the largest gradient entry is below ``tol``
+as matrix scaling is (float64; Newton's method from the identity up to 20 classes, above that
+block-preconditioned Newton-CG on Hessian-vector products from the diagonal-and-bias optimum) and stops when the largest gradient entry is below ``tol``
 or no decrease is left at float64 resolution, i.e. at the optimum to that tolerance; a fit
 that reaches ``max_iter`` first is not at the optimum and warns
 (``sklearn.exceptions.ConvergenceWarning``).
