@@ -190,3 +190,23 @@ def test_a_pair_is_coloured_as_the_verdict_its_way_points_to():
     assert html.count(f"<li style='color:{VERDICT_COLORS[HOLDS]}'>") == 1
     assert html.count(f"<li style='color:{VERDICT_COLORS[FAILS]}'>") == 1
     assert html.index(VERDICT_COLORS[HOLDS]) < html.index(VERDICT_COLORS[FAILS])
+
+
+def file_name_literals(modules: dict[str, ast.Module]) -> list[str]:
+    """Where a file name of :mod:`focalcal.paths` is written as a string of its own."""
+    from focalcal import paths
+
+    names = {value for key, value in vars(paths).items()
+             if key.isupper() and isinstance(value, str) and "." in value and "/" not in value}
+    return [f"{module}:{node.lineno}" for module, tree in modules.items() for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and node.value in names]
+
+
+def test_the_output_file_names_are_written_once_in_paths():
+    assert {place.split(":")[0] for place in file_name_literals(_modules())} == {"paths.py"}
+
+
+def test_the_file_name_guard_finds_a_second_copy():
+    modules = {**_modules(), "copy.py": ast.parse('OUTPUT_FILES = ("calibration.json", "metrics.csv", "index.html")\n')}
+    assert [place for place in file_name_literals(modules) if place.startswith("copy.py")] == ["copy.py:1", "copy.py:1"]
+

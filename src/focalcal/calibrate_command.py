@@ -32,7 +32,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
-from focalcal import catalog
+from focalcal import catalog, paths
 from focalcal._constraints import GAMMA, POSITIVE_INT, Interval, validate_parameters
 from focalcal._io import atomic_write_json, atomic_write_text
 from focalcal._out_folder import OutputFolder
@@ -61,7 +61,10 @@ DEFAULT_CALIBRATORS = tuple(key for key, role in _OFFERED.items() if role.cli ==
 COSTS = {key: role.cost for key, role in _OFFERED.items()}
 LABELS = {key: role.label for key, role in _OFFERED.items()}
 QUADRATIC_IN_K = tuple(key for key, spec in CALIBRATORS.items() if catalog.CALIBRATORS[spec["name"]].quadratic_in_k)
-OUTPUT_FILES = ("calibration.json", "metrics.csv", "index.html", "reliability")
+# What the command writes in its output folder: the fitted calibrators and the metrics under the
+# names a workflow run's calibration gives them, the page, and one reliability diagram per calibrator.
+PAGE, DIAGRAMS = "index.html", "reliability"
+OUTPUT_FILES = (paths.CALIBRATION_PARAMS, paths.METRICS, PAGE, DIAGRAMS)
 MAX_CLASSES_QUADRATIC = 200
 # The costliest units on 100 × 5,000 validation logits, taken first (longest first keeps the two
 # processes' ends close): focal TS's (γ, T) grid, vector scaling's Newton steps, the two fits that
@@ -137,7 +140,7 @@ def compare_calibrators(logits: LogitsSet, out_dir, names=None, gamma: float | N
         work = stack.enter_context(_SharedWork(work_units(specs), specs, logits.val_logits, logits.val_labels,
                                                measuring))
         rows, folder = _checked_compare(logits, out_dir, specs, work, stack, measuring, progress)
-    progress(f"wrote {folder.path / 'index.html'}, metrics.csv, calibration.json and {len(specs)} diagrams")
+    progress(f"wrote {folder.path / PAGE}, {paths.METRICS}, {paths.CALIBRATION_PARAMS} and {len(specs)} diagrams")
     return rows
 
 
@@ -202,7 +205,7 @@ def _compare(logits: LogitsSet, out_dir: Path, specs: dict, work: _SharedWork, m
     def finished(key: str, calibrator, fit_s: float, measured: Measured) -> None:
         fitted_params[key] = {"spec": specs[key], "fitted": calibrator.to_dict()}
         rows_of[key], diagrams[key] = measured.rows, measured.svg
-        atomic_write_text(measured.svg, out_dir / "reliability" / f"{key}.svg")
+        atomic_write_text(measured.svg, out_dir / DIAGRAMS / f"{key}.svg")
         progress(f"[{len(rows_of)}/{len(specs)}] {key}: fitted in {fit_s:.2f} s, measured in {measured.seconds:.2f} s; "
                  f"test ECE {100 * measured.ece:.2f} %")
 
@@ -216,9 +219,9 @@ def _compare(logits: LogitsSet, out_dir: Path, specs: dict, work: _SharedWork, m
         finished(key, *work.result(key))
     rows = [row for key in specs for row in rows_of[key]]  # the order asked for, whatever finished first
     diagrams = {key: diagrams[key] for key in specs}
-    atomic_write_json(fitted_params, out_dir / "calibration.json")
-    atomic_write_text(rows_to_csv(rows, METRICS_HEADER), out_dir / "metrics.csv")
-    atomic_write_text(render_page(logits, rows, diagrams, measuring.n_resamples), out_dir / "index.html")
+    atomic_write_json(fitted_params, out_dir / paths.CALIBRATION_PARAMS)
+    atomic_write_text(rows_to_csv(rows, METRICS_HEADER), out_dir / paths.METRICS)
+    atomic_write_text(render_page(logits, rows, diagrams, measuring.n_resamples), out_dir / PAGE)
     return rows
 
 
@@ -551,7 +554,7 @@ smECE is the smooth calibration error of Błasiok &amp; Nakkiran (2023), compute
 <table><thead><tr><th>calibrator</th>{header}</tr></thead><tbody>{body}</tbody></table>
 <h2>Reliability diagrams (test split)</h2>
 <div class="diagrams">{images}</div>
-<p><small>Fitted parameters: <code>calibration.json</code>; every number: <code>metrics.csv</code>.</small></p>
+<p><small>Fitted parameters: <code>{paths.CALIBRATION_PARAMS}</code>; every number: <code>{paths.METRICS}</code>.</small></p>
 </body></html>
 """
 

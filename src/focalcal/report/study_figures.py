@@ -35,7 +35,7 @@ def read_calibration(path: Path) -> dict:
     return read_json(path)
 
 
-def stored_calibrator(calibration: dict, key: str, where: str = "calibration.json"):
+def stored_calibrator(calibration: dict, key: str, where: str = paths.CALIBRATION_PARAMS):
     """The fitted calibrator ``key`` and, for a chained one, the temperature it follows."""
     if key not in calibration:
         raise ValueError(f"{where} has no calibrator {key!r}; it has {sorted(k for k in calibration if k[:1] != '_')}")
@@ -45,7 +45,7 @@ def stored_calibrator(calibration: dict, key: str, where: str = "calibration.jso
     return calibrator, before
 
 
-def apply_stored(calibration: dict, key: str, logits: np.ndarray, where: str = "calibration.json") -> np.ndarray:
+def apply_stored(calibration: dict, key: str, logits: np.ndarray, where: str = paths.CALIBRATION_PARAMS) -> np.ndarray:
     """Probabilities of a stored (already fitted) calibrator on ``logits`` — no refitting."""
     calibrator, before = stored_calibrator(calibration, key, where)
     return calibrator.transform(logits if before is None else logits / before)
