@@ -210,3 +210,26 @@ def test_the_file_name_guard_finds_a_second_copy():
     modules = {**_modules(), "copy.py": ast.parse('OUTPUT_FILES = ("calibration.json", "metrics.csv", "index.html")\n')}
     assert [place for place in file_name_literals(modules) if place.startswith("copy.py")] == ["copy.py:1", "copy.py:1"]
 
+
+
+def status_literals(modules: dict[str, ast.Module]) -> list[str]:
+    """Where a run-health status is written as a string of its own (docstrings aside)."""
+    from focalcal.training.health import HEALTH_STATUSES
+
+    docstrings = {id(node.body[0].value) for tree in modules.values() for node in ast.walk(tree)
+                  if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+                  and node.body and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
+    return [f"{module}:{node.lineno}" for module, tree in modules.items() for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and node.value in HEALTH_STATUSES and id(node) not in docstrings]
+
+
+def test_each_health_status_is_written_once():
+    from focalcal.training import health
+
+    assert status_literals(_modules()) == ["training/health.py:41"] * 4
+    assert health.HEALTH_STATUSES[0] == health.HEALTHY and health.UNHEALTHY == health.HEALTH_STATUSES[1:]
+
+
+def test_the_status_guard_finds_a_second_copy():
+    modules = {**_modules(), "copy.py": ast.parse('HEALTHY = "trained"\n')}
+    assert status_literals(modules)[-1] == "copy.py:1"

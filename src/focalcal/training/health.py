@@ -38,8 +38,8 @@ import numpy as np
 if TYPE_CHECKING:
     import pandas as pd  # imported where a history is read: the figures' style names HEALTHY only
 
-HEALTH_STATUSES = ("trained", "diverged", "collapsed", "not converged")
-HEALTHY = "trained"
+HEALTHY, DIVERGED, COLLAPSED, NOT_CONVERGED = "trained", "diverged", "collapsed", "not converged"
+HEALTH_STATUSES = (HEALTHY, DIVERGED, COLLAPSED, NOT_CONVERGED)
 UNHEALTHY = HEALTH_STATUSES[1:]
 NOT_ASSESSED = "not assessed"
 """Not a status of :data:`HEALTH_STATUSES`: what the run inventory shows for a run it cannot
@@ -77,10 +77,10 @@ def status_rules() -> dict[str, str]:
     """The rule that flags each unhealthy status, in words, from the constants below (what
     the claims table says of a run it leaves out)."""
     return {
-        "diverged": "a non-finite training loss, or non-finite test logits",
-        "collapsed": (f"test accuracy (segmentation: mean IoU) within {COLLAPSE_MARGIN * 100:g} points of chance or "
+        DIVERGED: "a non-finite training loss, or non-finite test logits",
+        COLLAPSED: (f"test accuracy (segmentation: mean IoU) within {COLLAPSE_MARGIN * 100:g} points of chance or "
                       "of always predicting the majority class"),
-        "not converged": (f"over the last {CONVERGENCE_WINDOW_SHARE:.0%} of epochs (at least {MIN_CONVERGENCE_WINDOW}) "
+        NOT_CONVERGED: (f"over the last {CONVERGENCE_WINDOW_SHARE:.0%} of epochs (at least {MIN_CONVERGENCE_WINDOW}) "
                           f"the train error still fell by more than {STILL_FALLING_PER_EPOCH * 100:g} point per epoch "
                           f"and more than {STILL_FALLING_RELATIVE:.0%} relative"),
     }
@@ -152,16 +152,16 @@ def _assess(history, collapse, num_classes, logits_finite, stopped_early) -> dic
                          + (f" and {len(bad) - 5} more" if len(bad) > 5 else ""))
         if not logits_finite:
             parts.append("the test logits are not all finite")
-        return _result("diverged", _sentence(" and ".join(parts)), measures)
+        return _result(DIVERGED, _sentence(" and ".join(parts)), measures)
     if collapse["test_score"] is not None and collapse["test_score"] <= collapse["collapse_threshold"]:
         name = collapse["score_name"]
-        return _result("collapsed", (
+        return _result(COLLAPSED, (
             f"Test {name} {_pct(collapse['test_score'])} is not above {_pct(collapse['collapse_threshold'])}, "
             f"{100 * COLLAPSE_MARGIN:g} points over the better of chance ({_pct(collapse['chance_score'])}, "
             f"{num_classes} classes) and always predicting the majority class "
             f"({_pct(collapse['majority_score'])})."), measures)
     if convergence["still_falling"]:
-        return _result("not converged", (
+        return _result(NOT_CONVERGED, (
             f"The train error fell from {_pct(convergence['train_error_window_start'])} to "
             f"{_pct(convergence['train_error_last'])} over the last {convergence['convergence_window']} of "
             f"{measures['epochs']} epochs ({100 * convergence['train_error_drop_per_epoch']:.2f} points per epoch, "
