@@ -233,3 +233,51 @@ def test_each_health_status_is_written_once():
 def test_the_status_guard_finds_a_second_copy():
     modules = {**_modules(), "copy.py": ast.parse('HEALTHY = "trained"\n')}
     assert status_literals(modules)[-1] == "copy.py:1"
+
+
+def gamma_readings(modules: dict[str, ast.Module]) -> list[str]:
+    """Where a loss spec's ``gamma`` is read (``spec["gamma"]``, ``.get("gamma")``, ``"gamma" in spec``
+    on a name that says loss) and where a regular expression looks for a γ in a name."""
+    found = []
+    for module, tree in modules.items():
+        for node in ast.walk(tree):
+            target = None
+            if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) and node.slice.value == "gamma":
+                target = node.value
+            elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get"
+                  and node.args and isinstance(node.args[0], ast.Constant) and node.args[0].value == "gamma"):
+                target = node.func.value
+            elif (isinstance(node, ast.Compare) and isinstance(node.left, ast.Constant) and node.left.value == "gamma"
+                  and isinstance(node.ops[0], ast.In)):
+                target = node.comparators[0]
+            if target is not None and "loss" in ast.unparse(target).lower():
+                found.append(f"{module}:{node.lineno}")
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name)
+                    and node.func.value.id == "re" and node.args and isinstance(node.args[0], ast.Constant)
+                    and "γ" in str(node.args[0].value)):
+                found.append(f"{module}:{node.lineno}")
+    return sorted(found)
+
+
+def test_the_focal_gamma_is_read_from_a_loss_in_one_function_and_from_a_name_in_one():
+    assert [place.split(":")[0] for place in gamma_readings(_modules())] == ["catalog.py", "catalog.py", "naming.py"]
+
+
+def test_the_gamma_guard_finds_a_second_copy():
+    copy = ('def loss_gamma(loss):\n    return float(loss["gamma"]) if "gamma" in loss else None\n'
+            'match = re.fullmatch(r"fl_*(?:γ)?=(\\d+)", key)\n')
+    modules = {**_modules(), "pipeline/copy.py": ast.parse(copy)}
+    assert [place for place in gamma_readings(modules) if place.startswith("pipeline/copy.py")] == [
+        "pipeline/copy.py:2", "pipeline/copy.py:2", "pipeline/copy.py:3"]
+
+
+def test_a_focal_label_is_read_back_as_its_gamma_and_coloured_as_it():
+    from focalcal import catalog
+    from focalcal.naming import focal_gamma_in_name, loss_info
+    from focalcal.plots import style
+
+    for gamma in (0.5, 1, 2, 3, 5):
+        label = loss_info({"name": "focal", "gamma": gamma}).label
+        assert focal_gamma_in_name(style.canonical_name(label)) == catalog.focal_gamma({"name": "focal", "gamma": gamma})
+        assert style.color_for(label) == style.gamma_color(gamma)
+    assert focal_gamma_in_name(style.canonical_name("FLSD-53")) is None

@@ -14,6 +14,7 @@ compared with, and whether it is a stand-in.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from focalcal import catalog
@@ -59,6 +60,14 @@ def loss_info(spec: dict) -> LossInfo:
         value = number(spec.get("smoothing", 0.05))  # the loss default (LS-0.05)
         return LossInfo(name, None, 0.0, f"LS-{value}")
     return LossInfo(name, gamma, 0.0, entry.label)
+
+
+def focal_gamma_in_name(key: str) -> float | None:
+    """The focal γ a loss name states in the canonical spelling of :func:`focalcal.plots.style.canonical_name`
+    (lower case, ``_`` for spaces and dashes): ``focal_gamma3``, ``fl_3``, ``focal_loss(gamma=2)`` or
+    :func:`loss_info`'s label ``FL γ=3`` (``fl_γ=3``); None for any other name."""
+    match = re.fullmatch(r"(?:focal|fl)_*(?:loss)?[_(]*(?:gamma|γ)?[_=]*(\d+(?:\.\d+)?)\)?", key)
+    return float(match.group(1)) if match else None
 
 
 def loss_color_key(info: LossInfo) -> tuple[str, float | None]:

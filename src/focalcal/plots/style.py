@@ -32,6 +32,7 @@ from matplotlib.text import Text
 from focalcal import catalog
 from focalcal._constraints import REAL, validate_parameters
 from focalcal._io import atomic_write
+from focalcal.naming import focal_gamma_in_name
 from focalcal.training.health import HEALTHY
 
 REPORT_WIDTH = 9.0  # inches; one report column (~900 px)
@@ -42,7 +43,7 @@ BASE_FONT_SIZE = 11
 # seaborn's "colorblind" palette and "whitegrid" axes style (seaborn 0.13: ``color_palette("colorblind",
 # 10)``, ``axes_style("whitegrid")``, less its default colormap "rocket", which only importing seaborn
 # registers; every figure here names its colormap), written out so that drawing a figure does not
-# import seaborn and scipy.stats (~1 s); tests/test_plots_style.py checks both against seaborn.
+# import seaborn and scipy.stats; tests/test_plots_style.py checks both against seaborn.
 SEABORN_COLORBLIND = ["#0173b2", "#de8f05", "#029e73", "#d55e00", "#cc78bc", "#ca9161", "#fbafe4", "#949494",
                       "#ece133", "#56b4e9"]
 SEABORN_WHITEGRID = {
@@ -102,9 +103,9 @@ def color_for(name: str, gamma: float | None = None) -> str:
     (never a colour that depends on plotting order).
     """
     key = canonical_name(name)
-    match = re.fullmatch(r"(?:focal|fl)_*(?:loss)?[_(]*(?:gamma|γ)?[_=]*(\d+(?:\.\d+)?)\)?", key)
-    if match and gamma is None:
-        key, gamma = "focal", float(match.group(1))
+    named = focal_gamma_in_name(key)
+    if named is not None and gamma is None:
+        key, gamma = "focal", named
     if key == "focal" and gamma is not None:
         return gamma_color(gamma)
     declared = catalog.declared_colour(key)
