@@ -4,8 +4,8 @@ By default glibc hands an array of more than 128 KiB back to the system when it 
 threshold then rises to the largest array freed, at most 32 MiB) and trims the heap's free top
 beyond twice that; the next array of that size is faulted in again, page by page, in system time.
 `focalcal calibrate` allocates and frees 8-16 MiB arrays for every calibrator it measures (the
-bootstrap's running sums): left to the defaults, ~0.3 s of its ~3.5 s CPU goes to those page
-faults (bench/README.md). Called by the command's process only: a library call from a notebook leaves
+bootstrap's running sums): left to the defaults, a share of its CPU goes to those page faults
+(``python -m bench calibrate_command`` measures it; bench/README.md). Called by the command's process only: a library call from a notebook leaves
 that process's allocator as it was.
 """
 

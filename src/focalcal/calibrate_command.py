@@ -11,7 +11,7 @@ Written into ``out_dir``:
 * ``metrics.csv`` — tidy rows ``calibrator, metric, bins, value, ci_low, ci_high``: the test
   metrics with 95 % percentile bootstrap intervals over test samples (paired: every
   calibrator is measured on the same resamples), and smECE (no interval: relplot's estimate
-  takes ~20 ms per call, too slow to resample);
+  is too slow to resample, ``python -m bench calibrate_command``);
 * ``reliability/<calibrator>.svg`` — binned and smooth reliability diagrams
   (:func:`focalcal.plots.reliability_svg`: SVG text, no matplotlib);
 * ``index.html`` — the table and the diagrams in one file (diagrams inlined).
@@ -43,8 +43,8 @@ from focalcal.logits_file import LogitsSet
 # the same), labels and costs. Ψ^γ's γ is the model's training focal γ (--gamma), where the
 # workflow takes the run's. Those whose calibrator holds K² numbers (vector scaling's (2K)²
 # Newton system, Dirichlet's K × K matrix) run by default only up to MAX_CLASSES_QUADRATIC
-# classes: 100 × 1,000 logits already take vector scaling ~35 s, and 10,000 classes a 2K × 2K
-# system of 3.2 GB.
+# classes: the Newton system grows as K², and 10,000 classes make it 2K × 2K float64s (3.2 GB);
+# ``python -m bench compare`` times vector scaling at 100 × 10,000.
 PSI_KEY = "psi"
 _OFFERED = {key: role for key, role in catalog.ROLES.items() if role.cli}
 CALIBRATORS: dict[str, dict] = {key: {name: value for name, value in role.spec.items() if value != catalog.FROM_LOSS}
@@ -71,8 +71,8 @@ MAX_CLASSES_QUADRATIC = 200
 # search with scipy.optimize, TS by ECE's 100 softmaxes. Focal TS by ECE and by NLL go together, so
 # that the second reuses the grid the first scored; TS by NLL (Brent's method) and isotonic
 # regression (pool-adjacent-violators) go together, so that one process alone imports
-# scipy.optimize (~0.2 s, and its share of the teardown at exit). The others follow in the
-# order asked for.
+# scipy.optimize (and tears it down at exit). The others follow in the order asked for
+# (``python -m bench calibrate_command`` times each unit; bench/README.md).
 COSTLIEST_FIRST = (("fts_ece", "fts_nll"), ("vector_scaling",), ("ts_nll", "isotonic"), ("ts_ece",))
 # The calibrators whose fit scores the grid of ``calibration._focal_grid``, so its compiled kernel
 # when built: named here, so that checking for them imports nothing (tests/test_calibrate_out_folder.py
@@ -161,7 +161,7 @@ def _checked_compare(logits: LogitsSet, out_dir, specs: dict, work: _SharedWork,
                      f"{len(logits.val_labels):,} validation samples to fit them on; its fit is not determined "
                      "by the data")
     # One BLAS thread: this process's matrices are small, and OpenBLAS threads that spin-wait
-    # beside the second process's grid cost more CPU than they save (bench compare: 22 -> 16 s).
+    # beside the second process's grid cost more CPU than they save (``python -m bench compare``).
     folder = out_dir if isinstance(out_dir, OutputFolder) else stack.enter_context(output_folder(out_dir))
     stack.enter_context(threadpool_limits(limits=1, user_api="blas"))
     try:
@@ -288,11 +288,12 @@ class _SharedWork:
 
     A thread of this process receives the outcomes as they are sent: a pipe holds 64 KiB, about
     five calibrators' diagrams, so without it the second process's sends would wait, idle, for
-    this one to finish its fit (0.3-0.4 s of 2.8 s on 10,000 + 5,000 × 100 logits).
+    this one to finish its fit (``python -m bench calibrate_command``).
 
     Focal TS's grid runs on one core fewer than the machine has (:func:`background_threads`) in
     either process: the other process keeps a core busy, and the grid's evenly split blocks
-    would wait for a thread that shares it (on 2 cores a two-thread grid spends ~15 % more CPU).
+    would wait for a thread that shares it (on 2 cores a two-thread grid spends more CPU;
+    ``python -m bench calibrate_command``).
     """
 
     def __init__(self, units: list[tuple[str, ...]], specs: dict, val_logits, val_labels, measuring: _Measuring):
@@ -400,9 +401,9 @@ def start_method() -> str:
     """How the second process starts: ``fork`` where the system has it and torch is not loaded
     here, else ``spawn``. A forked process starts with this one's modules, logits and bootstrap
     resamples (:func:`_load_for_fork`), where a spawned one is a fresh interpreter that imports
-    them again and receives the logits through a pipe: about 1 s of CPU on 10,000 + 5,000 × 100
-    logits (bench/README.md). torch's thread pools do not survive a fork, so a process that has
-    loaded torch (a notebook calling :func:`compare_calibrators`) spawns."""
+    them again and receives the logits through a pipe, which costs CPU a fork does not spend
+    (``python -m bench calibrate_command``; bench/README.md). torch's thread pools do not survive
+    a fork, so a process that has loaded torch (a notebook calling :func:`compare_calibrators`) spawns."""
     import multiprocessing
     import sys
 
@@ -434,7 +435,7 @@ def _eager_unless_built(specs: dict, announce: Callable[[str], None]) -> None:
     """Where focal temperature scaling's grid kernel is not built, the grid runs on the eager
     PyTorch path and one line says so: its build belongs to `focalcal build-kernels`, and would
     pass for a calibrator's fit time. Without torch (the core install with the plots extra) the
-    kernel is the only path, so it is compiled here (~1 s, before the fit's clock starts), and
+    kernel is the only path, so it is compiled here (before the fit's clock starts), and
     where it cannot be one line says what to install. Called by the process that fits the grid,
     just before, so that a process that does not fit it never imports torch."""
     import importlib.util

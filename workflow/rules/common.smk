@@ -28,7 +28,7 @@ validate_config(config, os.path.join(workflow.basedir, "schemas/config.schema.ya
 # CPU numerics pinned to AVX2 kernels (training.numerics): set before torch is first imported
 # here, so the fused kernels are built for that target and every job inherits the pins.
 pin_workflow(config)
-# Builds every loss and calibrator of the config (imports torch, ~2 s): in the main
+# Builds every loss and calibrator of the config (imports torch): in the main
 # process only, not again in each job that re-parses this file (cluster jobs).
 if workflow.is_main_process:
     check_entries(config)

@@ -1,12 +1,12 @@
 """Focal temperature scaling's (γ, T) grid kernel (``kernels/focal_grid.c``), built once as a plain
-C library and loaded with ctypes, so that the fit imports no torch (~3 s of CPU, most of a
-`focalcal calibrate` second process's start).
+C library and loaded with ctypes, so that the fit imports no torch (whose import is most of a
+`focalcal calibrate` second process's start; ``python -m bench calibrate_command``).
 
 The build is keyed by the source's and flags' digest and the CPU's vector width (``avx2`` where the
 CPU has AVX2 and FMA, else ``default``) and lives in the kernels' shared cache
 (:func:`focalcal._kernels.cache_root`), so every checkout of the same source loads the same
 ``.so``; ``python -m focalcal build-kernels`` builds it with the fused loss kernels, and outside
-workflow jobs (``FOCALCAL_KERNEL_BUILD=never``) a missing build is compiled on first use (~1 s).
+workflow jobs (``FOCALCAL_KERNEL_BUILD=never``) a missing build is compiled on first use.
 Where none can be had, :mod:`focalcal.calibration._focal_grid` runs its torch reference path.
 """
 

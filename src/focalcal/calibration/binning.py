@@ -94,7 +94,7 @@ class IsotonicCalibration(Calibrator):
     ``y_thresholds_`` (lists of K arrays) and evaluated by linear interpolation, exactly as
     ``sklearn.isotonic.IsotonicRegression.predict`` does, so the JSON form needs no pickle.
     The fit is scikit-learn's, step for step (:func:`isotonic_thresholds`), without importing
-    scikit-learn (~1 s). It takes no arguments.
+    scikit-learn (a cost every job would pay; ``python -m bench workflow``). It takes no arguments.
 
     Attributes:
         x_thresholds_ (list[np.ndarray]): K increasing float arrays, each class's breakpoints in

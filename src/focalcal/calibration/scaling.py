@@ -38,7 +38,7 @@ from focalcal.calibration._base import Calibrator
 def warn_unconverged(calibrator: str, iterations: int, gradient: float, tol: float) -> None:
     """The scikit-learn-style warning of a fit that reached its iteration cap before its tolerance.
 
-    Imports scikit-learn (~1 s) only when it warns, for its ``ConvergenceWarning``.
+    Imports scikit-learn (a cost every job would pay) only when it warns, for its ``ConvergenceWarning``.
 
     Args:
         calibrator: The calibrator's name, as the message says it.
@@ -61,7 +61,7 @@ def warn_unconverged(calibrator: str, iterations: int, gradient: float, tol: flo
         >>> caught[0].category.__name__, str(caught[0].message).split(":")[0]
         ('ConvergenceWarning', 'matrix_scaling calibration did not converge')
     """
-    from sklearn.exceptions import ConvergenceWarning  # here: importing sklearn costs ~1 s per job
+    from sklearn.exceptions import ConvergenceWarning  # here: importing sklearn costs every job CPU
 
     warnings.warn(f"{calibrator} calibration did not converge: {iterations} iterations (max_iter) ended with the "
                   f"largest gradient entry {gradient:.3g} > tol = {tol:.3g}; raise max_iter or the L2 penalties",
@@ -597,7 +597,7 @@ class MatrixScaling(Calibrator):
         penalty_weights[:, n_classes] = self.bias_l2 / n_classes
         solve = fit_matrix_scaling_newton if n_classes <= NEWTON_MAX_CLASSES else fit_matrix_scaling_newton_cg
         # One BLAS thread: the products are (N, K + 1) × (K + 1, K), too small to share out, and
-        # OpenBLAS threads spin-waiting on a busy machine made each 10× slower.
+        # OpenBLAS threads spin-waiting on a busy machine slow each down (``python -m bench dirichlet``).
         with threadpool_limits(limits=1, user_api="blas"):
             params, (converged, iterations, gradient) = solve(logits, labels, penalty_weights, self.max_iter,
                                                               self.tol)

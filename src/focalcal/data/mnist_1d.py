@@ -1,6 +1,6 @@
 """MNIST-1D (Greydanus 2020) generated offline with the ``mnist1d`` package's own generator.
 
-The package generator is a per-sample Python loop (about 4 s per 20k samples), so each
+The package generator is a per-sample Python loop, slow at tens of thousands of samples, so each
 (n_samples, data_seed) is generated once and cached as ``root/mnist1d/mnist1d_n<N>_seed<S>.npz``.
 It seeds numpy's *global* RNG; the caller's global RNG state is restored afterwards.
 All samples form one pool (the package's own 80/20 cut is ignored): load() splits it.

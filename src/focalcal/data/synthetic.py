@@ -48,7 +48,7 @@ class GaussianMixture1D:
 
     def posterior(self, x) -> np.ndarray:
         """η(x) = p(y | x), shape (N, K); computed in log space, so finite for any real x."""
-        from scipy.special import log_softmax  # here, not at the top: its import costs every training job ~0.35 s
+        from scipy.special import log_softmax  # here, not at the top: its import costs every training job CPU
 
         return np.exp(log_softmax(self.log_joint(x), axis=1))
 

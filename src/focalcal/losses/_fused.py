@@ -7,7 +7,7 @@ kernel (``kernels/classwise.cpp``, SIMD through ATen's ``at::vec``) computes the
 formulas — exact log(1 − p) from the second-largest logit, the top class's singular slope
 through b_t — in four passes over the logits.
 
-It is compiled once with ``torch.utils.cpp_extension`` (a C++ compiler and ninja; ~30 s) for
+It is compiled once with ``torch.utils.cpp_extension`` (a C++ compiler and ninja) for
 the CPU's vector width, by ``python -m focalcal build-kernels`` (``make venv`` runs it; the
 workflow runs it before its first job), or else on first use. The build lives in torch's
 extension cache (``TORCH_EXTENSIONS_DIR``) under a name keyed by the source's digest, the CPU

@@ -373,7 +373,7 @@ def smooth_reliability_curve(probs: ArrayLike, labels: ArrayLike) -> SmoothRelia
     These are the ``mesh``, ``mu``, ``density`` and ``ce`` of ``relplot.prepare_rel_diagram(f, y,
     plot_confidence_band=False, report_CE=True, report_CE_std=False)``, made by the same relplot
     calls (its default reflected Gaussian kernel, its kernel smoother's ``smooth``), without the
-    plotting half of relplot that its package imports (scikit-learn, seaborn, pyplot: ~1 s).
+    plotting half of relplot that its package imports (scikit-learn, seaborn, pyplot).
 
     Args:
         probs: Predicted probabilities, shape (N, K), rows summing to 1 (numpy or torch).

@@ -210,7 +210,8 @@ def pixel_accuracy(pred: ArrayLike, target: ArrayLike, ignore_index: int | None 
 # ---------------------------------------------------------------- Hausdorff distance
 
 # scipy.ndimage and scipy.special are imported in the functions that use them: every training
-# job imports focalcal.metrics, and only segmentation needs them (~0.25 s of import each job).
+# job imports focalcal.metrics, and only segmentation needs them (``python -m bench workflow``
+# counts each job's CPU).
 _FOUR_NEIGHBOURS = np.array([[0, 1, 0], [1, 1, 1], [0, 1, 0]], dtype=bool)  # generate_binary_structure(2, 1)
 
 

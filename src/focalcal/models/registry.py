@@ -31,7 +31,8 @@ from .unet import UNet
 from .wide_resnet import WideResNet
 
 # The torchvision-based models (.torchvision_cifar, .segmentation) are imported by their
-# factories: importing torchvision costs ~1.5 s, paid by every workflow job otherwise.
+# factories: importing torchvision costs CPU every workflow job would pay otherwise
+# (``python -m bench workflow`` counts each job's CPU).
 
 TASKS = catalog.TASKS
 

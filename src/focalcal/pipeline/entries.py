@@ -10,11 +10,11 @@ key path (``losses.focal_s.gamma``) and what is allowed:
 * losses and calibrators are built (cheap: no weights, no data), so their constructors'
   own checks run; the library stays the one place that says what a value may be;
 * datasets and models are not built: that would load data, or allocate weights (on the meta
-  device a He-initialised net still imports ``torch._dynamo``, ~1.6 s). Their option names
+  device a He-initialised net still imports ``torch._dynamo``). Their option names
   and types are checked against the loader's or factory's signature, and a dataset's
   ``load()`` arguments by the checks ``load()`` itself runs before reading anything.
 
-This imports torch (~2 s), so the Snakefile runs it in Snakemake's main process only, not
+This imports torch, so the Snakefile runs it in Snakemake's main process only, not
 again in every job that re-parses the Snakefile.
 """
 

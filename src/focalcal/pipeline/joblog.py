@@ -100,7 +100,8 @@ def end_process(status: int = 0) -> None:
     """End this process without Python's interpreter teardown, once its work is written.
 
     A finished job has nothing left to do, yet unloading what it imported (torch, its compiler
-    stack, pandas) costs a torch job about 1.4 s of CPU, a fifth of a small training run. So:
+    stack, pandas) costs a torch job a sizeable share of a small training run's CPU (``python -m bench workflow``;
+    bench/README.md, "Workflow"). So:
     wait for any non-daemon thread (as the interpreter's own shutdown would), flush the standard
     streams, and leave with ``os._exit``. Every output of a job is written atomically and closed
     before this, so no buffered write is lost."""

@@ -1,8 +1,8 @@
 """One model's reliability diagram as SVG text, written without matplotlib.
 
 ``focalcal calibrate`` draws one diagram per calibrator and inlines each into its page. Writing
-the shapes as SVG elements takes milliseconds where matplotlib's import and a PNG save take
-~1.3 s and ~0.3 s a diagram, and leaves the text to the browser, so the page stays crisp at any
+the shapes as SVG elements takes a fraction of matplotlib's import and PNG save (``python -m bench
+calibrate_command``), and leaves the text to the browser, so the page stays crisp at any
 zoom. The diagram is the one :func:`focalcal.plots.reliability_diagram` draws (the same bins,
 ECE, smooth curve and panels); the report's figures keep matplotlib.
 

@@ -94,7 +94,7 @@ def linear_model_data(n_train: int = 4000, n_test: int = 1000, flip: float = 0.1
     flip = _check_real(flip, "flip", low=0.0, high=1.0)
     side = _check_real(side, "side", low=0.0, open_low=True)
     seed = _check_int(seed, "seed", 0, 2**32 - 1)
-    from sklearn.datasets import make_classification  # here: importing sklearn costs ~1 s
+    from sklearn.datasets import make_classification  # here: importing sklearn costs every job CPU
 
     n = n_train + n_test
     options = {"n_samples": n, "n_features": 2, "n_informative": 2, "n_redundant": 0, "n_repeated": 0, "n_classes": 2,
