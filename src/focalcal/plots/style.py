@@ -32,6 +32,7 @@ from matplotlib.text import Text
 from focalcal import catalog
 from focalcal._constraints import REAL, validate_parameters
 from focalcal._io import atomic_write
+from focalcal.naming import focal_gamma_in_name
 from focalcal.training.health import HEALTHY
 
 REPORT_WIDTH = 9.0  # inches; one report column (~900 px)
@@ -102,9 +103,9 @@ def color_for(name: str, gamma: float | None = None) -> str:
     (never a colour that depends on plotting order).
     """
     key = canonical_name(name)
-    match = re.fullmatch(r"(?:focal|fl)_*(?:loss)?[_(]*(?:gamma|γ)?[_=]*(\d+(?:\.\d+)?)\)?", key)
-    if match and gamma is None:
-        key, gamma = "focal", float(match.group(1))
+    named = focal_gamma_in_name(key)
+    if named is not None and gamma is None:
+        key, gamma = "focal", named
     if key == "focal" and gamma is not None:
         return gamma_color(gamma)
     declared = catalog.declared_colour(key)
