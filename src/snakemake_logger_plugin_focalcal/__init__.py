@@ -8,7 +8,7 @@ Snakemake imports every installed logger plugin while it builds its argument par
 before it reads those files; so importing this package checks each file named by
 ``--configfile``/``--configfiles`` with :func:`focalcal.pipeline.config.load_config_file` (its
 size, its values counted on the YAML node graph with every alias expanded, a key given twice)
-and ends Snakemake with one line naming a refused file. A file that does not exist or does not
+and ends Snakemake with a line naming a refused file. A file that does not exist or does not
 parse is left to Snakemake, which says so itself.
 
 It covers every ``snakemake`` whose environment has focalcal installed (``make venv``'s
@@ -44,7 +44,8 @@ def named_config_files(argv: list[str]) -> list[str]:
 
 
 def refusal(argv: list[str]) -> str | None:
-    """The line refusing the first config file of ``argv`` that is out of bounds; None when none is."""
+    """The message refusing the first config file of ``argv`` that is out of bounds (one line naming
+    the file; a key given twice adds one line per such key); None when none is."""
     try:
         from yaml import YAMLError
 
@@ -57,7 +58,7 @@ def refusal(argv: list[str]) -> str | None:
         try:
             load_config_file(path)
         except ConfigError as error:
-            return f"focalcal: {str(error).splitlines()[0]}"
+            return f"focalcal: {error}"
         except (OSError, ValueError, YAMLError):  # unreadable or not YAML: Snakemake names it in its own words
             continue
     return None

@@ -19,11 +19,12 @@ import sys
 
 from snakemake.settings.types import DeploymentMethod
 
-from focalcal.pipeline.prepare_data import SPECS_ENV, specs_for_jobs
+from focalcal.pipeline.prepare_data import PYTHON_ENV, SPECS_ENV, specs_for_jobs
 
 os.environ[SPECS_ENV] = specs_for_jobs(config)
-# the conda env's Python under --use-conda (as a script: job would use), else Snakemake's own
-PREPARE_PYTHON = (
+# The job's Python: the conda env's under --use-conda (as a script: job would use), else
+# Snakemake's own. Neither is a rule param, so neither can re-plan a prepared data set.
+os.environ[PYTHON_ENV] = (
     "python"
     if DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method
     else sys.executable
@@ -44,4 +45,4 @@ rule prepare_data:
     conda:
         "../envs/torch.yaml"
     shell:
-        "{PREPARE_PYTHON:q} -m focalcal.pipeline.prepare_data {wildcards.dataset:q} {output:q} {log:q}"
+        '"$FOCALCAL_PREPARE_PYTHON" -m focalcal.pipeline.prepare_data {wildcards.dataset:q} {output:q} {log:q}'

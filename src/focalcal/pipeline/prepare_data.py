@@ -16,6 +16,7 @@ import os
 import sys
 
 SPECS_ENV = "FOCALCAL_DATASETS"  # {"datasets": {key: spec}, "download": bool}, set by workflow/rules/data.smk
+PYTHON_ENV = "FOCALCAL_PREPARE_PYTHON"  # the Python the rule's shell command runs this module with
 
 
 def specs_for_jobs(config: dict) -> str:
