@@ -281,3 +281,47 @@ def test_a_focal_label_is_read_back_as_its_gamma_and_coloured_as_it():
         assert focal_gamma_in_name(style.canonical_name(label)) == catalog.focal_gamma({"name": "focal", "gamma": gamma})
         assert style.color_for(label) == style.gamma_color(gamma)
     assert focal_gamma_in_name(style.canonical_name("FLSD-53")) is None
+
+
+def role_key_literals(modules: dict[str, ast.Module], names: tuple[str, ...]) -> list[str]:
+    """Where the modules ``names`` write a calibrator role's key as a string (dict keys and
+    subscripts of their own parameters aside)."""
+    from focalcal import catalog
+
+    found = []
+    for name in names:
+        tree = modules[name]
+        own = {id(key) for node in ast.walk(tree) if isinstance(node, ast.Dict) for key in node.keys}
+        own |= {id(node.slice) for node in ast.walk(tree) if isinstance(node, ast.Subscript)}
+        found += [f"{name}:{node.lineno}" for node in ast.walk(tree)
+                  if isinstance(node, ast.Constant) and node.value in catalog.ROLES and id(node) not in own]
+    return found
+
+
+MUKHOTI_PAGE = ("papers/mukhoti2020/page.py", "papers/mukhoti2020/translation.py")
+
+
+def test_mukhoti2020s_page_reads_its_calibrator_roles_from_the_catalog():
+    assert role_key_literals(_modules(), MUKHOTI_PAGE) == []
+
+
+def test_the_role_key_guard_finds_a_second_copy():
+    modules = {**_modules(), MUKHOTI_PAGE[0]: ast.parse('post = study.role_key("ts_ece") or study.role_key("ts_nll")\n')}
+    assert role_key_literals(modules, MUKHOTI_PAGE) == [f"{MUKHOTI_PAGE[0]}:1"] * 2
+
+
+def test_a_role_added_to_the_papers_entry_stands_for_its_stage(monkeypatch):
+    from dataclasses import replace
+    from types import SimpleNamespace
+
+    from focalcal.papers import mukhoti2020
+
+    def study(keys: dict):
+        return SimpleNamespace(role_key=lambda role, views=None: keys.get(role))
+
+    keys = {"raw": "uncalibrated", "ts_nll": "ts", "ts_focal": "tsf"}
+    assert mukhoti2020.calibration_stages(study(keys)) == ("uncalibrated", "ts", "ts_nll")
+    assert mukhoti2020.calibration_stages(study({"ts_ece": "e"})) == (None, "e", "ts_ece")
+    monkeypatch.setattr(mukhoti2020, "PAPER", replace(mukhoti2020.PAPER, roles={"before": ("raw",),
+                                                                                "after": ("ts_focal", "ts_nll")}))
+    assert mukhoti2020.calibration_stages(study(keys)) == ("uncalibrated", "tsf", "ts_focal")

@@ -101,7 +101,9 @@ class Paper:
     (a study that calibrates no run then plans nothing); False for a paper whose runs are scored
     without calibrating (segmentation). ``reference_model``: the published model a run on a
     model the paper does not use is compared with (:func:`focalcal.naming.paper_setting`);
-    None: the data set alone. Its place in :data:`PAPERS` is its page's place in the report.
+    None: the data set alone. ``roles``: the calibrator roles (:data:`ROLES` keys) its page
+    compares, by stage (``"before"``, ``"after"`` calibration), most preferred first: a study's
+    first role of a stage stands for it. Its place in :data:`PAPERS` is its page's place in the report.
 
     Its package's modules hold its code (the module docstring of :mod:`focalcal.papers`):
     ``claims`` (``CLAIMS``, optional), ``page`` (``SUMMARY``, ``PUBLISHED_SHOWN``,
@@ -115,6 +117,7 @@ class Paper:
     theory: dict[str, TheoryFigure] = field(default_factory=dict)
     needs_study_table: bool = True
     reference_model: str | None = None
+    roles: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def __post_init__(self):
         for name, figure in self.theory.items():
@@ -227,6 +230,8 @@ PAPERS: dict[str, Paper] = {entry.key: entry for entry in (
                 "cross-entropy vs focal loss", "linear_model_mistakes_figure", coarse=_M20_COARSE_LINEAR_MODEL),
         },
         reference_model="ResNet 50",  # the model of Figs 1-3 and of every data set in Tables 1-2
+        # its tables' and Fig 9's before and after temperature scaling (by val ECE, else by val NLL)
+        roles={"before": ("raw",), "after": ("ts_ece", "ts_nll")},
     ),
     Paper(
         _H21, "Hossain et al. 2021 — Dual focal loss for class-imbalanced segmentation", f"{_PAPER_PACKAGES}.{_H21}",
@@ -835,4 +840,7 @@ def schema_enums() -> dict[str, list[str]]:
 for _table in (_DATASETS, MODELS, LOSSES, CALIBRATORS):
     for _name, _entry in _table.items():
         _check_entry(_name, _entry)
+for _paper in PAPERS.values():
+    if _unknown := [role for stage in _paper.roles.values() for role in stage if role not in ROLES]:
+        raise ValueError(f"paper {_paper.key!r} names calibrator roles {_unknown} that ROLES does not declare")
 del _table, _name, _entry

@@ -17,7 +17,7 @@ from focalcal import paths
 from focalcal._io import read_csv
 from focalcal.catalog import ROLE_LABELS
 from focalcal.naming import LossInfo, loss_color_key
-from focalcal.papers.mukhoti2020 import confidences, figures, translation
+from focalcal.papers.mukhoti2020 import calibration_stages, confidences, figures, translation
 from focalcal.papers.mukhoti2020.labels import mukhoti_name
 from focalcal.plots.style import color_for, status_label
 from focalcal.report import published
@@ -111,9 +111,7 @@ def _with_runs(study: StudyView, views: list[RunView]) -> StudyView:
 
 def _classification_plan(study: StudyView) -> tuple[list[Artifact], list[str]]:
     artifacts, notes = [], []
-    pre = study.role_key("raw")
-    post = study.role_key("ts_ece") or study.role_key("ts_nll")
-    post_role = "ts_ece" if study.role_key("ts_ece") else ("ts_nll" if post else None)
+    pre, post, post_role = calibration_stages(study)
     if pre is None:
         notes.append("Tables 1-13: need the uncalibrated model (an identity calibrator); this study has none")
     else:
@@ -198,14 +196,14 @@ def _m20_fig9(study: StudyView, views: list[RunView], where: str, notes: list[st
         by_loss.setdefault(name, v)
     missing = [name for name in _FIG9_LOSSES if name not in by_loss]
     chosen = [by_loss[name] for name in _FIG9_LOSSES if name in by_loss]
-    uncalibrated = [v.loss.label for v in chosen if "raw" not in v.roles or not ({"ts_ece", "ts_nll"} & set(v.roles))]
+    uncalibrated = [v.loss.label for v in chosen if None in calibration_stages(study, [v])[:2]]
     if missing or uncalibrated:
         lacks = (f"runs with {', '.join(missing)}" if missing else
                  f"the uncalibrated model and temperature scaling of {', '.join(uncalibrated)}")
         notes.append(f"Fig 9: needs {lacks} beside the cross-entropy run ({where})")
         return []
     models = [{"label": v.loss.label, "color": list(loss_color_key(v.loss)), "logits": study.logits(v),
-               "calibration": study.calibration(v), "raw": v.roles["raw"], "post": v.roles.get("ts_ece") or v.roles.get("ts_nll"),
+               "calibration": study.calibration(v), "raw": calibration_stages(study, [v])[0], "post": calibration_stages(study, [v])[1],
                "run_dir": v.run.run_dir} for v in chosen]
     anchor = chosen[0]
     run = {"path": anchor.path, "run_config": f"{anchor.run.run_dir}/{paths.RUN_CONFIG}",

@@ -19,6 +19,7 @@ import pandas as pd
 from focalcal import catalog, paths
 from focalcal._io import read_csv
 from focalcal.naming import LossInfo, loss_color_key
+from focalcal.papers.mukhoti2020 import calibration_stages
 from focalcal.plots.frames import require_columns
 from focalcal.plots.style import color_for, new_figure, paper_title, status_label, styled
 from focalcal.report import published
@@ -48,9 +49,7 @@ def table3_name(info: LossInfo) -> str | None:
 def plan(study, views) -> tuple[list, list[str]]:
     """Table 3 and Fig 5 from the study's translation runs ``views``."""
     artifacts, notes = [], []
-    pre = study.role_key("raw", views)
-    post_role = "ts_ece" if study.role_key("ts_ece", views) else ("ts_nll" if study.role_key("ts_nll", views) else None)
-    post = study.role_key(post_role, views) if post_role else None
+    pre, post, post_role = calibration_stages(study, views)
     losses = {v.run.loss: table3_name(v.loss) for v in views}
     if pre is None:
         notes.append("Table 3: needs the uncalibrated model (an identity calibrator) of the translation runs")
