@@ -93,10 +93,14 @@ def verify_tree(workdir=".", progress: Callable[[str], None] | None = None) -> t
             damaged.append(Damage(path, problem, remake_hint(path)))
         if progress is not None and checked % 500 == 0:
             progress(f"checked {checked} artefacts, {len(damaged)} damaged so far")
+    # A file without its sidecar is still compared with its run; one found damaged or mismatched
+    # there is named as that (the same re-make), not also as unverified.
     unverified = without_sidecar(results)
-    bad = {damage.path for damage in damaged + unverified}
+    bad = {damage.path for damage in damaged}
+    found_in_runs = [problem for run in run_dirs(results) for problem in check_run(results, run, bad)]
+    named = {problem.path for problem in found_in_runs}
     return (checked + len(unverified),
-            damaged + unverified + [mismatch for run in run_dirs(results) for mismatch in check_run(results, run, bad)])
+            damaged + [damage for damage in unverified if damage.path not in named] + found_in_runs)
 
 
 def without_sidecar(results: Path) -> list[Damage]:
