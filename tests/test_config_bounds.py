@@ -95,6 +95,20 @@ def test_every_documented_entry_point_refuses_an_alias_bomb_of_any_shape_in_seco
         assert seconds < 30, (extra, seconds)
 
 
+def test_the_snakemake_check_leaves_other_workflows_in_the_same_environment_alone(tmp_path):
+    # a key given twice: focalcal's loader refuses it, Snakemake's accepts it (the later value wins)
+    config = tmp_path / "config.yaml"
+    config.write_text("greeting: hello\ngreeting: again\n")
+    (tmp_path / "Snakefile").write_text('rule all:\n    run:\n        print("said", config["greeting"])\n')
+    snakemake = str(BIN / "snakemake")
+    returncode, _, output = timed_refusal([snakemake, "--cores", "1", "--configfile", str(config)], tmp_path)
+    assert returncode == 0 and "said again" in output, output[-2000:]
+    # the same file given to focalcal's workflow is refused, naming the key
+    returncode, _, output = timed_refusal([snakemake, "-n", "-s", str(ROOT / "workflow" / "Snakefile"),
+                                           "--configfile", str(config)], tmp_path)
+    assert returncode == 1 and "greeting" in output and str(config) in output, output[-2000:]
+
+
 def test_make_run_refuses_a_bombed_default_config_in_seconds(workflow_checkout):
     # `make run` runs the checkout's default config (no --configfile): the Snakefile checks it before reading it
     (workflow_checkout / "config" / "config.yaml").write_text(report_bomb(merged=False))

@@ -11,9 +11,11 @@ size, its values counted on the YAML node graph with every alias expanded, a key
 and ends Snakemake with a line naming a refused file. A file that does not exist or does not
 parse is left to Snakemake, which says so itself.
 
-It covers every ``snakemake`` whose environment has focalcal installed (``make venv``'s
-``.venv``, where the workflow runs), whatever the profile. As a logger (``--logger focalcal``)
-it logs nothing.
+It covers every ``snakemake`` of focalcal's workflow whose environment has focalcal installed
+(``make venv``'s ``.venv``, where the workflow runs), whatever the profile. Other workflows run
+from the same environment are left alone: the check runs only where the Snakefile Snakemake will
+read (``-s``/``--snakefile``, else Snakemake's default places) sits beside focalcal's config
+schema. As a logger (``--logger focalcal``) it logs nothing.
 """
 
 from __future__ import annotations
@@ -25,6 +27,11 @@ from logging import LogRecord
 from snakemake_interface_logger_plugins.base import LogHandlerBase
 
 OPTIONS = ("--configfile", "--configfiles")
+SNAKEFILE_OPTIONS = ("-s", "--snakefile")
+# Where Snakemake looks for a Snakefile when none is named, in its order.
+DEFAULT_SNAKEFILES = ("Snakefile", "snakefile", "workflow/Snakefile", "workflow/snakefile")
+# The first lines of focalcal's config schema (workflow/schemas/config.schema.yaml) say whose it is.
+SCHEMA_TITLE = "title: focalcal workflow configuration"
 
 
 def named_config_files(argv: list[str]) -> list[str]:
@@ -41,6 +48,29 @@ def named_config_files(argv: list[str]) -> list[str]:
         elif taking:
             files.append(argument)
     return files
+
+
+def named_snakefile(argv: list[str]) -> str | None:
+    """The Snakefile Snakemake will read: the one ``argv`` names, else the first of Snakemake's
+    default places that exists; None when there is none."""
+    for index, argument in enumerate(argv):
+        option, equals, value = argument.partition("=")
+        if option in SNAKEFILE_OPTIONS:
+            return value if equals else (argv[index + 1] if index + 1 < len(argv) else None)
+    return next((path for path in DEFAULT_SNAKEFILES if os.path.isfile(path)), None)
+
+
+def runs_focalcal_workflow(argv: list[str]) -> bool:
+    """Whether that Snakefile is focalcal's workflow: its folder holds focalcal's config schema."""
+    snakefile = named_snakefile(argv)
+    if snakefile is None:
+        return False
+    schema = os.path.join(os.path.dirname(os.path.abspath(snakefile)), "schemas", "config.schema.yaml")
+    try:
+        with open(schema, encoding="utf-8") as handle:
+            return SCHEMA_TITLE in handle.read(4096)
+    except OSError:
+        return False
 
 
 def refusal(argv: list[str]) -> str | None:
@@ -97,7 +127,7 @@ class LogHandler(LogHandlerBase):
         return False
 
 
-if _is_snakemake_command_line():
+if _is_snakemake_command_line() and runs_focalcal_workflow(sys.argv[1:]):
     _refused = refusal(sys.argv[1:])
     if _refused is not None:
         print(_refused, file=sys.stderr)
