@@ -1,4 +1,7 @@
-"""Run every benchmark: ``python -m bench [--quick] [topic ...]`` (``make bench``)."""
+"""Run every benchmark: ``python -m bench [--quick] [topic ...]`` (``make bench``).
+
+``python -m bench report`` runs none: it writes bench/RESULTS.md from the recorded results
+(:mod:`bench.report`)."""
 
 import argparse
 import importlib
@@ -14,6 +17,11 @@ def main() -> None:
     parser.add_argument("topics", nargs="*", help=f"benchmarks to run (default: all of {', '.join(topics)})")
     parser.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke run")
     args = parser.parse_args()
+    if args.topics == ["report"]:
+        from bench import report
+
+        report.main()
+        return
     unknown = sorted(set(args.topics) - set(topics))
     if unknown:
         parser.error(f"unknown benchmark(s) {unknown}; available: {topics}")

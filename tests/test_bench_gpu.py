@@ -2,7 +2,7 @@
 the workers' stamps, FAILED loops that never become figures, the results' schema, the estimate,
 the commit of the package's own checkout, model FLOPs against a GPU's peak, and a tiny run of the
 whole bench on the CPU (the run section through Trainer.fit included); the GPU figures need a
-GPU (bench/README.md)."""
+GPU (bench/RESULTS.md)."""
 
 import json
 import os

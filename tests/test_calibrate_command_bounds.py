@@ -53,7 +53,7 @@ def test_quadratic_calibrators_are_skipped_above_the_bound_unless_named(tmp_path
 
 def test_100_rows_of_3000_classes_go_through_the_command(tmp_path):
     """The default calibrators on many classes: vector scaling is skipped, the rest finish (the
-    timeout is the bound; bench/README.md has the time for 100 x 10,000)."""
+    timeout is the bound; bench/RESULTS.md has the time for 100 x 10,000)."""
     path = tmp_path / "wide.npz"
     np.savez(path, **logits_set(100, 3000))
     result = subprocess.run([sys.executable, "-m", "focalcal", "calibrate", str(path), "--gamma", "2", "--out",

@@ -75,7 +75,7 @@ def test_the_mismatch_message_tells_a_regression_from_an_unverified_machine():
 def test_the_golden_file_names_the_classes_it_was_verified_on():
     golden = json.loads(GOLDEN.read_text())
     assert set(golden["runs"]) == set(RUNS)
-    # measured equal on both vendors (bench/README.md, "Pinned CPU numerics")
+    # measured equal on both vendors (bench/RESULTS.md, "Pinned CPU numerics")
     assert {"AuthenticAMD AVX2", "GenuineIntel AVX512"} <= set(golden["verified_on"])
 
 

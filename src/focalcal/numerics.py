@@ -13,7 +13,7 @@ bound, read different verdicts. The thread count splits reductions too.
 machine of the last decade has), runs MKL's vendor-neutral ``COMPATIBLE`` branch and fixes the
 thread count. MKL's ``AVX2`` branch is not the same code on Intel and AMD processors: under
 ``MKL_CBWR=AVX2,STRICT`` the golden runs' logits differed between an AMD EPYC and an Intel
-Xeon, under ``COMPATIBLE,STRICT`` they are the same bytes on both (``bench/README.md``,
+Xeon, under ``COMPATIBLE,STRICT`` they are the same bytes on both (``bench/RESULTS.md``,
 "Pinned CPU numerics"; ``python -m bench.numerics_hashes`` measures a machine). The libraries read these variables once, when
 they load or first dispatch, so they must be in the environment before torch or numpy is
 imported in the process that computes: the workflow sets them before its first torch

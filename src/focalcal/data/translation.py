@@ -26,7 +26,7 @@ The stand-in (:func:`synthetic_translation`) needs no download. All its choices 
   still right only with the fixed probabilities, so its confidence can be calibrated or not.
 
 Sizes: the default vocabulary (40 nouns, 20 adjectives, 20 verbs) gives 455 pieces (source and target words share one vocabulary); see
-bench/README.md for what a small Transformer reaches on it in a minute of CPU.
+bench/RESULTS.md for what a small Transformer reaches on it in a minute of CPU.
 """
 
 from __future__ import annotations

@@ -164,7 +164,7 @@ class Transformer(nn.Module):
 def attention_kernels(device: torch.device):
     """Where the attention runs: on the CPU, torch's plain (math) kernel. With the stand-in's
     heads of 16 dimensions and sentences of ~30 tokens its training steps take less CPU than
-    with the fused flash kernel torch would pick (bench/README.md, "Translation");
+    with the fused flash kernel torch would pick (bench/RESULTS.md, "Translation");
     elsewhere torch's own choice."""
     import contextlib
 
@@ -224,7 +224,7 @@ def transformer_small(
     attention_dropout: float = 0.0,
     activation_dropout: float = 0.0,
 ) -> Transformer:
-    """The stand-in's size (our choice, bench/README.md "Translation"): d_model 64, 4 heads, 2 + 2
+    """The stand-in's size (our choice, bench/RESULTS.md "Translation"): d_model 64, 4 heads, 2 + 2
     layers, d_ff 128, and the base model's dropout (residual 0.1 only). In trials on the stand-in
     (``translation_standin`` at 6 epochs) d_ff 128 left the plateau sooner than d_ff 256, for
     less CPU a step (``python -m bench translation_standin``), and dropout on the attention weights and the ReLU slowed

@@ -101,7 +101,7 @@ def end_process(status: int = 0) -> None:
 
     A finished job has nothing left to do, yet unloading what it imported (torch, its compiler
     stack, pandas) costs a torch job a sizeable share of a small training run's CPU (``python -m bench workflow``;
-    bench/README.md, "Workflow"). So:
+    bench/RESULTS.md, "Workflow"). So:
     wait for any non-daemon thread (as the interpreter's own shutdown would), flush the standard
     streams, and leave with ``os._exit``. Every output of a job is written atomically and closed
     before this, so no buffered write is lost."""
