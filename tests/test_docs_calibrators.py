@@ -1,0 +1,73 @@
+"""docs/own-logits.md's table of the calibrators `focalcal calibrate` offers comes from the catalog.
+
+docs/hooks/calibrators.py renders it at build time from the command's tables (``calibrate_command``,
+which reads ``catalog.ROLES``); the page holds only the marker, so a role declared in the
+catalog is on the page, and the page lists no calibrators by hand.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from dataclasses import replace
+from types import SimpleNamespace
+
+from conftest import ROOT
+
+from focalcal import calibrate_command, catalog
+
+PAGE = ROOT / "docs" / "own-logits.md"
+
+
+def _hook():
+    spec = importlib.util.spec_from_file_location("docs_hook_calibrators", ROOT / "docs" / "hooks" / "calibrators.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def table_rows(markdown: str) -> dict[str, tuple[str, str, str]]:
+    """key -> (label, runs, cost) of every row of the calibrators' table in ``markdown``."""
+    rows = re.findall(r"^\| `([a-z_]+)` \| (.*?) \| (.*?) \| (.*?) \|$", markdown, re.MULTILINE)
+    return {key: (label.replace("\\|", "|"), runs, cost) for key, label, runs, cost in rows}
+
+
+def hand_lists(markdown: str, keys) -> list[str]:
+    """Paragraphs of ``markdown`` (outside code blocks) that name three or more of ``keys`` as code."""
+    text = re.sub(r"```.*?```", "", markdown, flags=re.DOTALL)
+    return [paragraph for paragraph in text.split("\n\n")
+            if len({key for key in keys if f"`{key}`" in paragraph}) >= 3]
+
+
+def test_the_page_shows_every_offered_calibrator_as_the_catalog_declares_it():
+    hook = _hook()
+    rendered = hook.on_page_markdown(PAGE.read_text(), SimpleNamespace(file=SimpleNamespace(src_uri=hook.PAGE)))
+    rows = table_rows(rendered)
+    offered = [key for key, role in catalog.ROLES.items() if role.cli]
+    assert list(rows) == offered == list(calibrate_command.CALIBRATORS)
+    for key, (label, runs, cost) in rows.items():
+        role = catalog.ROLES[key]
+        assert (label, cost) == (role.label, role.cost)
+        assert runs.startswith("by default") == (role.cli == "default") == (key in calibrate_command.DEFAULT_CALIBRATORS)
+    assert rows["psi"][1] == "by default, given the training γ (`--gamma`)"
+    assert rows["vector_scaling"][1] == f"by default up to {calibrate_command.MAX_CLASSES_QUADRATIC} classes"
+    assert rows["dirichlet"][1] == "with `--calibrators`"
+
+
+def test_a_role_declared_in_the_catalog_is_on_the_page(monkeypatch):
+    new = replace(catalog.ROLES["ts_nll"], label="TS | new", cost="O(N K) once")
+    monkeypatch.setattr(calibrate_command, "CALIBRATORS", {**calibrate_command.CALIBRATORS, "ts_new": {"name": "x"}})
+    monkeypatch.setattr(calibrate_command, "LABELS", {**calibrate_command.LABELS, "ts_new": new.label})
+    monkeypatch.setattr(calibrate_command, "COSTS", {**calibrate_command.COSTS, "ts_new": new.cost})
+    assert table_rows(_hook().calibrators_table())["ts_new"] == ("TS | new", "with `--calibrators`", "O(N K) once")
+
+
+def test_the_page_lists_no_calibrators_by_hand():
+    text = PAGE.read_text()
+    assert _hook().MARKER in text
+    assert hand_lists(text, calibrate_command.CALIBRATORS) == []
+
+
+def test_the_hand_list_guard_finds_a_list_come_back():
+    listed = PAGE.read_text() + "\nBy default: uncalibrated, TS by NLL; also `dirichlet`, `ets` and `beta` with `--calibrators`.\n"
+    assert len(hand_lists(listed, calibrate_command.CALIBRATORS)) == 1
