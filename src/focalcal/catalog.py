@@ -713,7 +713,7 @@ ROLES: dict[str, Role] = {
     "isotonic": Role("isotonic regression", {"name": "isotonic"}, "#558b2f", in_papers=False, cli="default",
                      cost="O(N K log N), one fit per class seen in the labels", parameters=lambda k, spec: 2 * k),
     "dirichlet": Role("Dirichlet (ODIR)", {"name": "dirichlet"}, in_papers=False, cli="offered",
-                      cost="O(N K²) per iteration, K² + K parameters", parameters=lambda k, spec: k * k + k),
+                      cost="O(N K²) per CG product, O(N K³) per preconditioner, K² + K parameters", parameters=lambda k, spec: k * k + k),
     "ets": Role("ensemble TS", {"name": "ensemble_temperature_scaling"}, in_papers=False, cli="offered",
                 cost="O(N K) per iteration", parameters=lambda k, spec: 4),
     "beta": Role("beta calibration", {"name": "beta"}, in_papers=False, cli="offered",
