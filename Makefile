@@ -36,7 +36,7 @@ run: $(STAMP)
 
 # The tests, and the examples of the API reference as doctests (every public name of the four
 # library packages has one: tests/test_api_docstrings.py).
-DOCTESTS := src/focalcal/metrics src/focalcal/calibration src/focalcal/losses src/focalcal/theory.py
+DOCTESTS := src/focalcal/metrics src/focalcal/calibration src/focalcal/losses src/focalcal/theory
 
 test: $(STAMP)
 	$(PY) -m pytest -n 2 --dist worksteal --durations=20 tests --doctest-modules $(DOCTESTS)

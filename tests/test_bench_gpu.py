@@ -343,7 +343,7 @@ def test_the_commit_is_the_package_checkouts_or_none_with_the_reason(tmp_path):
     commit, source = bench_gpu.package_commit(copied)
     assert commit == git("rev-parse", "--short", "HEAD").stdout.strip() != other_head
     assert not source.endswith("uncommitted changes to the package")
-    (copied / "theory.py").write_text("# changed\n")
+    (copied / "theory" / "closed_forms.py").write_text("# changed\n")
     assert bench_gpu.package_commit(copied)[1].endswith("with uncommitted changes to the package")
 
 

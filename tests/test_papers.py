@@ -148,8 +148,8 @@ def test_shared_code_never_names_a_paper_key():
 PACKAGE = ROOT / "src" / "focalcal"
 #: Shared code: it may cite a paper in prose (docstrings, comments), but holds no paper's figure,
 #: fact or name.
-SHARED = ("plots/", "report/", "pipeline/", "theory.py", "naming.py")
-#: Shared helpers, each used by shared code or by two papers or more; theory.py is left out:
+SHARED = ("plots/", "report/", "pipeline/", "theory/", "naming.py")
+#: Shared helpers, each used by shared code or by two papers or more; theory/ is left out:
 #: each of its results is cited by the one paper that proved it, and papers share them.
 HELPERS = ("plots/", "report/", "pipeline/", "naming.py")
 FIGURE_NUMBER = re.compile(r"(?i)(?<![a-z])(figs?|figures?|tables?)\.?[\s_]*\d")
@@ -290,7 +290,7 @@ def test_an_import_of_a_paper_from_shared_code_or_another_paper_is_named(monkeyp
     ("report/targets.py", '\nTITLE = "How calibration changes (Fig. 2)"\n', "the string 'How calibration changes (Fig. 2)'"),
     ("pipeline/plan.py", '\nDEFAULT = "hossain2021"\n', "the string 'hossain2021'"),
     ("naming.py", '\nREFERENCE_MODEL = "ResNet 50"\n', "the published name 'ResNet 50'"),
-    ("theory.py", '\ndef a(x):\n    """mukhoti2020 App. B (prose may cite a paper)."""\n    return f"{x} Table 13"\n',
+    ("theory/closed_forms.py", '\ndef a(x):\n    """mukhoti2020 App. B (prose may cite a paper)."""\n    return f"{x} Table 13"\n',
      "the string ' Table 13'"),
 ])
 def test_a_paper_name_figure_number_or_published_setting_in_shared_code_is_named(monkeypatch, file, source, named):

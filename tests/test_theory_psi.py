@@ -62,7 +62,7 @@ def test_psi_matches_high_precision_closed_form(row, gamma):
 
 def test_psi_paper_example_binary_80_20_and_underconfidence():
     # komisarenko2024 §3.1: FL γ=2 predicts ~0.62 where the truth is 0.8, so Ψ(0.6266..) = 0.8.
-    # Value 0.626614831 found by root-finding Ψ(q)_1 = 0.8 in mpmath below (independent of theory.py).
+    # Value 0.626614831 found by root-finding Ψ(q)_1 = 0.8 in mpmath below (independent of focalcal.theory).
     q1 = mpmath.findroot(lambda v: psi_reference([v, 1 - v], 2.0)[0] - 0.8, 0.6)
     assert abs(float(q1) - 0.62) < 0.01
     np.testing.assert_allclose(psi(np.array([float(q1), 1 - float(q1)]), 2.0), [0.8, 0.2], atol=1e-12)

@@ -265,11 +265,12 @@ def test_closest_temperature_on_active_rows_is_the_minimax_of_every_row(num_clas
     minimax over the whole grid: no temperature of a dense scan around it has a smaller worst
     error over all rows, and the worst error it reports is that of every row."""
     from focalcal import theory
+    from focalcal.theory import temperature_search as search
 
     temperature, max_error = closest_temperature(gamma, num_classes, logit_step=logit_step)
-    logits = theory._sorted_logit_grid(num_classes, 10.0, logit_step)
+    logits = search._sorted_logit_grid(num_classes, 10.0, logit_step)
     target = theory.psi_from_logits(logits, gamma)
-    full = theory._row_errors(target, logits, 1 / temperature).max()
+    full = search._row_errors(target, logits, 1 / temperature).max()
     assert full == pytest.approx(max_error, rel=1e-12)
-    scan = [theory._row_errors(target, logits, b).max() for b in np.linspace(0.9, 1.1, 81) / temperature]
+    scan = [search._row_errors(target, logits, b).max() for b in np.linspace(0.9, 1.1, 81) / temperature]
     assert min(scan) >= max_error * (1 - 1e-6)
