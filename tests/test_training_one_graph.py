@@ -354,10 +354,10 @@ def test_each_architecture_declares_its_cuda_precision_and_densenet_runs_fp32():
 
 
 def test_densenets_source_quotes_the_benchmark_it_cites():
-    """The figures the DenseNet-121 entry cites are the bench table's fp32 and bf16 eager rows."""
+    """The figures the DenseNet-121 entry cites are the recorded bench table's fp32 and bf16 eager rows (bench/RESULTS.md)."""
     source = catalog.MODELS["densenet121"].cuda_precision.source
     fp32, bf16 = re.findall(r"(\d+\.\d+) s", source)
-    table = (ROOT / "bench" / "README.md").read_text()
+    table = (ROOT / "bench" / "RESULTS.md").read_text()
     assert f"| densenet121 | fp32 none | {fp32} |" in table and f"| densenet121 | bf16 none | {bf16} |" in table
     assert float(fp32) < float(bf16)
 

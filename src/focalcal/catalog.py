@@ -504,7 +504,7 @@ MODELS: dict[str, Model] = {
     "densenet121": Model(
         paper_name="DenseNet 121", factory=f"{_FACTORIES}:densenet121", sample_shape=_CIFAR,
         summary="torchvision DenseNet-121 (growth 32), 3x3 stride-1 stem, no stem BN/pool (mukhoti2020)",
-        cuda_precision=Precision(None, "contiguous", "bench/README.md, python -m bench gpu on an NVIDIA H200 "
+        cuda_precision=Precision(None, "contiguous", "bench/RESULTS.md, python -m bench gpu on an NVIDIA H200 "
                                  "(2026-11-27, commit 3098547): eager DenseNet-121 took 23.84 s per epoch in fp32 "
                                  "contiguous and 27.14 s in bf16 channels-last")),
     # mukhoti2020's text models: their classes are their factories, defaults from its released code.

@@ -65,9 +65,9 @@ class StepCost:
 #: Vaswani et al. 2017 §5.2: "each training step took about 0.4 seconds" for the base model on
 #: "one machine with 8 NVIDIA P100 GPUs", batches of about 25,000 source and target tokens.
 PUBLISHED_STEP = {"transformer-base": StepCost(0.4, 8, "NVIDIA P100", 25_000, "Vaswani et al. 2017 §5.2")}
-#: ``python -m bench translation`` (bench/README.md): CPU seconds of one step, one thread.
+#: ``python -m bench translation`` (bench/RESULTS.md): CPU seconds of one step, one thread.
 CPU_STEP = {"transformer-base": StepCost(677.0, 1, "2-core AMD EPYC (AVX2), 1 thread", 25_000,
-                                         "bench/README.md, python -m bench translation")}
+                                         "bench/RESULTS.md, python -m bench translation")}
 
 
 @dataclass
