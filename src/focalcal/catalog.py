@@ -621,55 +621,24 @@ def focal_gamma(loss_spec: dict) -> float | None:
 
 
 @dataclass(frozen=True)
-class Calibrator:
-    """A post-hoc calibrator: ``builder``, its :class:`focalcal.calibration.Calibrator`
-    subclass; ``colour`` in every figure, for a calibrator no role of its own name colours (None:
-    the colour of the paper role it plays with its defaults, else one from a hash of the name); ``aliases``;
-    ``defaults``: the builder's defaults of the parameters that say what it does (its
-    objective), torch-free for :func:`calibrator_role` (tests/test_catalog.py holds them equal
-    to the class's); ``quadratic_in_k``: it holds K² numbers, so ``focalcal calibrate`` runs it
-    by default only up to a bounded number of classes."""
-
-    builder: Any
-    colour: str | None = None
-    aliases: tuple[str, ...] = ()
-    defaults: dict = field(default_factory=dict)
-    quadratic_in_k: bool = False
-
-
-_CALIBRATION = "focalcal.calibration"
-CALIBRATORS: dict[str, Calibrator] = {
-    "identity": Calibrator(f"{_CALIBRATION}.fixed_maps:IdentityCalibration"),
-    "psi": Calibrator(f"{_CALIBRATION}.fixed_maps:PsiCalibration", aliases=("ψ", "ψ^γ")),
-    "temperature_scaling": Calibrator(f"{_CALIBRATION}.temperature:TemperatureScaling", aliases=("ts",),
-                                      defaults={"objective": "nll"}),
-    "focal_temperature_scaling": Calibrator(f"{_CALIBRATION}.focal_temperature:FocalTemperatureScaling", "#ef6c00",
-                                            ("fts", "focal_ts"), defaults={"objective": "ece", "gammas": None}),
-    "vector_scaling": Calibrator(f"{_CALIBRATION}.scaling:VectorScaling", quadratic_in_k=True),
-    "matrix_scaling": Calibrator(f"{_CALIBRATION}.scaling:MatrixScaling", "#37474f", quadratic_in_k=True),
-    "histogram_binning": Calibrator(f"{_CALIBRATION}.binning:HistogramBinning"),
-    "isotonic": Calibrator(f"{_CALIBRATION}.binning:IsotonicCalibration"),
-    "dirichlet": Calibrator(f"{_CALIBRATION}.dirichlet:DirichletCalibration", quadratic_in_k=True),
-    "ensemble_temperature_scaling": Calibrator(f"{_CALIBRATION}.ensemble:EnsembleTemperatureScaling"),
-    "beta": Calibrator(f"{_CALIBRATION}.beta:BetaCalibration"),
-}
-
-
-@dataclass(frozen=True)
 class Role:
-    """A named calibrator set-up, one entry for everything said about it: ``label`` and
+    """A named set-up of a calibrator, everything said about it in one place: ``label`` and
     ``colour`` (None: one from a hash of the key) in figures, tables and ``focalcal calibrate``'s
-    page; ``spec``, the calibrator under this key in the default config and in ``focalcal
-    calibrate``; ``identity``, the spec's keys that make a calibrator play this role in the
-    papers' figures whatever a config calls it (:func:`calibrator_role`; the others, such as a
-    grid's size, may vary); ``cost`` of fitting it on N validation rows of K classes, known
-    before anything runs; ``in_papers``: a role the papers' figures and tables use (the default
-    config's ``calibrators:``); ``cli``: offered by ``focalcal calibrate`` ("default": run
-    when no ``--calibrators`` is given); ``parameters(k, spec)``: how many numbers it fits on K
-    classes (``focalcal calibrate`` warns when the validation set has fewer samples)."""
+    page; ``spec``, its arguments beyond its calibrator's name (the calibrator under this key in
+    the default config and in ``focalcal calibrate``; a ``"name"`` only where the role builds
+    another calibrator after the one it is listed with, ``"after"`` naming that role);
+    ``identity``, the spec's keys that make a calibrator play this role in the papers' figures
+    whatever a config calls it (:func:`calibrator_role`; the others, such as a grid's size, may
+    vary); ``cost`` of fitting it on N validation rows of K classes, known before anything
+    runs; ``in_papers``: a role the papers' figures and tables use (the default config's
+    ``calibrators:``); ``cli``: offered by ``focalcal calibrate`` ("default": run when no
+    ``--calibrators`` is given); ``parameters(k, spec)``: how many numbers it fits on K classes
+    (``focalcal calibrate`` warns when the validation set has fewer samples); ``holds(k,
+    spec)``: how many numbers its fit holds at once (None: its parameters); one whose fit holds
+    K² numbers (:func:`holds_k_squared`) runs by default only up to a bounded number of classes."""
 
     label: str
-    spec: dict
+    spec: dict = field(default_factory=dict)
     colour: str | None = None
     aliases: tuple[str, ...] = ()
     identity: tuple[str, ...] = ("name",)
@@ -677,50 +646,135 @@ class Role:
     in_papers: bool = True
     cli: str | None = None
     parameters: Callable[[int, dict], int] = lambda k, spec: 0
+    holds: Callable[[int, dict], int] | None = None
 
 
-_TS, _FTS = "temperature_scaling", "focal_temperature_scaling"
-ROLES: dict[str, Role] = {
-    "raw": Role("uncalibrated", {"name": "identity"}, RAW_COLOR, ("uncalibrated",), cost="nothing to fit",
-                cli="default"),
-    "psi": Role("Ψ^γ", {"name": "psi", "gamma": FROM_LOSS}, PSI_COLOR, cost="O(N K), nothing to fit", cli="default"),
-    "ts_nll": Role("TS (val NLL)", {"name": _TS, "objective": "nll"}, "#1565c0", identity=("name", "objective"),
-                   cost="O(N K) per iteration, 1 parameter", cli="default", parameters=lambda k, spec: 1),
-    "ts_ece": Role("TS (val ECE grid)", {"name": _TS, "objective": "ece", "temperatures": "mukhoti", "n_bins": 15},
-                   "#00838f", identity=("name", "objective"), cost="O(N K) per temperature of its grid", cli="default",
-                   parameters=lambda k, spec: 1),
-    "ts_focal": Role("TS_FL", {"name": _TS, "objective": "focal", "gamma": FROM_LOSS}, identity=("name", "objective"),
-                     cost="O(N K) per iteration, 1 parameter", parameters=lambda k, spec: 1),
-    "ts_focal_psi": Role("TS_FL + Ψ^γ", {"name": "psi", "gamma": FROM_LOSS, "after": "ts_focal"},
-                         identity=("name", "after"), cost="O(N K) per iteration, 1 parameter", parameters=lambda k, spec: 1),
-    "ts_grid_ece": Role("TS (grid, val ECE)", {"name": _FTS, "gammas": [0.0], "objective": "ece", "n_bins": 15,
-                                               "binning": "mass"}, identity=("name", "objective", "gammas"),
-                        cost="O(N K) per T of its grid", parameters=lambda k, spec: 1),
-    "ts_grid_nll": Role("TS (grid, val NLL)", {"name": _FTS, "gammas": [0.0], "objective": "nll"},
-                        identity=("name", "objective", "gammas"), cost="O(N K) per T of its grid",
-                        parameters=lambda k, spec: 1),
-    "fts_ece": Role("focal TS (val ECE)", {"name": _FTS, "objective": "ece", "n_bins": 15, "binning": "mass"},
-                    identity=("name", "objective"), cost="O(N K) per (γ, T) of its grid", cli="default",
-                    parameters=lambda k, spec: 2),
-    "fts_nll": Role("focal TS (val NLL)", {"name": _FTS, "objective": "nll"}, identity=("name", "objective"),
-                    cost="O(N K) per (γ, T) of its grid", cli="default", parameters=lambda k, spec: 2),
+ROLE_CLI = (None, "offered", "default")  # Role.cli: not offered by focalcal calibrate, offered, run by default
+
+
+@dataclass(frozen=True)
+class Calibrator:
+    """A post-hoc calibrator, one entry for all of it: ``builder``, its
+    :class:`focalcal.calibration.Calibrator` subclass; ``roles``, role key -> :class:`Role`, the
+    set-ups the papers' figures, the default config and ``focalcal calibrate`` know it by, in
+    the order they list them (:data:`ROLES` gathers them); ``colour`` in every figure, for a
+    calibrator no role of its own name colours (None: the colour of the paper role it plays
+    with its defaults, else one from a hash of the name); ``aliases``; ``defaults``: the
+    builder's defaults of the parameters that say what it does (its objective), torch-free for
+    :func:`calibrator_role` (tests/test_catalog.py holds them equal to the class's)."""
+
+    builder: Any
+    colour: str | None = None
+    aliases: tuple[str, ...] = ()
+    defaults: dict = field(default_factory=dict)
+    roles: dict[str, Role] = field(default_factory=dict)
+
+    @property
+    def quadratic_in_k(self) -> bool:
+        """Whether the fit of one of its roles holds K² numbers (:func:`holds_k_squared`)."""
+        return any(holds_k_squared(role) for role in self.roles.values())
+
+
+_CALIBRATION = "focalcal.calibration"
+# A calibrator's entries are listed in the order of its roles: the default config's
+# `calibrators:` and `focalcal calibrate`'s list follow it.
+CALIBRATORS: dict[str, Calibrator] = {
+    "identity": Calibrator(f"{_CALIBRATION}.fixed_maps:IdentityCalibration", roles={
+        "raw": Role("uncalibrated", colour=RAW_COLOR, aliases=("uncalibrated",), cost="nothing to fit", cli="default"),
+    }),
+    "psi": Calibrator(f"{_CALIBRATION}.fixed_maps:PsiCalibration", aliases=("ψ", "ψ^γ"), roles={
+        "psi": Role("Ψ^γ", {"gamma": FROM_LOSS}, PSI_COLOR, cost="O(N K), nothing to fit", cli="default"),
+    }),
+    "temperature_scaling": Calibrator(f"{_CALIBRATION}.temperature:TemperatureScaling", aliases=("ts",),
+                                      defaults={"objective": "nll"}, roles={
+        "ts_nll": Role("TS (val NLL)", {"objective": "nll"}, "#1565c0", identity=("name", "objective"),
+                       cost="O(N K) per iteration, 1 parameter", cli="default", parameters=lambda k, spec: 1),
+        "ts_ece": Role("TS (val ECE grid)", {"objective": "ece", "temperatures": "mukhoti", "n_bins": 15}, "#00838f",
+                       identity=("name", "objective"), cost="O(N K) per temperature of its grid", cli="default",
+                       parameters=lambda k, spec: 1),
+        "ts_focal": Role("TS_FL", {"objective": "focal", "gamma": FROM_LOSS}, identity=("name", "objective"),
+                         cost="O(N K) per iteration, 1 parameter", parameters=lambda k, spec: 1),
+        # Ψ^γ after TS_FL: listed beside the role it follows
+        "ts_focal_psi": Role("TS_FL + Ψ^γ", {"name": "psi", "gamma": FROM_LOSS, "after": "ts_focal"}, identity=("name", "after"),
+                             cost="O(N K) per iteration, 1 parameter", parameters=lambda k, spec: 1),
+    }),
+    "focal_temperature_scaling": Calibrator(
+        f"{_CALIBRATION}.focal_temperature:FocalTemperatureScaling", "#ef6c00", ("fts", "focal_ts"),
+        defaults={"objective": "ece", "gammas": None}, roles={
+            "ts_grid_ece": Role("TS (grid, val ECE)", {"gammas": [0.0], "objective": "ece", "n_bins": 15, "binning": "mass"},
+                                identity=("name", "objective", "gammas"), cost="O(N K) per T of its grid",
+                                parameters=lambda k, spec: 1),
+            "ts_grid_nll": Role("TS (grid, val NLL)", {"gammas": [0.0], "objective": "nll"},
+                                identity=("name", "objective", "gammas"), cost="O(N K) per T of its grid",
+                                parameters=lambda k, spec: 1),
+            "fts_ece": Role("focal TS (val ECE)", {"objective": "ece", "n_bins": 15, "binning": "mass"},
+                            identity=("name", "objective"), cost="O(N K) per (γ, T) of its grid", cli="default",
+                            parameters=lambda k, spec: 2),
+            "fts_nll": Role("focal TS (val NLL)", {"objective": "nll"}, identity=("name", "objective"),
+                            cost="O(N K) per (γ, T) of its grid", cli="default", parameters=lambda k, spec: 2),
+        }),
     # calibrators of the wider literature, offered by `focalcal calibrate`; no paper's figure uses them
-    "vector_scaling": Role("vector scaling", {"name": "vector_scaling"}, "#4e342e", in_papers=False, cli="default",
-                           cost="O(N K²) per Newton step to build a (2K)² system, O(K³) to solve it",
-                           parameters=lambda k, spec: 2 * k),
-    "histogram_binning": Role("histogram binning", {"name": "histogram_binning", "n_bins": 15}, "#ad1457", in_papers=False,
-                              cli="default", cost="O(N K log N), one binning per class", parameters=lambda k, spec: spec["n_bins"] * k),
-    "isotonic": Role("isotonic regression", {"name": "isotonic"}, "#558b2f", in_papers=False, cli="default",
-                     cost="O(N K log N), one fit per class seen in the labels", parameters=lambda k, spec: 2 * k),
-    "dirichlet": Role("Dirichlet (ODIR)", {"name": "dirichlet"}, in_papers=False, cli="offered",
-                      cost="O(N K²) per CG product, O(N K³) per preconditioner, K² + K parameters", parameters=lambda k, spec: k * k + k),
-    "ets": Role("ensemble TS", {"name": "ensemble_temperature_scaling"}, in_papers=False, cli="offered",
-                cost="O(N K) per iteration", parameters=lambda k, spec: 4),
-    "beta": Role("beta calibration", {"name": "beta"}, in_papers=False, cli="offered",
-                 cost="O(N), binary classifiers only", parameters=lambda k, spec: 3),
+    "vector_scaling": Calibrator(f"{_CALIBRATION}.scaling:VectorScaling", roles={
+        "vector_scaling": Role("vector scaling", colour="#4e342e", in_papers=False, cli="default",
+                               cost="O(N K²) per Newton step to build a (2K)² system, O(K³) to solve it",
+                               parameters=lambda k, spec: 2 * k, holds=lambda k, spec: (2 * k) ** 2),
+    }),
+    "matrix_scaling": Calibrator(f"{_CALIBRATION}.scaling:MatrixScaling", "#37474f"),
+    "histogram_binning": Calibrator(f"{_CALIBRATION}.binning:HistogramBinning", roles={
+        "histogram_binning": Role("histogram binning", {"n_bins": 15}, "#ad1457", in_papers=False, cli="default",
+                                  cost="O(N K log N), one binning per class", parameters=lambda k, spec: spec["n_bins"] * k),
+    }),
+    "isotonic": Calibrator(f"{_CALIBRATION}.binning:IsotonicCalibration", roles={
+        "isotonic": Role("isotonic regression", colour="#558b2f", in_papers=False, cli="default",
+                         cost="O(N K log N), one fit per class seen in the labels", parameters=lambda k, spec: 2 * k),
+    }),
+    "dirichlet": Calibrator(f"{_CALIBRATION}.dirichlet:DirichletCalibration", roles={
+        "dirichlet": Role("Dirichlet (ODIR)", in_papers=False, cli="offered",
+                          cost="O(N K²) per CG product, O(N K³) per preconditioner, K² + K parameters",
+                          parameters=lambda k, spec: k * k + k),
+    }),
+    "ensemble_temperature_scaling": Calibrator(f"{_CALIBRATION}.ensemble:EnsembleTemperatureScaling", roles={
+        "ets": Role("ensemble TS", in_papers=False, cli="offered", cost="O(N K) per iteration", parameters=lambda k, spec: 4),
+    }),
+    "beta": Calibrator(f"{_CALIBRATION}.beta:BetaCalibration", roles={
+        "beta": Role("beta calibration", in_papers=False, cli="offered", cost="O(N), binary classifiers only",
+                     parameters=lambda k, spec: 3),
+    }),
 }
-ROLE_LABELS = {key: role.label for key, role in ROLES.items()}
-PAPER_ROLES = {key: role for key, role in ROLES.items() if role.in_papers}
+
+
+def _gathered_roles(calibrators: dict[str, Calibrator]) -> dict[str, Role]:
+    """Every calibrator's roles, key -> :class:`Role` with its whole spec (its calibrator's name
+    first), in the order of the calibrators' entries; a key two entries declare is a ValueError."""
+    roles, owner = {}, {}
+    for name, entry in calibrators.items():
+        for key, role in entry.roles.items():
+            if key in roles:
+                raise ValueError(f"calibrator role {key!r} is declared by both {owner[key]!r} and {name!r}")
+            roles[key], owner[key] = role if "name" in role.spec else replace(role, spec={"name": name, **role.spec}), name
+    return roles
+
+
+#: role key -> :class:`Role` of every calibrator (:attr:`Calibrator.roles`), the labels and the
+#: papers' roles: read from :data:`CALIBRATORS`, current with every :func:`declare`.
+ROLES: dict[str, Role] = {}
+ROLE_LABELS: dict[str, str] = {}
+PAPER_ROLES: dict[str, Role] = {}
+
+
+def _gather_roles() -> None:
+    roles = _gathered_roles(CALIBRATORS)
+    for table, entries in ((ROLES, roles), (ROLE_LABELS, {key: role.label for key, role in roles.items()}),
+                           (PAPER_ROLES, {key: role for key, role in roles.items() if role.in_papers})):
+        table.clear()
+        table.update(entries)
+
+
+def holds_k_squared(role: Role) -> bool:
+    """Whether the numbers ``role``'s fit holds grow as K² (more than triple when K doubles):
+    ``focalcal calibrate`` runs such a role by default only up to a bounded number of classes."""
+    holds = role.holds or role.parameters
+    return holds(2000, role.spec) > 3 * holds(1000, role.spec)
 
 
 def default_calibrators() -> dict[str, dict]:
@@ -773,12 +827,17 @@ def declare(name: str, entry: Dataset | Model | Loss | Calibrator) -> None:
     """Add a data set, model, loss or calibrator under ``name``: the one way a name enters the
     library besides the entries above (checked by the same rules when this module loads). Its
     registry (:mod:`focalcal.data`, ``.models``, ``.losses``, ``.calibration``) then builds it,
-    the config schema accepts it and the figures colour and label it."""
+    the config schema accepts it and the figures colour and label it; a calibrator's roles join
+    :data:`ROLES` (``focalcal calibrate``'s tables are read when it is imported)."""
     kind, table_name = _check_entry(name, entry)
     table = globals()[table_name]
     if name in table:
         raise ValueError(f"{kind} name {name!r} is already declared")
+    if isinstance(entry, Calibrator):
+        _gathered_roles({**CALIBRATORS, name: entry})  # a role key declared twice is refused before any change
     table.update(_with_subsets({name: entry}) if isinstance(entry, Dataset) else {name: entry})
+    if isinstance(entry, Calibrator):
+        _gather_roles()
 
 
 def _check_entry(name: str, entry) -> tuple[str, str]:
@@ -799,6 +858,17 @@ def _check_entry(name: str, entry) -> tuple[str, str]:
         if entry.val_size is None and entry.test_size is not None:
             raise ValueError(f"dataset {name!r}: val_size=None means official val and test sets, so test_size "
                              "must be None")
+    if isinstance(entry, Calibrator):
+        for key, role in entry.roles.items():
+            if not isinstance(role, Role):
+                raise TypeError(f"calibrator {name!r}: role {key!r} must be a Role, got {type(role).__name__}")
+            if role.cli not in ROLE_CLI:
+                raise ValueError(f"calibrator {name!r}: role {key!r} has cli={role.cli!r}; one of {ROLE_CLI}")
+            if role.spec.get("name", name) != name and "after" not in role.spec:
+                raise ValueError(f"calibrator {name!r}: role {key!r} builds {role.spec['name']!r}; a role names "
+                                 "another calibrator only after the role it follows ('after')")
+            if role.spec.get("name") == name:
+                raise ValueError(f"calibrator {name!r}: role {key!r} repeats its calibrator's name in its spec")
     if isinstance(entry, Loss) and (entry.builder is None) == (entry.preset is None):
         raise ValueError(f"loss {name!r} needs a builder (a Loss class) or a preset (another loss, fixed parameters)")
     if isinstance(entry, Loss) and entry.preset is not None and loss(entry.preset[0]).preset is not None:
@@ -840,6 +910,7 @@ def schema_enums() -> dict[str, list[str]]:
 for _table in (_DATASETS, MODELS, LOSSES, CALIBRATORS):
     for _name, _entry in _table.items():
         _check_entry(_name, _entry)
+_gather_roles()
 for _paper in PAPERS.values():
     if _unknown := [role for stage in _paper.roles.values() for role in stage if role not in ROLES]:
         raise ValueError(f"paper {_paper.key!r} names calibrator roles {_unknown} that ROLES does not declare")
