@@ -310,6 +310,52 @@ def test_the_role_key_guard_finds_a_second_copy():
     assert role_key_literals(modules, MUKHOTI_PAGE) == [f"{MUKHOTI_PAGE[0]}:1"] * 2
 
 
+def _writes_a_role_key(node: ast.AST) -> bool:
+    from focalcal import catalog
+
+    if isinstance(node, ast.Constant):
+        return node.value in catalog.ROLES
+    start = node.values[0] if isinstance(node, ast.JoinedStr) and node.values else None
+    return (isinstance(start, ast.Constant) and isinstance(start.value, str)
+            and any(key.startswith(start.value) for key in catalog.ROLES))
+
+
+def role_lookups(modules: dict[str, ast.Module], names) -> list[str]:
+    """Where the modules ``names`` look a calibrator role up by a key they write (a role's key, or
+    an f-string that starts like one): in ``<x>.roles[...]``, a comparison with ``<x>.roles`` and
+    the arguments of ``role_key`` and ``first_role``."""
+    found = set()
+    for name in names:
+        for node in ast.walk(modules[name]):
+            parts = []
+            if isinstance(node, ast.Subscript) and ast.unparse(node.value).endswith("roles"):
+                parts = [node.slice]
+            elif isinstance(node, ast.Compare) and any(ast.unparse(side).endswith("roles)") or ast.unparse(side).endswith("roles")
+                                                       for side in (node.left, *node.comparators)):
+                parts = [node.left, *node.comparators]
+            elif isinstance(node, ast.Call) and ast.unparse(node.func).endswith(("role_key", "first_role")):
+                parts = list(node.args)
+            found |= {f"{name}:{inner.lineno}" for part in parts for inner in ast.walk(part) if _writes_a_role_key(inner)}
+    return sorted(found)
+
+
+PAPER_CODE = tuple(name for name in _modules() if name.startswith("papers/") and name.count("/") == 2
+                   and name.rsplit("/", 1)[1] in ("__init__.py", "page.py", "figures.py", "translation.py"))
+
+
+def test_the_papers_pages_read_their_calibrator_roles_from_their_catalog_entries():
+    assert {name.split("/")[1] for name in PAPER_CODE} >= {"charoenphakdee2021", "komisarenko2024", "mukhoti2020"}
+    assert role_lookups(_modules(), PAPER_CODE) == []
+
+
+def test_the_role_lookup_guard_finds_a_key_written_in_a_page():
+    page = "papers/komisarenko2024/page.py"
+    copy = ('fts = {c: study.role_key(f"fts_{c}") for c in ("ece", "nll")}\n'
+            'views = [v for v in runs if {"raw", "psi"} <= set(v.roles) and "ts_focal" in v.roles]\n'
+            'key = v.roles["ts_focal"]\nkey = PAPER.roles["before"][0]\n')
+    assert role_lookups({**_modules(), page: ast.parse(copy)}, PAPER_CODE) == [f"{page}:1", f"{page}:2", f"{page}:3"]
+
+
 def test_a_role_added_to_the_papers_entry_stands_for_its_stage(monkeypatch):
     from dataclasses import replace
     from types import SimpleNamespace

@@ -102,8 +102,9 @@ class Paper:
     without calibrating (segmentation). ``reference_model``: the published model a run on a
     model the paper does not use is compared with (:func:`focalcal.naming.paper_setting`);
     None: the data set alone. ``roles``: the calibrator roles (:data:`ROLES` keys) its page
-    compares, by stage (``"before"``, ``"after"`` calibration), most preferred first: a study's
-    first role of a stage stands for it. Its place in :data:`PAPERS` is its page's place in the report.
+    compares, by the part each plays there (mukhoti2020: ``"before"``, ``"after"`` calibration),
+    most preferred first: a study's first role of a part stands for it; the page names the
+    parts, never a role. Its place in :data:`PAPERS` is its page's place in the report.
 
     Its package's modules hold its code (the module docstring of :mod:`focalcal.papers`):
     ``claims`` (``CLAIMS``, optional), ``page`` (``SUMMARY``, ``PUBLISHED_SHOWN``,
@@ -128,6 +129,12 @@ class Paper:
     def part(self, name: str) -> ModuleType:
         """One module of the paper's package (``claims``, ``page``, ``figures``, ``theory_figures``, ``labels``)."""
         return importlib.import_module(f"{self.package}.{name}")
+
+    def first_role(self, part: str, has: Callable[[str], Any]) -> str | None:
+        """The first of the roles of ``part`` (:attr:`roles`) for which ``has(role)`` is true, or None."""
+        if part not in self.roles:
+            raise ValueError(f"paper {self.key!r} declares no calibrator roles for {part!r}; it declares {sorted(self.roles)}")
+        return next((role for role in self.roles[part] if has(role)), None)
 
     def page(self) -> ModuleType:
         return self.part("page")
@@ -183,6 +190,10 @@ PAPERS: dict[str, Paper] = {entry.key: entry for entry in (
                 _C21, "Fig 2: max η against max q* of the focal risk minimiser, K = 2 and K = 1000",
                 "posterior_vs_minimizer_figure"),
         },
+        # Fig 3 puts raw scores, TS by NLL and Ψ^γ against the posterior; Figs 4-6 compare Ψ^γ with
+        # the raw scores, and after TS_FL with TS_FL alone
+        roles={"uncalibrated": ("raw",), "temperature_nll": ("ts_nll",), "psi_map": ("psi",),
+               "focal_temperature": ("ts_focal",), "focal_temperature_psi": ("ts_focal_psi",)},
     ),
     Paper(
         _K24, "Komisarenko et al. 2024 — Focal calibration map and focal temperature scaling",
@@ -213,6 +224,9 @@ PAPERS: dict[str, Paper] = {entry.key: entry for entry in (
                 "calibration_difference_figure", coarse=_K24_COARSE_SIMPLEX),
         },
         reference_model="ResNet 50",  # the model of every row of Table 1
+        # Table 1 and Fig 8: focal TS and TS chosen by val ECE or NLL (TS: a γ = 0 grid, else the plain search)
+        roles={"fts_by_ece": ("fts_ece",), "fts_by_nll": ("fts_nll",), "ts_by_ece": ("ts_grid_ece", "ts_ece"),
+               "ts_by_nll": ("ts_grid_nll", "ts_nll")},
     ),
     Paper(
         _M20, "Mukhoti et al. 2020 — Calibrating deep neural networks using focal loss", f"{_PAPER_PACKAGES}.{_M20}",

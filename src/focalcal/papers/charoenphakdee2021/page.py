@@ -14,7 +14,7 @@ import pandas as pd
 
 from focalcal import catalog, paths
 from focalcal._io import read_json
-from focalcal.papers.charoenphakdee2021 import figures
+from focalcal.papers.charoenphakdee2021 import PAPER, figures
 from focalcal.papers.charoenphakdee2021.labels import training_paradigm
 from focalcal.plots.style import status_label
 from focalcal.report.study_figures import (
@@ -36,6 +36,10 @@ from focalcal.report.tables import (
     with_mark,
 )
 from focalcal.report.targets import Artifact, RunView, StudyView
+
+# The calibrator roles its figures compare, as its catalog entry names them (catalog.PAPERS).
+RAW, TS_NLL, PSI, TS_FL, TS_FL_PSI = (PAPER.roles[part][0] for part in (
+    "uncalibrated", "temperature_nll", "psi_map", "focal_temperature", "focal_temperature_psi"))
 
 # The top of its report page (notebooks/paper.ipynb): the paper, its claims, what the page shows.
 SUMMARY = """\
@@ -80,13 +84,13 @@ def plan(study: StudyView) -> tuple[list[Artifact], list[str]]:
     # Fig 3: raw scores, TS_NLL and Ψ^γ along x against the known posterior.
     for dataset in posterior_sets:
         views = first_seed([v for v in study.runs if v.run.dataset == dataset and focal_family(v)
-                             and not v.loss.smoothing and "raw" in v.roles])
+                             and not v.loss.smoothing and RAW in v.roles])
         if not views:
             notes.append(f"Fig 3 on {dataset}: needs uncalibrated cross-entropy or focal runs")
             continue
         views.sort(key=lambda v: v.loss.gamma)
-        panels = [{"run": v.path, "calibrator": v.roles["raw"], "label": v.loss.label} for v in views]
-        for role, suffix in (("ts_nll", "TS_NLL"), ("psi", "Ψ^γ")):
+        panels = [{"run": v.path, "calibrator": v.roles[RAW], "label": v.loss.label} for v in views]
+        for role, suffix in ((TS_NLL, "TS_NLL"), (PSI, "Ψ^γ")):
             panels += [{"run": v.path, "calibrator": v.roles[role], "label": f"{v.loss.label} + {suffix}"}
                        for v in views if v.loss.gamma > 0 and role in v.roles]
         runs = [{"path": v.path, "columns": v.run.columns(), "run_config": f"{v.run.run_dir}/{paths.RUN_CONFIG}",
@@ -108,10 +112,10 @@ def plan(study: StudyView) -> tuple[list[Artifact], list[str]]:
     real = [v for v in study.runs if focal_family(v) and not catalog.dataset(study.dataset_name(v.run.dataset)).known_posterior]
     standard = [v for v in real if training_paradigm(v.loss) == "Standard"]
     smoothed = [v for v in real if training_paradigm(v.loss) == "LS"]
-    raw_psi = lambda v: {"raw", "psi"} <= set(v.roles)
+    raw_psi = lambda v: {RAW, PSI} <= set(v.roles)
     paradigm_runs = {
         "Standard": [v for v in standard if raw_psi(v)],
-        "TS_FL": [v for v in standard if {"ts_focal", "ts_focal_psi"} <= set(v.roles)],
+        "TS_FL": [v for v in standard if {TS_FL, TS_FL_PSI} <= set(v.roles)],
         "LS": [v for v in smoothed if raw_psi(v)],
     }
     if not any(paradigm_runs.values()):
@@ -124,13 +128,13 @@ def plan(study: StudyView) -> tuple[list[Artifact], list[str]]:
         if artifact is not None:
             artifacts.append(artifact)
 
-    comparisons = []  # (paradigm, loss keys, "raw" key, "psi" key)
+    comparisons = []  # (paradigm, loss keys, the role of the raw scores, that of Ψ^γ)
     if paradigm_runs["Standard"]:
-        comparisons.append(("Standard", paradigm_runs["Standard"], "raw", "psi"))
+        comparisons.append(("Standard", paradigm_runs["Standard"], RAW, PSI))
     if paradigm_runs["TS_FL"]:
-        comparisons.append(("TS_FL", paradigm_runs["TS_FL"], "ts_focal", "ts_focal_psi"))
+        comparisons.append(("TS_FL", paradigm_runs["TS_FL"], TS_FL, TS_FL_PSI))
     if paradigm_runs["LS"]:
-        comparisons.append(("LS", paradigm_runs["LS"], "raw", "psi"))
+        comparisons.append(("LS", paradigm_runs["LS"], RAW, PSI))
     groups = [{"paradigm": paradigm, "losses": {v.run.loss: v.loss.gamma for v in views},
                "datasets": sorted({v.run.dataset for v in views}),
                "raw": study.role_key(raw, views), "psi": study.role_key(psi, views)}
@@ -169,7 +173,7 @@ def _c21_reliability(study: StudyView, dataset: str, paradigm_runs: dict) -> Art
             panel = {"paradigm": paradigm, "gamma": v.loss.gamma, "run": v.path, "temperature_from": None}
             inputs.append(study.logits(v))
             if paradigm == "TS_FL":
-                panel["temperature_from"] = v.roles["ts_focal"]
+                panel["temperature_from"] = v.roles[TS_FL]
                 inputs.append(study.calibration(v))
             panels.append(panel)
     if not panels:

@@ -14,7 +14,7 @@ import pandas as pd
 from focalcal import paths
 from focalcal.calibration import KOMISARENKO_GAMMAS
 from focalcal.naming import loss_color_key
-from focalcal.papers.komisarenko2024 import figures
+from focalcal.papers.komisarenko2024 import PAPER, figures
 from focalcal.papers.komisarenko2024.labels import approach, dataset_name
 from focalcal.plots.style import color_for, status_label
 from focalcal.report import published
@@ -53,10 +53,16 @@ PUBLISHED_SHOWN = ()  # published tables shown in full on the page (none: they s
 # ------------------------------------------------------------------------- komisarenko2024
 
 
+def _role_key(study: StudyView, part: str) -> str | None:
+    """The study's calibrator key of the first role of ``part`` (the paper's catalog entry) it has."""
+    role = PAPER.first_role(part, study.role_key)
+    return study.role_key(role) if role else None
+
+
 def plan(study: StudyView) -> tuple[list[Artifact], list[str]]:
     artifacts, notes = [], []
-    fts = {c: study.role_key(f"fts_{c}") for c in ("ece", "nll")}
-    ts = {c: study.role_key(f"ts_grid_{c}") or study.role_key(f"ts_{c}") for c in ("ece", "nll")}
+    fts = {c: _role_key(study, f"fts_by_{c}") for c in ("ece", "nll")}
+    ts = {c: _role_key(study, f"ts_by_{c}") for c in ("ece", "nll")}
     if not any(fts.values()):
         notes.append("Table 1 and Fig 8: need focal temperature scaling (focal_temperature_scaling over several γ_ev) "
                      "among the calibrators; this study has none")
@@ -72,12 +78,13 @@ def plan(study: StudyView) -> tuple[list[Artifact], list[str]]:
                                     "Table 1: TS vs focal TS — accuracy, log-loss and ECE (15 equal-mass bins) with the chosen T and γ_ev, mean ± std over seeds",
                                     komisarenko_table, [study.table], params))
     criterion = "ece" if fts["ece"] else "nll"
+    fts_role = PAPER.roles[f"fts_by_{criterion}"][0]
     views = [v for v in study.runs if approach(v.loss) and approach(v.loss)[0] in ("cross_entropy", "focal")
-             and f"fts_{criterion}" in v.roles]
+             and fts_role in v.roles]
     if views:
         runs = [{"path": v.path, "dataset": v.run.dataset, "loss": v.loss.label, "gamma_train": v.loss.gamma,
                  "color": list(loss_color_key(v.loss)),
-                 "calibration": study.calibration(v), "calibrator": v.roles[f"fts_{criterion}"]} for v in views]
+                 "calibration": study.calibration(v), "calibrator": v.roles[fts_role]} for v in views]
         artifacts.append(study.artifact("figure", "komisarenko2024_fig8_optimal_temperature",
                                         f"Fig 8: optimal T of focal TS against γ_ev (chosen by val {criterion.upper()}), one line per γ_tr",
                                         optimal_temperature, [r["calibration"] for r in runs],
