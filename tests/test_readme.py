@@ -25,6 +25,7 @@ DOCS = {path.relative_to(ROOT).as_posix(): path.read_text() for path in sorted((
 PAGES = {"library": "docs/library.md", "study": "docs/adding-a-study.md", "paper": "docs/adding-a-paper.md",
          "paper_entry": "docs/adding-a-paper.md", "paper_page": "docs/adding-a-paper.md", "loss": "docs/adding-a-loss.md", "loss_entry": "docs/adding-a-loss.md",
          "loss_config": "docs/adding-a-loss.md", "calibrator": "docs/adding-a-calibrator.md",
+         "calibrator_entry": "docs/adding-a-calibrator.md",
          "dataset": "docs/adding-a-dataset-or-model.md", "model": "docs/adding-a-dataset-or-model.md"}
 MARKED = [(page, language, name, code) for page, text in DOCS.items() for name, language, code in
           re.findall(r"<!-- readme-test: (\w+) -->\n```(python|yaml)\n(.*?)```", text, flags=re.DOTALL)]
@@ -41,8 +42,8 @@ def run_block(name: str, checks: str, tmp_path: Path) -> str:
 
 
 def test_every_marked_block_is_tested_on_its_page():
-    assert set(BLOCKS) == {"library", "loss", "loss_entry", "calibrator", "dataset", "model", "paper", "paper_entry",
-                           "paper_page"}
+    assert set(BLOCKS) == {"library", "loss", "loss_entry", "calibrator", "calibrator_entry", "dataset", "model", "paper",
+                           "paper_entry", "paper_page"}  # calibrator_entry: tests/test_calibrator_one_entry.py
     assert set(YAML_BLOCKS) == {"study", "loss_config"}
     assert sorted((name, page) for page, _, name, _ in MARKED) == sorted(PAGES.items())  # each once, on its page
     assert "readme-test" not in README  # the README points to the pages; the recipes live there

@@ -893,12 +893,16 @@ def _check_entry(name: str, entry) -> tuple[str, str]:
 def declared_colour(name: str) -> str | None:
     """The colour declared for a calibrator role, a calibrator or a loss (in that order), or None.
     A calibrator's is that of the paper role it plays with its defaults, when that role has one
-    (``temperature_scaling``: ``ts_nll``'s), else its own entry's."""
+    (``temperature_scaling``: ``ts_nll``'s), else its own entry's, else that of the first of its
+    roles that has one."""
     if name in ROLES and ROLES[name].colour is not None:
         return ROLES[name].colour
     if name in CALIBRATORS:
         played = ROLES.get(calibrator_role({"build": {"name": name}}))
-        colour = played.colour if played is not None and played.colour is not None else CALIBRATORS[name].colour
+        entry = CALIBRATORS[name]
+        colours = [played.colour if played is not None else None, entry.colour,
+                   *(role.colour for role in entry.roles.values())]
+        colour = next((colour for colour in colours if colour is not None), None)
         if colour is not None:
             return colour
     return LOSSES[name].colour if name in LOSSES else None
