@@ -344,8 +344,13 @@ PAPER_CODE = tuple(name for name in _modules() if name.startswith("papers/") and
 
 
 def test_the_papers_pages_read_their_calibrator_roles_from_their_catalog_entries():
+    import re
+
+    guide = (PACKAGE.parents[1] / "docs" / "adding-a-paper.md").read_text()
+    page = re.search(r"<!-- readme-test: paper_page -->\n```python\n(.*?)```", guide, re.DOTALL)[1]
+    modules = {**_modules(), "papers/guo2017/page.py": ast.parse(page)}  # the page the guide shows
     assert {name.split("/")[1] for name in PAPER_CODE} >= {"charoenphakdee2021", "komisarenko2024", "mukhoti2020"}
-    assert role_lookups(_modules(), PAPER_CODE) == []
+    assert role_lookups(modules, (*PAPER_CODE, "papers/guo2017/page.py")) == []
 
 
 def test_the_role_lookup_guard_finds_a_key_written_in_a_page():
