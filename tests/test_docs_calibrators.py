@@ -68,6 +68,13 @@ def test_the_page_lists_no_calibrators_by_hand():
     assert hand_lists(text, calibrate_command.CALIBRATORS) == []
 
 
+def test_no_page_lists_the_calibrator_roles_by_hand():
+    pages = [ROOT / "README.md", ROOT / "config" / "README.md",
+             *(path for path in sorted((ROOT / "docs").rglob("*.md")) if "node_modules" not in path.parts)]
+    assert {path.relative_to(ROOT).as_posix(): hand_lists(path.read_text(), catalog.ROLES) for path in pages} == {
+        path.relative_to(ROOT).as_posix(): [] for path in pages}
+
+
 def test_the_hand_list_guard_finds_a_list_come_back():
     listed = PAGE.read_text() + "\nBy default: uncalibrated, TS by NLL; also `dirichlet`, `ets` and `beta` with `--calibrators`.\n"
     assert len(hand_lists(listed, calibrate_command.CALIBRATORS)) == 1
