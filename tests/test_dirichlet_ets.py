@@ -257,3 +257,21 @@ def test_newton_cg_reaches_each_benchmark_inputs_optimum_at_eight_classes(name, 
         assert converged, options
         assert abs(gap(params)) <= 1e-9, options
     assert gap(scaling._diagonal_start(features, labels, penalty)) > 1e-6
+
+
+def test_newton_cg_preconditioner_blocks_equal_one_product_per_class():
+    """The block preconditioner's K matrices Σ_n v_ni x̃_n x̃_nᵀ / N, built from the x̃_na x̃_nb pairs
+    with a ≤ b in chunks of rows (K = 100: 5,151 pairs, 407 rows a chunk, so 1,000 rows take three
+    chunks), equal the K products (x̃ ⊙ v_i)ᵀ x̃ / N written out here, and are symmetric."""
+    from focalcal.calibration.scaling import _class_blocks
+
+    rng = np.random.default_rng(11)
+    n, k = 1000, 100
+    design = np.column_stack([log_softmax(rng.normal(0, 3, (n, k)), axis=1), np.ones(n)])
+    probs = softmax(rng.normal(0, 2, (n, k)), axis=1)
+    variance = probs * (1 - probs)
+    expected = np.stack([(design * variance[:, i:i + 1]).T @ design / n for i in range(k)])
+    blocks = _class_blocks(design, variance)
+    assert blocks.shape == (k, k + 1, k + 1)
+    np.testing.assert_allclose(blocks, expected, rtol=1e-12, atol=1e-15 * np.abs(expected).max())
+    np.testing.assert_array_equal(blocks, blocks.transpose(0, 2, 1))

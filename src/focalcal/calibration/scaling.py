@@ -68,8 +68,8 @@ def warn_unconverged(calibrator: str, iterations: int, gradient: float, tol: flo
                   ConvergenceWarning, stacklevel=3)
 
 
-#: Newton-CG rebuilds its block preconditioner (K (K + 1)² products of N rows, ~50 Hessian-vector
-#: products' worth at K = 100) only after a CG solve that took more products than this.
+#: Newton-CG rebuilds its block preconditioner (K (K + 1)(K + 2) / 2 multiply-adds per row, against
+#: 2 K (K + 1) for a Hessian-vector product) only after a CG solve that took more products than this.
 REBUILD_AFTER_PRODUCTS = 30
 
 #: Matrix scaling by Newton's method up to this many classes: the dense Hessian has (K² + K)²
@@ -247,6 +247,27 @@ def _diagonal_start(logits, labels, penalty_weights, max_iter: int = 100):
     return np.column_stack([np.diag(scale), bias])
 
 
+def _class_blocks(design: np.ndarray, variance: np.ndarray) -> np.ndarray:
+    """The K matrices Σ_n variance_ni x̃_n x̃_nᵀ / N, (K, K + 1, K + 1), for design x̃ (N, K + 1) and variance (N, K).
+
+    One matrix product per chunk of rows, (pairs, rows) × (rows, K) over the (K + 1)(K + 2) / 2 entries
+    x̃_na x̃_nb with a ≤ b, instead of one (K + 1, N) × (N, K + 1) product per class: half the
+    multiply-adds (symmetry), in one large product.
+    """
+    n, width = design.shape
+    upper, lower = np.triu_indices(width)
+    total = np.zeros((len(upper), variance.shape[1]))
+    chunk = max(1, 2**21 // len(upper))  # rows per chunk: ~2 M entries of x̃_na x̃_nb at a time
+    for start in range(0, n, chunk):
+        rows = design[start:start + chunk]
+        total += (rows[:, upper] * rows[:, lower]).T @ variance[start:start + chunk]
+    total /= n
+    blocks = np.empty((variance.shape[1], width, width))
+    blocks[:, upper, lower] = total.T
+    blocks[:, lower, upper] = total.T
+    return blocks
+
+
 def fit_matrix_scaling_newton_cg(logits: np.ndarray, labels: np.ndarray, penalty_weights: np.ndarray, max_iter: int,
                                  tol: float, *, warm_start: bool = True, preconditioner: str = "block",
                                  optimal_shift: bool = True) -> tuple[np.ndarray, tuple[bool, int, float]]:
@@ -331,10 +352,16 @@ def fit_matrix_scaling_newton_cg(logits: np.ndarray, labels: np.ndarray, penalty
             return params
         return params - np.where(has_weight, (weights * params).sum(axis=0) / safe_weight, 0.0)
 
-    def objective(params):
-        log_probs = log_softmax(design @ params.T, axis=1)
-        nll = -log_probs[np.arange(n), labels].mean()
-        return nll + float((weights * shifted(params) ** 2).sum()), np.exp(log_probs)
+    rows = np.arange(n)
+
+    def objective(params):  # the log-softmax and the probabilities from one exp of the logits
+        centred = design @ params.T
+        centred -= centred.max(axis=1, keepdims=True)
+        probs = np.exp(centred)
+        total = probs.sum(axis=1)
+        probs /= total[:, None]
+        nll = float((np.log(total) - centred[rows, labels]).mean())
+        return nll + float((weights * shifted(params) ** 2).sum()), probs
 
     params = _diagonal_start(logits, labels, weights) if warm_start else np.column_stack([np.eye(k), np.zeros(k)])
     value, probs = objective(params)
@@ -350,16 +377,14 @@ def fit_matrix_scaling_newton_cg(logits: np.ndarray, labels: np.ndarray, penalty
             break
 
         def hessian_times(direction, probs=probs):
-            change = design @ direction.T
-            weighted = probs * (change - (probs * change).sum(axis=1, keepdims=True))
+            weighted = design @ direction.T  # the logits' change U, then p ⊙ (U − Σ_j p_j U_j) in place
+            weighted -= np.einsum("nk,nk->n", probs, weighted)[:, None]
+            weighted *= probs
             return weighted.T @ design / n + ridge * shifted(direction) + jitter * direction
 
         if preconditioner == "block":
             if inverse is None or products > REBUILD_AFTER_PRODUCTS:  # kept while CG still converges fast
-                variance = probs * (1 - probs)
-                blocks = np.empty((k, k + 1, k + 1))
-                for i in range(k):
-                    blocks[i] = (design * variance[:, i:i + 1]).T @ design / n
+                blocks = _class_blocks(design, probs * (1 - probs))
                 blocks[:, np.arange(k + 1), np.arange(k + 1)] += ridge + jitter * (
                     1.0 + np.trace(blocks, axis1=1, axis2=2)[:, None])
                 inverse = np.linalg.inv(blocks)
