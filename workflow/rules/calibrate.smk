@@ -8,8 +8,10 @@ rule calibrate:
     input:
         logits=paths.run_file(RUN, paths.LOGITS),
     output:
-        params=f"{paths.calibration_dir(RUN)}/{paths.CALIBRATION_PARAMS}",
-        metrics=f"{paths.calibration_dir(RUN)}/{paths.METRICS}",
+        **kept(
+            params=f"{paths.calibration_dir(RUN)}/{paths.CALIBRATION_PARAMS}",
+            metrics=f"{paths.calibration_dir(RUN)}/{paths.METRICS}",
+        ),
     log:
         paths.log("calibrate", RUN),
     benchmark:

@@ -87,6 +87,31 @@ FIGURE_STUDIES, FIGURE_NAMES = study_artifact_names(REPORT_PLAN, "figure")
 TABLE_STUDIES, TABLE_NAMES = study_artifact_names(REPORT_PLAN, "table")
 
 
+def kept(**outputs):
+    """A rule's named outputs (a path or a list of paths each) as update() outputs, each with its
+    checksum sidecar declared beside it as ``<name>_checksum``, after every output itself (so
+    ``snakemake.output[0]`` stays the first file).
+
+    Snakemake deletes a job's plain outputs before it runs and again when it fails: a re-make
+    that fails (a damaged input, a crashed job) would cost a good output that no
+    other command had touched. An update() output is kept while the job runs, and copied aside
+    and put back if the job fails; its sidecar goes with it, so a put-back file never carries the
+    checksum of the attempt that failed (every writer replaces the sidecar with its file). The
+    rules whose outputs a user may re-make declare them through this, all but prepare_data (its
+    marker's sidecar would become an output, and a marker written without one would then re-plan
+    the data set, which plans nothing behind it, as data.smk says) and report_check (a failed
+    check must leave no result, never the verdict on an earlier report)."""
+    declared, checksums = {}, {}
+    for name, value in outputs.items():
+        declared[name] = update(value)
+        checksums[f"{name}_checksum"] = update(
+            [paths.checksum(str(path)) for path in value]
+            if isinstance(value, list)
+            else paths.checksum(str(value))
+        )
+    return {**declared, **checksums}
+
+
 def run_resource(name):
     """The resource ``name`` (threads, mem_mb, runtime, gpu, gpu_slots, gres) of the run a job's wildcards
     name: training, logit export and segmentation evaluation load the run's model and data.

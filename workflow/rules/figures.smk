@@ -16,12 +16,14 @@ localrules:
 
 rule theory_figure:
     output:
-        report(
-            paths.figure(paths.THEORY),
-            caption="../report/caption.rst",
-            category=lambda wildcards: THEORY_FIGURES[wildcards.name].paper,
-            subcategory="theory",
-            labels=lambda wildcards: {"figure": wildcards.name},
+        **kept(
+            figure=report(
+                paths.figure(paths.THEORY),
+                caption="../report/caption.rst",
+                category=lambda wildcards: THEORY_FIGURES[wildcards.name].paper,
+                subcategory="theory",
+                labels=lambda wildcards: {"figure": wildcards.name},
+            )
         ),
     log:
         paths.log(f"figures/{paths.THEORY}", "{name}"),
@@ -48,12 +50,14 @@ rule study_figure:
             wildcards.study, wildcards.name, "figure"
         ).inputs,
     output:
-        report(
-            paths.figure(),
-            caption="../report/caption.rst",
-            category=lambda wildcards: REPORT_PLAN.studies[wildcards.study].paper,
-            subcategory="{study}",
-            labels=lambda wildcards: {"figure": wildcards.name},
+        **kept(
+            figure=report(
+                paths.figure(),
+                caption="../report/caption.rst",
+                category=lambda wildcards: REPORT_PLAN.studies[wildcards.study].paper,
+                subcategory="{study}",
+                labels=lambda wildcards: {"figure": wildcards.name},
+            )
         ),
     log:
         paths.log("figures/{study}", "{name}"),
@@ -80,12 +84,14 @@ rule paper_table:
     input:
         paths.study_table(),
     output:
-        report(
-            paths.paper_table(),
-            caption="../report/caption.rst",
-            category=lambda wildcards: REPORT_PLAN.studies[wildcards.study].paper,
-            subcategory="{study}",
-            labels=lambda wildcards: {"table": wildcards.name},
+        **kept(
+            table=report(
+                paths.paper_table(),
+                caption="../report/caption.rst",
+                category=lambda wildcards: REPORT_PLAN.studies[wildcards.study].paper,
+                subcategory="{study}",
+                labels=lambda wildcards: {"table": wildcards.name},
+            )
         ),
     log:
         paths.log("tables/{study}", "{name}"),
@@ -113,7 +119,7 @@ rule claims_forest:
         claims=paths.CLAIMS_TABLE,
         pairs=paths.CLAIMS_PAIRS,
     output:
-        paths.figure(paths.CLAIMS, "{page}"),
+        **kept(figure=paths.figure(paths.CLAIMS, "{page}")),
     log:
         paths.log(f"figures/{paths.CLAIMS}", "{page}"),
     wildcard_constraints:

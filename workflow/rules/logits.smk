@@ -2,10 +2,10 @@
 # re-runs only this rule; the model is not retrained. An imported run (model
 # `{name: logits_file, path: ...}`) is not trained: import_logits checks the file and copies
 # its logits into the run directory, and everything downstream treats it as any run.
-# The exported files are update() outputs: Snakemake does not delete them before the job runs
-# and puts them back if it fails, so a re-planned export (-f, -R, changed code) that cannot
-# re-dump them (a damaged checkpoint) leaves the run with the logits it had. Their checksum
-# sidecars are declared too, so a restored file never keeps the checksum of the failed export.
+# The exported files are kept() outputs (common.smk): Snakemake does not delete them before the
+# job runs and puts them back, with their checksum sidecars, if it fails, so a re-planned export
+# (-f, -R, changed code) that cannot re-dump them (a damaged checkpoint) leaves the run with the
+# logits it had.
 
 
 localrules:
@@ -18,11 +18,10 @@ rule export_logits:
         run_config=paths.run_file(RUN, paths.RUN_CONFIG),
         history=paths.run_file(RUN, paths.HISTORY),
     output:
-        logits=update(paths.run_file(RUN, paths.LOGITS)),
-        info=update(paths.run_file(RUN, paths.RUN_INFO)),
-        # the checksums too, so that a failed job's restored files keep theirs
-        logits_checksum=update(paths.checksum(paths.run_file(RUN, paths.LOGITS))),
-        info_checksum=update(paths.checksum(paths.run_file(RUN, paths.RUN_INFO))),
+        **kept(
+            logits=paths.run_file(RUN, paths.LOGITS),
+            info=paths.run_file(RUN, paths.RUN_INFO),
+        ),
     log:
         paths.log("export_logits", RUN),
     benchmark:
@@ -57,10 +56,10 @@ rule export_token_logits:
         run_config=paths.run_file(RUN, paths.RUN_CONFIG),
         history=paths.run_file(RUN, paths.HISTORY),
     output:
-        token_logits=update(paths.token_logits(RUN)),
-        info=update(paths.run_file(RUN, paths.RUN_INFO)),
-        token_logits_checksum=update(paths.checksum(paths.token_logits(RUN))),
-        info_checksum=update(paths.checksum(paths.run_file(RUN, paths.RUN_INFO))),
+        **kept(
+            token_logits=paths.token_logits(RUN),
+            info=paths.run_file(RUN, paths.RUN_INFO),
+        ),
     log:
         paths.log("export_token_logits", RUN),
     benchmark:
@@ -90,9 +89,11 @@ rule import_logits:
     input:
         lambda wildcards: PLAN.logits_source(PLAN.run(wildcards)),
     output:
-        logits=paths.run_file(RUN, paths.LOGITS),
-        info=paths.run_file(RUN, paths.RUN_INFO),
-        run_config=paths.run_file(RUN, paths.RUN_CONFIG),
+        **kept(
+            logits=paths.run_file(RUN, paths.LOGITS),
+            info=paths.run_file(RUN, paths.RUN_INFO),
+            run_config=paths.run_file(RUN, paths.RUN_CONFIG),
+        ),
     log:
         paths.log("import_logits", RUN),
     benchmark:

@@ -23,7 +23,7 @@ localrules:
 
 rule report_manifest:
     output:
-        paths.REPORT_MANIFEST,
+        **kept(manifest=paths.REPORT_MANIFEST),
     log:
         paths.log("report", "manifest"),
     conda:
@@ -38,10 +38,12 @@ rule run_inventory:
     input:
         inventory_inputs(PLAN),
     output:
-        report(
-            paths.INVENTORY,
-            caption="../report/caption.rst",
-            category="report",
+        **kept(
+            inventory=report(
+                paths.INVENTORY,
+                caption="../report/caption.rst",
+                category="report",
+            )
         ),
     log:
         paths.log("report", "run_inventory"),
@@ -62,8 +64,7 @@ rule report_notebook:
         manifest=paths.REPORT_MANIFEST,
         shown=lambda wildcards: notebook_inputs(REPORT_PLAN, wildcards.notebook),
     output:
-        html=paths.report_page(),
-        executed=paths.executed_notebook(),
+        **kept(html=paths.report_page(), executed=paths.executed_notebook()),
     log:
         paths.log("report", "{notebook}"),
     benchmark:
@@ -86,7 +87,7 @@ rule report_index:
         pages=[paths.report_page(notebook) for notebook in REPORT_PLAN.notebooks],
         linked=REPORT_PLAN.figure_targets() + REPORT_PLAN.table_targets(),
     output:
-        paths.REPORT_INDEX,
+        **kept(index=paths.REPORT_INDEX),
     log:
         paths.log("report", "index"),
     conda:
@@ -101,6 +102,7 @@ rule report_index:
 rule report_check:
     input:
         paths.REPORT_INDEX,
+    # plain outputs: a failed check leaves no result, never the previous page's verdict
     output:
         screenshot=paths.REPORT_SCREENSHOT,
         result=paths.BROWSER_CHECK,

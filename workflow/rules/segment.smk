@@ -14,18 +14,10 @@ rule evaluate_segmentation:
         run_config=paths.run_file(RUN, paths.RUN_CONFIG),
         history=paths.run_file(RUN, paths.HISTORY),
     output:
-        # update(): kept while the job runs and put back if it fails (see export_logits)
-        metrics=update(f"{paths.evaluation_dir(RUN)}/{paths.METRICS}"),
-        samples=update(f"{paths.evaluation_dir(RUN)}/{paths.SAMPLES}"),
-        info=update(f"{paths.evaluation_dir(RUN)}/{paths.RUN_INFO}"),
-        metrics_checksum=update(
-            paths.checksum(f"{paths.evaluation_dir(RUN)}/{paths.METRICS}")
-        ),
-        samples_checksum=update(
-            paths.checksum(f"{paths.evaluation_dir(RUN)}/{paths.SAMPLES}")
-        ),
-        info_checksum=update(
-            paths.checksum(f"{paths.evaluation_dir(RUN)}/{paths.RUN_INFO}")
+        **kept(
+            metrics=f"{paths.evaluation_dir(RUN)}/{paths.METRICS}",
+            samples=f"{paths.evaluation_dir(RUN)}/{paths.SAMPLES}",
+            info=f"{paths.evaluation_dir(RUN)}/{paths.RUN_INFO}",
         ),
     log:
         paths.log("evaluate_segmentation", RUN),

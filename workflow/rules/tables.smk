@@ -9,7 +9,7 @@ rule study_table:
     input:
         lambda wildcards: PLAN.study_inputs(wildcards.study),
     output:
-        paths.study_table(),
+        **kept(table=paths.study_table()),
     log:
         paths.log("study_table", "{study}"),
     benchmark:
@@ -37,8 +37,7 @@ rule claims:
     input:
         claims_inputs(PLAN),
     output:
-        claims=paths.CLAIMS_TABLE,
-        pairs=paths.CLAIMS_PAIRS,
+        **kept(claims=paths.CLAIMS_TABLE, pairs=paths.CLAIMS_PAIRS),
     log:
         paths.log("claims", "claims"),
     conda:

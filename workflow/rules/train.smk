@@ -1,6 +1,7 @@
 # Stage 2: train one run. The checkpoint in the run directory is not a declared output, so
 # that a killed, failed or re-triggered job resumes from it instead of starting over
-# (Snakemake deletes declared outputs before re-running a job); on a finished run the job
+# (Snakemake deletes a plain output before re-running its job, and puts a kept() one back as it
+# was before a failed job, without the epochs that job trained); on a finished run the job
 # re-writes its outputs from the checkpoint. Device and compile are not params: the job reads
 # them from the config, so changing them re-plans nothing. A run that another process is
 # training (a second checkout sharing results/, or a second Snakemake after --unlock) stops
@@ -12,8 +13,10 @@ rule train:
         data=ancient(DATA_READY),
         trained_elsewhere=not_trained_elsewhere,
     output:
-        run_config=paths.run_file(RUN, paths.RUN_CONFIG),
-        history=paths.run_file(RUN, paths.HISTORY),
+        **kept(
+            run_config=paths.run_file(RUN, paths.RUN_CONFIG),
+            history=paths.run_file(RUN, paths.HISTORY),
+        ),
     log:
         paths.log("train", RUN),
     benchmark:

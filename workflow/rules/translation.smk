@@ -17,9 +17,11 @@ rule calibrate_tokens:
     input:
         profile=paths.token_logits(RUN),
     output:
-        params=f"{paths.calibration_dir(RUN)}/{paths.CALIBRATION_PARAMS}",
-        metrics=f"{paths.calibration_dir(RUN)}/{paths.TOKEN_METRICS}",
-        curve=f"{paths.calibration_dir(RUN)}/{paths.TOKEN_CURVE}",
+        **kept(
+            params=f"{paths.calibration_dir(RUN)}/{paths.CALIBRATION_PARAMS}",
+            metrics=f"{paths.calibration_dir(RUN)}/{paths.TOKEN_METRICS}",
+            curve=f"{paths.calibration_dir(RUN)}/{paths.TOKEN_CURVE}",
+        ),
     log:
         paths.log("calibrate_tokens", RUN),
     benchmark:
@@ -48,8 +50,12 @@ rule decode:
         run_config=paths.run_file(RUN, paths.RUN_CONFIG),
         history=paths.run_file(RUN, paths.HISTORY),
     output:
-        decodes=[paths.translation_decode(RUN, t) for t in DECODE_TEMPERATURES],
-        hypotheses=[paths.translation_hypotheses(RUN, t) for t in DECODE_TEMPERATURES],
+        **kept(
+            decodes=[paths.translation_decode(RUN, t) for t in DECODE_TEMPERATURES],
+            hypotheses=[
+                paths.translation_hypotheses(RUN, t) for t in DECODE_TEMPERATURES
+            ],
+        ),
     log:
         paths.log("decode", RUN),
     benchmark:
@@ -81,8 +87,10 @@ rule decode_calibrated:
         history=paths.run_file(RUN, paths.HISTORY),
         calibration=f"{paths.calibration_dir(RUN)}/{paths.CALIBRATION_PARAMS}",
     output:
-        result=paths.calibrated_decode(RUN),
-        hypotheses=paths.calibrated_hypotheses(RUN),
+        **kept(
+            result=paths.calibrated_decode(RUN),
+            hypotheses=paths.calibrated_hypotheses(RUN),
+        ),
     log:
         paths.log("decode_calibrated", f"{RUN}/{{calibrator}}"),
     benchmark:
@@ -120,8 +128,10 @@ rule translation_metrics:
             if path
         ],
     output:
-        metrics=f"{paths.calibration_dir(RUN)}/{paths.METRICS}",
-        sweep=f"{paths.calibration_dir(RUN)}/{paths.TEMPERATURE_SWEEP}",
+        **kept(
+            metrics=f"{paths.calibration_dir(RUN)}/{paths.METRICS}",
+            sweep=f"{paths.calibration_dir(RUN)}/{paths.TEMPERATURE_SWEEP}",
+        ),
     log:
         paths.log("translation_metrics", RUN),
     wildcard_constraints:

@@ -1,9 +1,10 @@
 """What each workflow job does, as plain functions (the rule scripts only unpack ``snakemake``).
 
 Training and export call the trainer; the trainer's checkpoint is deliberately *not* a
-declared output of the training rule: Snakemake deletes a job's declared outputs before
-re-running it, and the checkpoint must survive a killed or re-triggered job so that the
-trainer resumes from it (and a finished run "retrains" in no time).
+declared output of the training rule: Snakemake deletes a plain output before re-running its
+job, and puts a kept() one (workflow/rules/common.smk) back as it was before a failed job, and
+the checkpoint must keep the epochs of a killed, failed or re-triggered job so that the trainer
+resumes from it (and a finished run "retrains" in no time).
 """
 
 from __future__ import annotations
