@@ -120,9 +120,9 @@ def run_resource(name):
 
 
 def not_trained_elsewhere(wildcards):
-    """No input: fails the DAG, before Snakemake deletes the live run's outputs to make room
-    for a job that could only be refused, when another process trains the run. Dry runs and
-    --touch delete nothing and go on."""
+    """No input: fails the DAG, when another process trains the run, before Snakemake starts a
+    job that could only be refused (and, failing, would put the live run's outputs back as they
+    were when it started: kept()). Dry runs and --touch write nothing and go on."""
     if not (workflow.dryrun or workflow.touch):
         refuse_if_trained_elsewhere(
             PLAN.run(wildcards).run_dir,

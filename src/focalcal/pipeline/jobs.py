@@ -65,8 +65,8 @@ def train(run_identity: dict, execution: dict, run_dir, data_root, threads: int,
     _write_run_config(run_config, run_config_path)
     torch.set_num_threads(max(1, int(threads)))
     trainer = train_run(config, run_dir, data_root=str(data_root), progress=False, export=False)
-    # The declared outputs again if they went while training: a second Snakemake that started
-    # this run's job at the same moment deletes them before its job is refused.
+    # The declared outputs again if they went while training: a second Snakemake whose train rule
+    # has plain outputs (another checkout's) deletes them before its job is refused.
     if not run_config_path.exists():
         _write_run_config(run_config, run_config_path)
     if not trainer.paths.history.exists():
