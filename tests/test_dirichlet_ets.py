@@ -220,7 +220,8 @@ def test_newton_cg_reaches_each_benchmark_inputs_optimum_at_eight_classes(name, 
     them; the near-separable one's log q reaches about -25): the Newton-CG fit, reached through
     ``DirichletCalibration`` and directly with each preconditioner and start, ends within 1e-9
     (relative) of scipy's trust-exact on the objective and dense Hessian written out here, polished
-    by full Newton steps to a gradient norm of 1e-11 or less. The diagonal-and-bias start, not the optimum, fails that check."""
+    by full Newton steps to a gradient norm of 1e-11 or less; so does the fit with float64
+    Hessian-vector products throughout (the default forms them in float32 far from the optimum). The diagonal-and-bias start, not the optimum, fails that check."""
     from bench.bench_dirichlet import input_logits, odir_penalty
     from focalcal.calibration import scaling
 
@@ -256,6 +257,9 @@ def test_newton_cg_reaches_each_benchmark_inputs_optimum_at_eight_classes(name, 
                                                                                 1e-10, **options)
         assert converged, options
         assert abs(gap(params)) <= 1e-9, options
+    monkeypatch.setattr(scaling, "SINGLE_PRECISION_ABOVE", None)  # float64 products throughout, same optimum
+    params, (converged, _, _) = scaling.fit_matrix_scaling_newton_cg(features, labels, penalty, 10000, 1e-10)
+    assert converged and abs(gap(params)) <= 1e-9
     assert gap(scaling._diagonal_start(features, labels, penalty)) > 1e-6
 
 

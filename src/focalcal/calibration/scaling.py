@@ -72,6 +72,11 @@ def warn_unconverged(calibrator: str, iterations: int, gradient: float, tol: flo
 #: 2 K (K + 1) for a Hessian-vector product) only after a CG solve that took more products than this.
 REBUILD_AFTER_PRODUCTS = 30
 
+#: Newton-CG forms its Hessian-vector products in float32 while the gradient's norm is at least this:
+#: there CG stops at a residual of min(0.5, √‖g‖) ‖g‖ ≥ 0.01 ‖g‖, which float32 products meet; below
+#: it, in float64 (``None``: float64 throughout). Gradients, objectives and steps are float64 always.
+SINGLE_PRECISION_ABOVE = 1e-4
+
 #: Matrix scaling by Newton's method up to this many classes: the dense Hessian has (K² + K)²
 #: entries (176,400 at K = 20), built from N·(K² + K)² products.
 NEWTON_MAX_CLASSES = 20
@@ -291,7 +296,9 @@ def fit_matrix_scaling_newton_cg(logits: np.ndarray, labels: np.ndarray, penalty
     objective's gradient there, so the stopping test is the same (``optimal_shift=False``: the
     penalised objective as it stands). For a direction V, U = X̃ Vᵀ
     is the logits' change and, with p the probabilities, the NLL's Hv = (p ⊙ (U − Σ_j p_j U_j))ᵀ
-    X̃ / N: two (N, K + 1) × (K + 1, K) products.
+    X̃ / N: two (N, K + 1) × (K + 1, K) products, in float32 while ‖g‖ ≥ :data:`SINGLE_PRECISION_ABOVE`
+    (CG's loose solves far from the optimum; float64 near it, where its residual goes below float32's
+    resolution; gradients, objectives and steps float64 throughout, so the optimum is float64's).
 
     ``warm_start`` starts from the optimum over W's diagonal and b alone (vector scaling under
     the same penalties, :func:`_diagonal_start`) instead of the identity. CG's
@@ -367,7 +374,7 @@ def fit_matrix_scaling_newton_cg(logits: np.ndarray, labels: np.ndarray, penalty
     value, probs = objective(params)
     ridge = 2 * weights
     jitter = 1e-12
-    inverse, products = None, 0
+    inverse, products, design32 = None, 0, None
     converged, gradient_max, iteration = False, float("inf"), 0
     for iteration in range(1, max_iter + 1):
         gradient = (probs - one_hot).T @ design / n + 2 * weights * shifted(params)
@@ -376,11 +383,17 @@ def fit_matrix_scaling_newton_cg(logits: np.ndarray, labels: np.ndarray, penalty
             converged = True
             break
 
-        def hessian_times(direction, probs=probs):
-            weighted = design @ direction.T  # the logits' change U, then p ⊙ (U − Σ_j p_j U_j) in place
+        if SINGLE_PRECISION_ABOVE is not None and np.linalg.norm(gradient) >= SINGLE_PRECISION_ABOVE:
+            design32 = design.astype(np.float32) if design32 is None else design32
+            product_design, product_probs = design32, probs.astype(np.float32)
+        else:
+            product_design, product_probs = design, probs
+
+        def hessian_times(direction, probs=product_probs, design=product_design):
+            weighted = design @ direction.T.astype(design.dtype)  # the logits' change U, then p ⊙ (U − Σ_j p_j U_j)
             weighted -= np.einsum("nk,nk->n", probs, weighted)[:, None]
             weighted *= probs
-            return weighted.T @ design / n + ridge * shifted(direction) + jitter * direction
+            return (weighted.T @ design).astype(np.float64) / n + ridge * shifted(direction) + jitter * direction
 
         if preconditioner == "block":
             if inverse is None or products > REBUILD_AFTER_PRODUCTS:  # kept while CG still converges fast
