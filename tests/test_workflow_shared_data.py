@@ -8,6 +8,7 @@ import os
 import shutil
 import time
 
+import pytest
 import yaml
 from conftest import DEFAULT_CONFIG, RUN, TEST_CONFIG, copy_checkout, one_run_config, planned_jobs, snakemake
 
@@ -33,6 +34,15 @@ def prepare(workdir, config, *datasets, data_root="data"):
     snakemake(workdir, "--cores", "1", *markers, "--configfile", str(config), "--config", f"data_root={data_root}")
 
 
+@pytest.fixture(scope="module")
+def test_data(tmp_path_factory):
+    """A working directory whose data/ holds synthetic1d and digits prepared under config/test.yaml,
+    made once for the tests that read it (they copy it, or plan on it, and never write to it)."""
+    workdir = tmp_path_factory.mktemp("test_data")
+    prepare(workdir, TEST_CONFIG, "synthetic1d", "digits")
+    return workdir
+
+
 def test_a_data_root_prepared_under_another_spec_plans_the_whole_workflow(tmp_path):
     # what two configs sharing one data root do: synthetic1d prepared under another spec, recorded by Snakemake
     workdir = tmp_path / "workdir"
@@ -42,9 +52,8 @@ def test_a_data_root_prepared_under_another_spec_plans_the_whole_workflow(tmp_pa
     assert plan == {"prepare_data": 2, **WHOLE, "total": 2 + sum(WHOLE.values())}  # digits and tiny_seg
 
 
-def test_a_copied_data_folder_and_a_data_root_elsewhere_plan_the_whole_workflow(tmp_path):
-    shared = tmp_path / "shared"
-    prepare(shared, TEST_CONFIG, "synthetic1d", "digits")
+def test_a_copied_data_folder_and_a_data_root_elsewhere_plan_the_whole_workflow(test_data, tmp_path):
+    shared = test_data
     copied = tmp_path / "copied"
     shutil.copytree(shared / "data", copied / "data")
     plan = planned_jobs(snakemake(copied, "-n", "--configfile", str(TEST_CONFIG)))
@@ -79,15 +88,13 @@ def fresh_clone(target):
     return target
 
 
-def test_a_data_folder_copied_into_a_fresh_clone_plans_everything_under_either_config(tmp_path):
+def test_a_data_folder_copied_into_a_fresh_clone_plans_everything_under_either_config(test_data, tmp_path):
     # data/ of the default config (synthetic1d and digits under config/config.yaml's specs) ...
     default_data = tmp_path / "default"
     default_specs = yaml.safe_load(DEFAULT_CONFIG.read_text())["datasets"]
     prepare(default_data, with_datasets(tmp_path / "default_specs.yaml", synthetic1d=default_specs["synthetic1d"],
                                         digits=default_specs["digits"]), "synthetic1d", "digits")
-    # ... and of config/test.yaml (synthetic1d: 1,500 samples, not the default's)
-    test_data = tmp_path / "test"
-    prepare(test_data, TEST_CONFIG, "synthetic1d", "digits")
+    # ... and of config/test.yaml (synthetic1d: 1,500 samples, not the default's): test_data
     time.sleep(1)  # the clone is made later than the data, as in life
     clone = fresh_clone(tmp_path / "clone")
     snakefile = clone / "workflow" / "Snakefile"
