@@ -23,7 +23,8 @@ The inputs (``inputs(n, k)``; the tests fit them at small K):
 - ``near_separable``: logits N(0, 1) with +7 on the label (top-1 accuracy ~99.9 %), 1 % of the
   labels redrawn uniformly, so that the optimum is finite but the unpenalised diagonal large.
 
-``python -m bench dirichlet`` prints the per-input table at K = 100, then the fitter's time
+``python -m bench dirichlet`` prints the per-input table at K = 100 (time, Newton steps, Hessian-vector
+products, block preconditioners built), then the fitter's time
 against K (10, 40, 100, 200; the ``overconfident`` input, 5,000 samples).
 ``--quick``: K = 30 × 2,000, no K sweep. ``python -m bench.bench_dirichlet --no-baseline`` leaves
 the baseline out (up to ~10× the fitter's time, ``bench/README.md``).
@@ -159,10 +160,13 @@ def reference_solve(features: np.ndarray, labels: np.ndarray, penalty: np.ndarra
 BASELINE = {"warm_start": False, "preconditioner": "diagonal", "optimal_shift": False}
 
 
-def timed_fit(features, labels, penalty, repeats: int = 2, **options):
-    """The fitter's fastest time of ``repeats`` runs, its Newton steps and Hessian-vector products, its answer."""
-    products = [0]
-    original = scaling._preconditioned_cg
+def timed_fit(features, labels, penalty, repeats: int = 2, counts: dict | None = None, **options):
+    """The fitter's fastest time of ``repeats`` runs, its Newton steps and Hessian-vector products, its answer.
+
+    ``counts``, if given, receives the last run's ``builds``: block preconditioners built.
+    """
+    products, builds = [0], [0]
+    original, original_blocks = scaling._preconditioned_cg, scaling._class_blocks
 
     def counting(hessian_times, *args, **kwargs):
         def counted(direction):
@@ -170,19 +174,25 @@ def timed_fit(features, labels, penalty, repeats: int = 2, **options):
             return hessian_times(direction)
         return original(counted, *args, **kwargs)
 
+    def counting_blocks(*args):
+        builds[0] += 1
+        return original_blocks(*args)
+
     seconds = []
-    scaling._preconditioned_cg = counting
+    scaling._preconditioned_cg, scaling._class_blocks = counting, counting_blocks
     try:
         for _ in range(repeats):
-            products[0] = 0
+            products[0] = builds[0] = 0
             start = time.perf_counter()
             params, (converged, steps, _) = scaling.fit_matrix_scaling_newton_cg(features, labels, penalty, 10000,
                                                                                   1e-10, **options)
             seconds.append(time.perf_counter() - start)
     finally:
-        scaling._preconditioned_cg = original
+        scaling._preconditioned_cg, scaling._class_blocks = original, original_blocks
     if not converged:
         raise RuntimeError(f"the fit did not converge in 10,000 steps ({options})")
+    if counts is not None:
+        counts["builds"] = builds[0]
     return min(seconds), steps, products[0], params
 
 
@@ -190,10 +200,12 @@ def per_input_table(n_samples: int, n_classes: int, baseline: bool) -> None:
     penalty = odir_penalty(n_classes)
     print(f"\nK = {n_classes} x {n_samples:,} samples, one BLAS thread; times: the faster of two runs "
           f"(the baseline: one run); gap: (objective - reference) / reference")
-    print(f"{'input':15s} {'reference (polish)':>26s} {'baseline':>36s} {'fitter':>36s} {'ratio':>7s}")
+    print(f"{'input':15s} {'reference (polish)':>26s} {'baseline':>36s} {'fitter (pc: preconditioners built)':>42s} "
+          f"{'ratio':>7s}")
     rows = {}
     for name, (features, labels) in inputs(n_samples, n_classes).items():
-        seconds, steps, products, params = timed_fit(features, labels, penalty)
+        counts = {}
+        seconds, steps, products, params = timed_fit(features, labels, penalty, counts=counts)
         if baseline:
             base_seconds, base_steps, base_products, base_params = timed_fit(features, labels, penalty, repeats=1,
                                                                              **BASELINE)
@@ -207,7 +219,7 @@ def per_input_table(n_samples: int, n_classes: int, baseline: bool) -> None:
             base = f"{base_seconds:6.2f} s {base_steps:3d} st {base_products:4d} Hv gap {base_gap:8.1e}"
         rows[name] = seconds
         print(f"{name:15s} {reference_seconds:8.2f} s obj {reference:.6g}   {base:>26s} "
-              f"{seconds:6.2f} s {steps:3d} st {products:4d} Hv gap {gap:8.1e} "
+              f"{seconds:6.2f} s {steps:3d} st {products:4d} Hv {counts['builds']:2d} pc gap {gap:8.1e} "
               f"{base_seconds / seconds if baseline else float('nan'):6.1f}x", flush=True)
         if abs(gap) > 1e-9:
             print(f"  ! {name}: the fitter's objective is {gap:.1e} (relative) from the reference")
