@@ -219,3 +219,20 @@ def test_rules_name_their_files_through_focalcal_paths_only():
         assert "sys.path" not in text and "scriptdir" not in text, f"{script.name} edits its import path"
         imported = re.findall(r"^(?:from|import) (\w+)", text, flags=re.MULTILINE)
         assert set(imported) <= {"focalcal", "copy", "json", "os"}, f"{script.name} imports {imported}"
+
+
+def test_planning_the_report_leaves_the_drawing_libraries_unimported():
+    """Snakemake plans the report (report_plan) on every invocation, a dry run included, and never
+    draws there: seaborn (and through it scipy.stats) is imported only by a job that draws a box
+    plot, so no plan pays for it."""
+    code = (
+        "import sys\n"
+        "from focalcal.pipeline import build_plan, load_config_files, validate_config\n"
+        "from focalcal.report.targets import report_plan\n"
+        f"plan = build_plan(validate_config(load_config_files([{str(ROOT / 'config' / 'config.yaml')!r}]), {str(SCHEMA)!r}))\n"
+        "report = report_plan(plan)\n"
+        "assert report.studies, 'the default config plans no study'\n"
+        "print(sorted(name for name in ('seaborn', 'scipy.stats') if name in sys.modules))\n"
+    )
+    result = subprocess.run([str(BIN / "python"), "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "[]", result.stdout

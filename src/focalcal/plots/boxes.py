@@ -9,7 +9,6 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
-import seaborn as sns
 
 from .style import status_label
 
@@ -33,6 +32,8 @@ def boxes_or_points(ax, data: pd.DataFrame, *, x: str, y: str, hue: str, order: 
     boxed, few = data[sizes >= MIN_BOX_VALUES], data[sizes < MIN_BOX_VALUES]
     positions = {value: index for index, value in enumerate(order)}
     if not boxed.empty:
+        import seaborn as sns  # here, not at the top: the workflow's plan imports this module and never draws
+
         with warnings.catch_warnings():  # seaborn 0.13 passes matplotlib's deprecated `vert`
             warnings.filterwarnings("ignore", message=".*vert: bool was deprecated", category=DeprecationWarning)
             sns.boxplot(data=boxed, x=x, y=y, hue=hue, order=list(order), hue_order=list(hue_order), palette=palette,
@@ -77,6 +78,8 @@ def _seeded_stripplot(**kwargs) -> None:
     """seaborn's strip plot, its jitter drawn from a fixed seed: seaborn draws it from numpy's
     global generator, which would make the same figure's bytes differ from run to run. The
     caller's global generator state is left as it was."""
+    import seaborn as sns
+
     state = np.random.get_state()
     try:
         np.random.seed(0)
