@@ -1,4 +1,4 @@
-"""focalcal._io: atomic writes with checksum sidecars; reads that name a damaged file and its remedy."""
+"""focalcal.files.artefacts: atomic writes with checksum sidecars; reads that name a damaged file and its remedy."""
 
 import io
 import json
@@ -12,8 +12,8 @@ import pandas as pd
 import pytest
 import torch
 
-from focalcal import _io, _sidecar
-from focalcal._io import (
+from focalcal.files import artefacts, sidecar
+from focalcal.files.artefacts import (
     CorruptArtefactError,
     atomic_savez,
     atomic_torch_save,
@@ -27,7 +27,7 @@ from focalcal._io import (
     verified_bytes,
     written_in_place,
 )
-from focalcal._remake import remake_hint
+from focalcal.files.remake import remake_hint
 
 RUN = "results/runs/digits/cnn_small/ce/tiny/seed0"
 CALIBRATION = "results/calibration/digits/cnn_small/ce/tiny/seed0"
@@ -41,7 +41,7 @@ def test_atomic_write_replaces_whole_files_with_the_umask_mode(tmp_path):
     mask = os.umask(0)
     os.umask(mask)
     assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~mask  # not mkstemp's 0600
-    assert stat.S_IMODE(_sidecar.sidecar_path(path).stat().st_mode) == 0o666 & ~mask
+    assert stat.S_IMODE(sidecar.sidecar_path(path).stat().st_mode) == 0o666 & ~mask
     atomic_write_json({"b": 1, "a": [1, 2]}, tmp_path / "x.json")
     assert (tmp_path / "x.json").read_text().startswith('{\n  "a": [')
     atomic_savez(tmp_path / "x.npz", logits=np.eye(2, dtype=np.float32))
@@ -94,8 +94,8 @@ def _write_in_place(path):
 def test_every_writer_leaves_a_sidecar_with_the_files_size_and_sha256(tmp_path, writer):
     path = tmp_path / ("figure.png" if writer == "figure" else f"artefact.{writer.replace(' ', '_')}")
     WRITERS[writer](path)
-    recorded = _sidecar.read(path)
-    assert recorded == _sidecar.digest_file(path) and recorded.size == path.stat().st_size
+    recorded = sidecar.read(path)
+    assert recorded == sidecar.digest_file(path) and recorded.size == path.stat().st_size
     assert verified_bytes(path) == path.read_bytes()
 
 
@@ -113,32 +113,32 @@ def test_the_sidecar_is_written_atomically_after_the_file_and_the_old_one_is_dro
     monkeypatch.setattr(os, "replace", lambda src, dst: (replaced.append((str(src), str(dst))), real_replace(src, dst)))
     atomic_write_text("v\n2\n", path)
     # the file, then its sidecar, each from a temporary file in the same folder
-    assert [dst for _, dst in replaced] == [str(path), str(_sidecar.sidecar_path(path))]
+    assert [dst for _, dst in replaced] == [str(path), str(sidecar.sidecar_path(path))]
     assert all(os.path.dirname(src) == str(tmp_path) and src.endswith(".part") for src, _ in replaced)
 
     # a crash between the two leaves the new file without a sidecar: unverified, never mismatched
     def crash(*args):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(_io, "_write_sidecar", crash)
+    monkeypatch.setattr(artefacts, "_write_sidecar", crash)
     with pytest.raises(KeyboardInterrupt):
         atomic_write_text("v\n3\n", path)
-    assert not _sidecar.sidecar_path(path).exists()
+    assert not sidecar.sidecar_path(path).exists()
     assert read_csv(path)["v"].tolist() == [3]
 
 
 def test_a_file_rewritten_while_it_is_read_is_read_again_not_reported(tmp_path, monkeypatch):
     path = tmp_path / "history.csv"
     atomic_write_text("epoch\n1\n", path)
-    stale = _sidecar.read(path)
+    stale = sidecar.read(path)
     atomic_write_text("epoch\n1\n2\n", path)
-    real_read, calls = _sidecar.read, []
+    real_read, calls = sidecar.read, []
 
     def first_stale(target):  # the reader fetched the sidecar just before a writer swapped both
         calls.append(target)
         return stale if len(calls) == 1 else real_read(target)
 
-    monkeypatch.setattr(_sidecar, "read", first_stale)
+    monkeypatch.setattr(sidecar, "read", first_stale)
     assert read_csv(path)["epoch"].tolist() == [1, 2]
     calls.clear()
     assert verified_bytes(path) == b"epoch\n1\n2\n"
@@ -227,7 +227,7 @@ def test_an_artefact_without_a_sidecar_still_loads(tmp_path, name):
     path = tmp_path / relative
     write(path)
     expected = read(path)
-    _sidecar.sidecar_path(path).unlink()  # written before sidecars existed, or by hand
+    sidecar.sidecar_path(path).unlink()  # written before sidecars existed, or by hand
     got = read(path)
     if isinstance(expected, pd.DataFrame):
         pd.testing.assert_frame_equal(got, expected)
@@ -266,7 +266,7 @@ def test_a_file_that_matches_its_checksum_but_does_not_parse_is_reported_as_writ
 def test_an_unreadable_sidecar_is_reported(tmp_path):
     path = tmp_path / "logits.npz"
     atomic_savez(path, x=np.arange(3))
-    _sidecar.sidecar_path(path).write_text("garbage\n")
+    sidecar.sidecar_path(path).write_text("garbage\n")
     with pytest.raises(CorruptArtefactError, match=r"its checksum file logits.npz.sha256 is unreadable"):
         load_npz(path)
 
@@ -302,7 +302,7 @@ def test_the_remedy_runs_from_the_workflow_directory(tmp_path, monkeypatch):
 
 
 def test_the_remedy_names_the_workflow_in_use_and_a_real_target(tmp_path, monkeypatch):
-    from focalcal._remake import set_workflow
+    from focalcal.files.remake import set_workflow
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("FOCALCAL_WORKFLOW", "{}")

@@ -20,11 +20,12 @@ PACKAGE = Path(__file__).resolve().parents[1] / "src" / "focalcal"
 #: Lowest first. A module of layer i may import from layers 0..i.
 LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ("core", frozenset({
-        "_io", "_npz", "_out_folder", "_sidecar", "_validation", "_constraints", "_typing", "_extras", "numerics",
+        "_validation", "_constraints", "_typing", "_extras", "numerics",
         "paths",
         "logits_file",
-        # the re-make command of each results path: a table over paths.py, quoted by _io's errors
-        "_remake",
+        # reading and writing results files safely: atomic writes, checksum sidecars, checked
+        # archives, the re-make command of each results path (a table over paths.py)
+        "files",
         # where the compiled kernels live and their switches (torch-free)
         "_kernels",
         "catalog", "naming", "losses", "metrics", "calibration", "theory",
@@ -178,16 +179,16 @@ def test_a_cycle_is_found(monkeypatch):
     graph = import_graph()
     path = graph["focalcal.paths"][0]
     original = path.read_text()
-    monkeypatch.setattr(Path, "read_text", lambda self, *a, **k: original + "\nfrom focalcal import _remake\n"
+    monkeypatch.setattr(Path, "read_text", lambda self, *a, **k: original + "\nfrom focalcal.files import remake\n"
                         if self == path else Path.read_bytes(self).decode())
     cycles = import_cycles(import_graph())
-    assert ["focalcal._remake", "focalcal.paths", "focalcal._remake"] in cycles or \
-        ["focalcal.paths", "focalcal._remake", "focalcal.paths"] in cycles
+    assert ["focalcal.files.remake", "focalcal.paths", "focalcal.files.remake"] in cycles or \
+        ["focalcal.paths", "focalcal.files.remake", "focalcal.paths"] in cycles
 
 
 @pytest.mark.parametrize("source", [
-    "\ndef f():\n    from focalcal import _remake\n",  # closed inside a function
-    "\ndef f():\n    from . import _remake\n",  # relative
+    "\ndef f():\n    from focalcal.files import remake\n",  # closed inside a function
+    "\ndef f():\n    from .files import remake\n",  # relative
 ])
 def test_a_cycle_closed_inside_a_function_is_found(monkeypatch, source):
     graph = import_graph()
@@ -196,5 +197,5 @@ def test_a_cycle_closed_inside_a_function_is_found(monkeypatch, source):
     monkeypatch.setattr(Path, "read_text", lambda self, *a, **k: original + source
                         if self == path else Path.read_bytes(self).decode())
     cycles = import_cycles(import_graph())
-    assert ["focalcal._remake", "focalcal.paths", "focalcal._remake"] in cycles or \
-        ["focalcal.paths", "focalcal._remake", "focalcal.paths"] in cycles
+    assert ["focalcal.files.remake", "focalcal.paths", "focalcal.files.remake"] in cycles or \
+        ["focalcal.paths", "focalcal.files.remake", "focalcal.paths"] in cycles

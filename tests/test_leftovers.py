@@ -14,10 +14,10 @@ import textwrap
 import numpy as np
 import pytest
 
-from focalcal import _remake
-from focalcal._io import atomic_savez, atomic_write_json, atomic_write_text, load_npz
 from focalcal.calibrate_command import compare_calibrators
 from focalcal.cli import main
+from focalcal.files import remake
+from focalcal.files.artefacts import atomic_savez, atomic_write_json, atomic_write_text, load_npz
 from focalcal.logits_file import check_logits
 
 RUN = "results/runs/digits/cnn_small/ce/tiny/seed0"
@@ -25,7 +25,7 @@ RUN = "results/runs/digits/cnn_small/ce/tiny/seed0"
 
 @pytest.fixture(autouse=True)
 def no_workflow_recorded(monkeypatch):
-    monkeypatch.setenv(_remake.WORKFLOW_ENV, "{}")
+    monkeypatch.setenv(remake.WORKFLOW_ENV, "{}")
 
 
 def killed_write(path, name="logits.npz") -> list:
@@ -33,7 +33,7 @@ def killed_write(path, name="logits.npz") -> list:
     it; return the hidden files it left beside ``path``."""
     script = textwrap.dedent(f"""
         import os, signal
-        from focalcal._io import atomic_write
+        from focalcal.files.artefacts import atomic_write
         def write(handle):
             handle.write(b"half of it")
             handle.flush()

@@ -12,8 +12,8 @@ import zipfile
 import numpy as np
 import pytest
 
-from focalcal._io import CorruptArtefactError, load_npz
-from focalcal._npz import read_npz
+from focalcal.files.artefacts import CorruptArtefactError, load_npz
+from focalcal.files.npz import read_npz
 from focalcal.logits_file import read_logits
 
 

@@ -58,7 +58,7 @@ def test_own_snakefile_is_the_one_snakemake_picks_in_the_workdir(tmp_path):
 
 
 def test_the_re_make_command_names_the_snakefile_only_when_snakemake_would_not_find_it(tmp_path, monkeypatch):
-    from focalcal._remake import remake_command, set_workflow
+    from focalcal.files.remake import remake_command, set_workflow
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "workflow").mkdir()

@@ -626,7 +626,7 @@ def test_fig9_builder_shows_each_models_stored_pre_and_post_ts_confidence(tmp_pa
     """M20 Fig 9 from run files: logits.npz + calibration.json written by the calibrate step;
     the bars are the stored calibrators' confidences (no refit), on inputs every model gets
     right (top) or wrong (bottom)."""
-    from focalcal._io import atomic_savez
+    from focalcal.files.artefacts import atomic_savez
     from focalcal.papers.mukhoti2020 import page as mukhoti2020
     from focalcal.pipeline.calibrate import calibrate_run
     from focalcal.report import study_figures

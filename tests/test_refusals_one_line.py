@@ -16,9 +16,9 @@ import pytest
 import yaml
 from conftest import one_run_config, snakemake
 
-from focalcal import _io
-from focalcal._io import atomic_savez, load_npz
 from focalcal.cli import main
+from focalcal.files import artefacts
+from focalcal.files.artefacts import atomic_savez, load_npz
 from focalcal.pipeline import joblog
 from focalcal.pipeline.workflow_lock import ResultsNotWritableError, hold_output_lock
 
@@ -59,7 +59,7 @@ def full_disk(monkeypatch, after: int = 0):
             raise OSError(errno.ENOSPC, "No space left on device")
         real(fd)
 
-    monkeypatch.setattr(_io.os, "fsync", fsync)
+    monkeypatch.setattr(artefacts.os, "fsync", fsync)
 
 
 def test_a_full_disk_in_calibrate_is_one_line_naming_the_file_and_keeps_the_previous_report(tmp_path, capsys,

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from focalcal._io import atomic_torch_save, load_npz
+from focalcal.files.artefacts import atomic_torch_save, load_npz
 from focalcal.pipeline import jobs
 from focalcal.training.checkpoint import load_checkpoint
 from focalcal.training.run_files import RunPaths, checkpoint_sha256, publish_staged_export, publish_staged_segmentation

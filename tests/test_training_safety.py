@@ -16,8 +16,8 @@ import pytest
 import torch
 from test_training import make_config
 
-from focalcal._io import CorruptArtefactError, atomic_torch_save
-from focalcal._sidecar import sidecar_path
+from focalcal.files.artefacts import CorruptArtefactError, atomic_torch_save
+from focalcal.files.sidecar import sidecar_path
 from focalcal.training import Trainer, export_run_logits, train_run
 from focalcal.training.checkpoint import UnreadableCheckpointError, UnsafeCheckpointError, load_checkpoint
 from focalcal.training.lock import RunLock, RunLockedError

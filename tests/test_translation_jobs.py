@@ -13,9 +13,9 @@ import torch
 from test_data_wmt14 import mirror  # noqa: F401  the fixture: WMT archives built in the real formats
 
 from focalcal import metrics
-from focalcal._io import read_csv
-from focalcal._sidecar import digest_file
 from focalcal.calibration.temperature import MUKHOTI_TEMPERATURES
+from focalcal.files.artefacts import read_csv
+from focalcal.files.sidecar import digest_file
 from focalcal.pipeline.translation import calibrate_tokens
 from focalcal.training import RunConfig
 from focalcal.translation.token_profile import profile_from_logits, write_token_profile
@@ -198,7 +198,7 @@ def test_a_grid_decode_loads_the_model_once_and_writes_each_temperatures_decode_
 def test_a_decode_builds_no_trainer_and_beam_searches_with_the_final_weights(tmp_path, standin_run, monkeypatch):
     """The decode path (model from run_config.json, the checkpoint's final weights) translates as the trainer's
     restored model does; with kept best weights (early stopping, recipe.select) it is those, not the last epoch's."""
-    from focalcal._io import atomic_torch_save
+    from focalcal.files.artefacts import atomic_torch_save
     from focalcal.pipeline.translation import decode_calibrated, decode_run, decode_split
     from focalcal.training import load_finished_run
     from focalcal.training.checkpoint import load_checkpoint
@@ -236,7 +236,7 @@ def test_a_decode_builds_no_trainer_and_beam_searches_with_the_final_weights(tmp
 
 
 def test_a_decode_of_an_unfinished_or_foreign_checkpoint_is_refused(tmp_path, standin_run):
-    from focalcal._io import atomic_torch_save
+    from focalcal.files.artefacts import atomic_torch_save
     from focalcal.pipeline.translation import decode_run
     from focalcal.training.checkpoint import load_checkpoint
 

@@ -13,9 +13,9 @@ import pytest
 import yaml
 
 from focalcal import paths
-from focalcal._io import read_csv
 from focalcal.claims import evaluate_claim
 from focalcal.claims.verdict import FAILS, HOLDS, INCONCLUSIVE, NOT_TESTABLE
+from focalcal.files.artefacts import read_csv
 from focalcal.pipeline import build_plan, validate_config
 from focalcal.pipeline.calibrate import rows_to_csv
 from focalcal.pipeline.translation import (

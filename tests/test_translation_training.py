@@ -11,8 +11,9 @@ import pandas as pd
 import pytest
 import torch
 
-from focalcal import _sidecar, paths
+from focalcal import paths
 from focalcal.data.translation import BOS_ID, EOS_ID, synthetic_translation
+from focalcal.files import sidecar
 from focalcal.models import build
 from focalcal.pipeline import jobs
 from focalcal.training import RunConfig, TranslationTrainer, train_run
@@ -175,8 +176,8 @@ def test_a_stand_in_run_trains_through_the_trainer_and_records_per_token_history
     assert info["split_sizes"] == {"train": 160, "val": 24, "test": 24}
     assert info["num_classes"] == len(corpus.pieces)
     assert info["health"]["status"] in ("trained", "collapsed", "not converged")
-    assert info["token_logits_sha256"] == _sidecar.digest_file(uninterrupted / "token_logits.npz").sha256
-    assert _sidecar.read(uninterrupted / "token_logits.npz") == _sidecar.digest_file(uninterrupted / "token_logits.npz")
+    assert info["token_logits_sha256"] == sidecar.digest_file(uninterrupted / "token_logits.npz").sha256
+    assert sidecar.read(uninterrupted / "token_logits.npz") == sidecar.digest_file(uninterrupted / "token_logits.npz")
     assert not (uninterrupted / "logits.npz").exists()
 
 
@@ -247,7 +248,7 @@ def test_the_training_job_stages_token_logits_and_the_export_job_publishes_or_re
     published = read_token_profile(run_dir / "token_logits.npz")  # its sidecar checked
     assert (run_dir / "token_logits.npz").read_bytes() == staged.read_bytes()
     info = json.loads((run_dir / "run.json").read_text())
-    assert info["token_logits_sha256"] == _sidecar.digest_file(run_dir / "token_logits.npz").sha256
+    assert info["token_logits_sha256"] == sidecar.digest_file(run_dir / "token_logits.npz").sha256
     # without the staged copy, the export dumps the same tokens from the checkpoint
     for name in ("token_logits.npz", "token_logits.npz.sha256", "run.json", "run.json.sha256"):
         (run_dir / "staged_export" / name).unlink()

@@ -12,8 +12,9 @@ from conftest import SNAKEFILE, planned_jobs, run_as_printed, snakemake
 from test_translation_report import SCHEMA, translation_config
 from test_workflow import jobs_from_plan
 
-from focalcal import _remake, paths
+from focalcal import paths
 from focalcal.cli import main
+from focalcal.files import remake
 from focalcal.pipeline import build_plan
 from focalcal.pipeline.config import ConfigError
 
@@ -97,7 +98,7 @@ def test_a_forced_translation_train_job_rewrites_its_records_and_a_retrained_run
         tmp_path, monkeypatch, capsys):
     (tmp_path / "config").mkdir()
     configfile, run = _one_tiny_run(tmp_path / "config")
-    monkeypatch.setenv(_remake.WORKFLOW_ENV, json.dumps({"snakefile": str(SNAKEFILE), "configfiles": [str(configfile)]}))
+    monkeypatch.setenv(remake.WORKFLOW_ENV, json.dumps({"snakefile": str(SNAKEFILE), "configfiles": [str(configfile)]}))
     workdir = tmp_path / "work"
     metrics = f"{run.calibration_dir}/{paths.METRICS}"
     decodes = [paths.translation_decode(run.path, 1.0), paths.calibrated_decode(run.path, "ts_ece")]
@@ -116,7 +117,7 @@ def test_a_forced_translation_train_job_rewrites_its_records_and_a_retrained_run
     assert planned_jobs(snakemake(workdir, metrics, "-n", "--configfile", str(configfile))) == {}
 
     # retrained as the checkpoint's re-make command says: a new checkpoint, the old decodes named by verify
-    command = _remake.remake_command(checkpoint)[0]
+    command = remake.remake_command(checkpoint)[0]
     assert re.fullmatch(rf"cd \S+ && rm -f {run.run_dir}/checkpoint.pt && snakemake --cores 1 -s \S+ -f "
                         rf"{run.run_dir}/history.csv --configfile \S+", command), command
     run_as_printed(command, workdir)
@@ -142,6 +143,6 @@ def test_a_forced_translation_train_job_rewrites_its_records_and_a_retrained_run
 
 
 def digest(path) -> str:
-    from focalcal._sidecar import digest_file
+    from focalcal.files.sidecar import digest_file
 
     return digest_file(path).sha256

@@ -8,9 +8,9 @@ import os
 import numpy as np
 import pytest
 
-from focalcal import _remake
-from focalcal._io import atomic_savez, atomic_write_text
 from focalcal.cli import main
+from focalcal.files import remake
+from focalcal.files.artefacts import atomic_savez, atomic_write_text
 
 RUN = "results/runs/digits/cnn_small/ce/tiny/seed0"
 
@@ -27,7 +27,7 @@ def flip_one_byte(path, offset: int) -> None:
 @pytest.fixture(autouse=True)
 def no_workflow_recorded(monkeypatch):
     """``focalcal verify`` records the workflow it is given in the environment: undone after each test."""
-    monkeypatch.setenv(_remake.WORKFLOW_ENV, "{}")
+    monkeypatch.setenv(remake.WORKFLOW_ENV, "{}")
 
 
 def make_tree(workdir):

@@ -10,9 +10,10 @@ import shutil
 import pytest
 import torch
 
-from focalcal import _remake, verify
-from focalcal._sidecar import SUFFIX, digest_file
+from focalcal import verify
 from focalcal.cli import main
+from focalcal.files import remake
+from focalcal.files.sidecar import SUFFIX, digest_file
 from focalcal.pipeline import jobs
 from focalcal.pipeline.calibrate import LOGITS_SHA256, calibrate_run
 
@@ -23,7 +24,7 @@ CALIBRATIONS = {seed: run.replace("results/runs/", "results/calibration/") for s
 
 @pytest.fixture(autouse=True)
 def no_workflow_recorded(monkeypatch):
-    monkeypatch.setenv(_remake.WORKFLOW_ENV, "{}")
+    monkeypatch.setenv(remake.WORKFLOW_ENV, "{}")
 
 
 @pytest.fixture(scope="module")

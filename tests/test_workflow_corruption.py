@@ -10,8 +10,8 @@ import sys
 
 from conftest import RUN, SNAKEFILE, TEST_CONFIG, planned_jobs, run_as_printed, snakemake
 
-from focalcal import _sidecar
-from focalcal._io import load_npz
+from focalcal.files import sidecar
+from focalcal.files.artefacts import load_npz
 
 CALIBRATION = RUN.replace("results/runs/", "results/calibration/")
 METRICS = f"{CALIBRATION}/metrics.csv"
@@ -21,7 +21,7 @@ def test_every_artefact_of_the_run_carries_its_checksum(finished):
     files = [f"{RUN}/{name}" for name in ("run_config.json", "history.csv", "checkpoint.pt", "logits.npz", "run.json")]
     files += [f"{CALIBRATION}/{name}" for name in ("calibration.json", "metrics.csv")] + ["data/ready/digits.json"]
     for name in files:
-        assert _sidecar.read(finished / name) == _sidecar.digest_file(finished / name), name
+        assert sidecar.read(finished / name) == sidecar.digest_file(finished / name), name
 
 
 def test_forcing_the_logits_re_dumps_them_alone(finished_copy):
@@ -111,7 +111,7 @@ def test_the_command_verify_prints_for_a_deleted_run_config_runs_as_printed(fini
     command = re.search(r"re-make it: (.*?)   \(", found.stdout).group(1)
     assert command.startswith(f"rm -f {RUN}/run_config.json && snakemake --cores 1")
     run_as_printed(command, finished_copy)
-    assert _sidecar.read(finished_copy / RUN / "run_config.json") == _sidecar.digest_file(
+    assert sidecar.read(finished_copy / RUN / "run_config.json") == sidecar.digest_file(
         finished_copy / RUN / "run_config.json")
 
 
@@ -145,4 +145,4 @@ def test_one_printed_command_repairs_a_damaged_checkpoint_calibration_table_and_
     assert again.stdout.splitlines()[-1].endswith(" artefacts checked, 0 damaged")  # and none not of its run
     assert (finished_copy / "results/report/overview.html").stat().st_size > len(overview) // 2
     for name in damaged:
-        assert _sidecar.read(finished_copy / name) == _sidecar.digest_file(finished_copy / name), name
+        assert sidecar.read(finished_copy / name) == sidecar.digest_file(finished_copy / name), name

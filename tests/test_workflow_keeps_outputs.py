@@ -10,7 +10,7 @@ import sys
 
 from conftest import RUN, SNAKEFILE, TEST_CONFIG, copy_workdir, planned_jobs, run_as_printed, snakemake
 
-from focalcal import _sidecar
+from focalcal.files import sidecar
 
 LOGITS, INFO = f"{RUN}/logits.npz", f"{RUN}/run.json"
 
@@ -25,7 +25,7 @@ def test_a_damaged_checkpoint_keeps_the_logits_and_names_the_ways_out(finished_c
     assert failed.returncode != 0
     assert {name: (run_dir / name).read_bytes() for name in before} == before  # kept, byte for byte
     for name in before:
-        assert _sidecar.read(run_dir / name) == _sidecar.digest_file(run_dir / name)
+        assert sidecar.read(run_dir / name) == sidecar.digest_file(run_dir / name)
     log = (finished_copy / "results/logs/export_logits" / f"{RUN.removeprefix('results/runs/')}.log").read_text()
     assert "DamagedCheckpointError" in log and "it is 2000 bytes but was written as" in log
     assert "logits.npz matches its recorded checksum, run.json matches its recorded checksum" in log
@@ -77,9 +77,9 @@ import atexit, os, sys
 script = os.path.abspath(sys.argv[0]) if sys.argv and sys.argv[0] else ""
 if f"{os.sep}.snakemake{os.sep}scripts{os.sep}" in script:
     if script.split(".")[-2] in os.environ.get("FAIL_AFTER_WRITING", "").split(","):
-        import focalcal._io
-        write = focalcal._io.atomic_write_text
-        focalcal._io.atomic_write_text = lambda text, path: write(text + "from the attempt that fails\\n", path)
+        import focalcal.files.artefacts
+        write = focalcal.files.artefacts.atomic_write_text
+        focalcal.files.artefacts.atomic_write_text = lambda text, path: write(text + "from the attempt that fails\\n", path)
         exit = os._exit
         os._exit = lambda status: exit(1)  # a job's script leaves through os._exit (pipeline.joblog)
         atexit.register(exit, 1)

@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 from conftest import RUN, SNAKEFILE, TEST_CONFIG, snakemake
 
-from focalcal._io import atomic_savez, atomic_write_json, load_npz, read_json
-from focalcal._sidecar import digest_file
+from focalcal.files.artefacts import atomic_savez, atomic_write_json, load_npz, read_json
+from focalcal.files.sidecar import digest_file
 from focalcal.pipeline.calibrate import LOGITS_SHA256
 
 # Loaded by every Python process of the test's workflow; acts only in one that replaces a run's

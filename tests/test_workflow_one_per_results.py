@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 from conftest import ROOT, RUN, TEST_CONFIG, one_run_config, planned_jobs, snakemake, snakemake_command
 
-from focalcal import _sidecar
+from focalcal.files import sidecar
 from focalcal.pipeline.workflow_lock import may_write_outputs
 
 TABLE = "results/tables/one_workflow.csv"
@@ -82,7 +82,7 @@ def test_a_second_workflow_on_a_symlinked_results_folder_is_refused_at_once_and_
     attempts = list((first / LOG.removesuffix(".log")).with_suffix(".attempts").iterdir())
     assert len(attempts) == 1 and attempts[0].read_text() == log  # one attempt ran, with its own log
     table = first / TABLE
-    assert _sidecar.read(table) == _sidecar.digest_file(table)
+    assert sidecar.read(table) == sidecar.digest_file(table)
     # the lock went with the process: the second checkout now runs (nothing left to do)
     assert snakemake(second, "--cores", "1", TABLE, "--configfile", str(config)).returncode == 0
 

@@ -12,7 +12,7 @@ import pytest
 import yaml
 from conftest import DEFAULT_CONFIG, RUN, TEST_CONFIG, copy_checkout, one_run_config, planned_jobs, snakemake
 
-from focalcal import _sidecar
+from focalcal.files import sidecar
 
 # config/test.yaml's plan with every dataset but the ones named prepared already
 REPORT = {"theory_figure": 15, "study_figure": 7, "paper_table": 14, "claims_forest": 5, "report_manifest": 1,
@@ -76,7 +76,7 @@ def test_a_run_on_a_data_root_prepared_under_another_spec_ends_with_every_target
     assert "targets are missing or damaged" not in ran.stderr
     assert planned_jobs(snakemake(workdir, "-n", "--configfile", str(config), "--config", f"data_root={shared}")) == {}
     table = workdir / "results/tables/shared_data.csv"
-    assert _sidecar.read(table) == _sidecar.digest_file(table)
+    assert sidecar.read(table) == sidecar.digest_file(table)
 
 
 def fresh_clone(target):

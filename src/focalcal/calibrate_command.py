@@ -34,8 +34,8 @@ from typing import NamedTuple
 
 from focalcal import catalog, paths
 from focalcal._constraints import GAMMA, POSITIVE_INT, Interval, validate_parameters
-from focalcal._io import atomic_write_json, atomic_write_text
-from focalcal._out_folder import OutputFolder
+from focalcal.files.artefacts import atomic_write_json, atomic_write_text
+from focalcal.files.output_folder import OutputFolder
 from focalcal.logits_file import LogitsSet
 
 # The command's calibrators: the catalog's roles it offers (``Role.cli``), under their keys, with
@@ -177,7 +177,7 @@ def _checked_compare(logits: LogitsSet, out_dir, specs: dict, work: _SharedWork,
 
 def output_folder(out_dir) -> OutputFolder:
     """The command's output folder, checked, locked and written through a temporary sibling
-    (:class:`focalcal._out_folder.OutputFolder`); enter it before reading the logits."""
+    (:class:`focalcal.files.output_folder.OutputFolder`); enter it before reading the logits."""
     return OutputFolder(out_dir, own=OUTPUT_FILES)
 
 

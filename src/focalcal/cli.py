@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, TypeError) as error:
         print(f"focalcal: invalid run config {args.config}: {error}", file=sys.stderr)
         return 2
-    from focalcal._io import write_error_line
+    from focalcal.files.artefacts import write_error_line
 
     try:
         if args.command == "train":
@@ -185,8 +185,8 @@ def _add_calibrate_parser(commands) -> None:
 
 
 def _calibrate(args) -> int:
-    from focalcal._io import write_error_line
     from focalcal.calibrate_command import check_numeric_options
+    from focalcal.files.artefacts import write_error_line
 
     try:
         check_numeric_options(args.bins, args.resamples, args.seed, prefix="--")  # before any work
@@ -247,7 +247,7 @@ def _add_verify_parser(commands) -> None:
 
 
 def _verify(args) -> int:
-    from focalcal._remake import repair_command, set_workflow
+    from focalcal.files.remake import repair_command, set_workflow
     from focalcal.verify import MISMATCHED, UNVERIFIED, remove_leftovers, verify_tree
 
     set_workflow(args.snakefile, args.configfile)

@@ -98,10 +98,10 @@ def check_logits(arrays: dict, where=lambda key: key, source: str = "<arrays>", 
 
 def _read_npz(path: Path) -> dict:
     """Every array of the archive, each header checked against its member's stored size before
-    its data is read (:mod:`focalcal._npz`), so a damaged or crafted member is named with its key."""
+    its data is read (:mod:`focalcal.files.npz`), so a damaged or crafted member is named with its key."""
     import zipfile
 
-    from focalcal._npz import read_npz
+    from focalcal.files.npz import read_npz
 
     if not zipfile.is_zipfile(path):
         raise ValueError(f"{path}: not a readable .npz file (not a zip archive; a folder of .npy files is read too)")
@@ -109,7 +109,7 @@ def _read_npz(path: Path) -> dict:
 
 
 def _read_folder(folder: Path) -> tuple[dict, object]:
-    from focalcal._npz import read_npy
+    from focalcal.files.npz import read_npy
 
     arrays = {}
     for key in (*REQUIRED_KEYS, CLASS_NAMES):

@@ -121,7 +121,7 @@ def evaluation_dir(run: str = RUN_PATTERN) -> str:
     return f"{SEGMENTATION}/{run}"
 
 
-CHECKSUM = ".sha256"  # <file>.sha256 beside an artefact: its size and sha256 (focalcal._sidecar)
+CHECKSUM = ".sha256"  # <file>.sha256 beside an artefact: its size and sha256 (focalcal.files.sidecar)
 
 
 def checksum(path: str) -> str:

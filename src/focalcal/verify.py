@@ -3,8 +3,8 @@ and that each run's files belong together.
 
 A file damaged on disk (a flipped bit, a truncation that kept its modification time) is
 otherwise found only when a job reads it. This walks the tree, hashes every file that has a
-``<name>.sha256`` sidecar (:mod:`focalcal._sidecar`) and lists each damaged or missing one with
-the command that re-makes it (:mod:`focalcal._remake`).
+``<name>.sha256`` sidecar (:mod:`focalcal.files.sidecar`) and lists each damaged or missing one with
+the command that re-makes it (:mod:`focalcal.files.remake`).
 
 A file copied in from another run, with its sidecar, is intact, so the sidecars cannot tell.
 Each run's files are chained instead: the checkpoint's fingerprint must be that of the run's
@@ -16,7 +16,7 @@ link names the file that is not of its run, with its re-make command. Only the c
 
 A run's files and its calibration's are always written with sidecars: one found without its
 sidecar (a write cut off between the file and its checksum) is listed as unverified, never
-skipped. The ``.part`` files that killed writes left (:func:`focalcal._io.remove_stale_parts`)
+skipped. The ``.part`` files that killed writes left (:func:`focalcal.files.artefacts.remove_stale_parts`)
 are deleted and named (:func:`remove_leftovers`).
 """
 
@@ -28,9 +28,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from focalcal import _sidecar
-from focalcal._io import check_against_sidecar, remove_stale_parts
-from focalcal._remake import remake_hint
+from focalcal.files import sidecar
+from focalcal.files.artefacts import check_against_sidecar, remove_stale_parts
+from focalcal.files.remake import remake_hint
 from focalcal.paths import (
     CALIBRATION,
     CALIBRATION_PARAMS,
@@ -71,8 +71,8 @@ def sidecared_files(results: Path) -> Iterator[Path]:
     """Every artefact under ``results`` that has a sidecar, in a stable order."""
     for folder, _, names in sorted(os.walk(results)):
         for name in sorted(names):
-            if name.endswith(_sidecar.SUFFIX) and not name.startswith("."):
-                yield Path(folder) / name.removesuffix(_sidecar.SUFFIX)
+            if name.endswith(sidecar.SUFFIX) and not name.startswith("."):
+                yield Path(folder) / name.removesuffix(sidecar.SUFFIX)
 
 
 def verify_tree(workdir=".", progress: Callable[[str], None] | None = None) -> tuple[int, list[Damage]]:
@@ -85,8 +85,8 @@ def verify_tree(workdir=".", progress: Callable[[str], None] | None = None) -> t
         checked += 1
         try:
             problem = "it is missing" if not path.exists() else check_against_sidecar(path)
-        except _sidecar.SidecarUnreadable as error:
-            problem = f"its checksum file {_sidecar.sidecar_path(path).name} is unreadable ({error})"
+        except sidecar.SidecarUnreadable as error:
+            problem = f"its checksum file {sidecar.sidecar_path(path).name} is unreadable ({error})"
         except OSError as error:
             problem = f"it cannot be read ({error})"
         if problem is not None:
@@ -109,8 +109,8 @@ def without_sidecar(results: Path) -> list[Damage]:
     for run_dir in run_dirs(results):
         calibration = results / _below_results(CALIBRATION) / run_dir.relative_to(results / _below_results(RUNS))
         for path in [run_dir / name for name in RUN_FILES] + [calibration / name for name in CALIBRATION_FILES]:
-            if path.is_file() and not _sidecar.sidecar_path(path).exists():
-                found.append(Damage(path, f"its checksum file {_sidecar.sidecar_path(path).name} is missing, so its "
+            if path.is_file() and not sidecar.sidecar_path(path).exists():
+                found.append(Damage(path, f"its checksum file {sidecar.sidecar_path(path).name} is missing, so its "
                                           "content cannot be checked (a write cut off between the file and its "
                                           "checksum, or a file put there by hand)", remake_hint(path), UNVERIFIED))
     return found
@@ -182,7 +182,7 @@ def _checkpoint_against_config(paths: RunPaths) -> list[Damage]:
     that resuming and exporting make), or either file when it cannot be read. Imports torch."""
     import pickle
 
-    from focalcal._io import read_json
+    from focalcal.files.artefacts import read_json
     from focalcal.training.checkpoint import foreign_checkpoint, load_checkpoint
     from focalcal.training.config import RunConfig
 
@@ -206,8 +206,8 @@ def _below_results(path: str) -> Path:
 
 def _sha256(path: Path) -> str:
     """sha256 of an intact file: the one its sidecar records (it was just checked), else hashed."""
-    recorded = _sidecar.read(path)
-    return recorded.sha256 if recorded is not None else _sidecar.digest_file(path).sha256
+    recorded = sidecar.read(path)
+    return recorded.sha256 if recorded is not None else sidecar.digest_file(path).sha256
 
 
 def _json(path: Path) -> dict:

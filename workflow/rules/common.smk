@@ -11,7 +11,7 @@ from focalcal.pipeline import (
     check_run_directories,
     validate_config,
 )
-from focalcal._remake import set_workflow
+from focalcal.files.remake import set_workflow
 from focalcal.numerics import pin_workflow
 from focalcal.pipeline.plan import SHARED_GPU_GROUP
 from focalcal.pipeline.workflow_lock import hold_output_lock, may_write_outputs

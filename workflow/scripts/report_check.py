@@ -3,7 +3,7 @@
 import json
 import os
 
-from focalcal._io import atomic_write_text
+from focalcal.files.artefacts import atomic_write_text
 from focalcal.pipeline.joblog import job_process
 from focalcal.report.browser import check_report
 

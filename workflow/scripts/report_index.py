@@ -1,6 +1,6 @@
 """Rule report_index: results/report/index.html, the report's entry page."""
 
-from focalcal._io import read_csv, read_json
+from focalcal.files.artefacts import read_csv, read_json
 from focalcal.pipeline.joblog import job_process
 from focalcal.report.claims import read_claims, read_pairs
 from focalcal.report.index import write_index

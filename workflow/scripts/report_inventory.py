@@ -1,6 +1,6 @@
 """Rule run_inventory: one row per run — epochs, training time, device, size."""
 
-from focalcal._io import atomic_write_text
+from focalcal.files.artefacts import atomic_write_text
 from focalcal.pipeline.joblog import job_process
 from focalcal.report.inventory import run_inventory
 

@@ -2,7 +2,7 @@
 
 import json
 
-from focalcal._io import atomic_write_text
+from focalcal.files.artefacts import atomic_write_text
 from focalcal.pipeline.joblog import job_process
 
 with job_process(snakemake.log[0]):

@@ -1,6 +1,6 @@
 """Rule paper_table: one paper table (ours beside the published values) from a study table."""
 
-from focalcal._io import atomic_write_text
+from focalcal.files.artefacts import atomic_write_text
 from focalcal.pipeline.joblog import job_process
 from focalcal.report.tables import build, read_study_table
 from focalcal.report.targets import Artifact

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .._io import atomic_savez, load_npz
+from ..files.artefacts import atomic_savez, load_npz
 from . import sources
 from ._dataset import RawData
 from .download import DatasetNotFoundError, ensure_archive_folder, manual_download_hint

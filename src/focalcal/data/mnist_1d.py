@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .._io import atomic_savez, load_npz
+from ..files.artefacts import atomic_savez, load_npz
 from ._dataset import RawData
 
 CACHE_FOLDER = "mnist1d"

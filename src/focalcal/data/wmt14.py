@@ -35,7 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
-from focalcal._io import verified_bytes
+from focalcal.files.artefacts import verified_bytes
 
 from .download import DatasetNotFoundError, fetch, manual_download_hint, verify_checksum
 from .sources import RemoteFile
@@ -185,7 +185,7 @@ def train_vocabulary(sentences: list[str], model_path: Path, vocab_size: int) ->
         minloglevel=2,
         **SPM_OPTIONS,
     )
-    from focalcal._io import atomic_write
+    from focalcal.files.artefacts import atomic_write
 
     atomic_write(model_path, lambda handle: handle.write(model.getvalue()))
 
@@ -208,7 +208,7 @@ def _encode(processor, english: list[str], german: list[str], max_pieces: int | 
 
 
 def _save_split(path: Path, split: ParallelSplit) -> None:
-    from focalcal._io import atomic_savez
+    from focalcal.files.artefacts import atomic_savez
 
     def flat(arrays):
         lengths = np.array([len(a) for a in arrays], dtype=np.int64)
@@ -227,7 +227,7 @@ def _save_split(path: Path, split: ParallelSplit) -> None:
 
 
 def _load_split(path: Path) -> ParallelSplit:
-    from focalcal._io import load_npz
+    from focalcal.files.artefacts import load_npz
 
     arrays = load_npz(path)
 

@@ -23,8 +23,8 @@ import math
 
 import numpy as np
 
-from focalcal import _sidecar
-from focalcal._io import CorruptArtefactError, atomic_write_text, load_npz
+from focalcal.files import sidecar
+from focalcal.files.artefacts import CorruptArtefactError, atomic_write_text, load_npz
 
 METRICS_HEADER = ("calibrator", "metric", "bins", "value")
 # calibration.json's key for the logits' sha256: a calibrator key starts with a letter or digit
@@ -35,7 +35,7 @@ LOGITS_SHA256 = "_logits_sha256"
 def calibrate_run(logits_path, calibrators: dict[str, dict], ece_bins, params_path, metrics_path) -> list[dict]:
     """Fit ``calibrators`` (key -> resolved spec from the plan) and write params JSON and metrics CSV."""
     arrays = _load_logits(logits_path)
-    logits_sha256 = _sidecar.digest_file(logits_path).sha256
+    logits_sha256 = sidecar.digest_file(logits_path).sha256
     fitted_scalings: dict[str, object] = {}
     params: dict[str, dict] = {}
     rows: list[dict] = []

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-from focalcal import _sidecar
-from focalcal._io import check_against_sidecar
+from focalcal.files import sidecar
+from focalcal.files.artefacts import check_against_sidecar
 
 SHOWN = 20  # the missing targets listed by name; the rest are counted
 
@@ -25,7 +25,7 @@ def unfinished_targets(files: Iterable, workdir=".") -> list[tuple[str, str]]:
         path = Path(workdir) / name
         try:
             problem = "missing" if not path.exists() else (None if path.is_dir() else check_against_sidecar(path))
-        except _sidecar.SidecarUnreadable as error:
+        except sidecar.SidecarUnreadable as error:
             problem = f"its checksum file is unreadable ({error})"
         except OSError as error:
             problem = f"unreadable ({error})"

@@ -66,7 +66,7 @@ def logged(log_path, keep_attempt=False):
         try:
             yield
         except BaseException as error:
-            from focalcal._io import write_error_line
+            from focalcal.files.artefacts import write_error_line
 
             line = write_error_line(error)  # a full disk, a read-only file system: one line, no traceback
             if line:
@@ -82,8 +82,8 @@ def logged(log_path, keep_attempt=False):
 def job_process(log_path, keep_attempt=False):
     """:func:`logged` for a workflow job's script, whose process then ends at once when the job
     succeeds (:func:`end_process`); a failure ends it as Python does, with its traceback, except
-    a full disk or a read-only file system, said in one line (:func:`focalcal._io.write_error_line`)."""
-    from focalcal._io import write_error_line
+    a full disk or a read-only file system, said in one line (:func:`focalcal.files.artefacts.write_error_line`)."""
+    from focalcal.files.artefacts import write_error_line
 
     try:
         with logged(log_path, keep_attempt):

@@ -13,7 +13,7 @@ import contextlib
 import json
 from pathlib import Path
 
-from focalcal._io import atomic_write_json, atomic_write_text, read_json
+from focalcal.files.artefacts import atomic_write_json, atomic_write_text, read_json
 from focalcal.pipeline.plan import RUN_CONFIG
 from focalcal.training.run_files import (
     SEGMENTATION_METRICS,
@@ -125,7 +125,7 @@ def _publish_or_dump(run_dir, data_root, threads: int, publish, what: str) -> No
 def _checkpoint_problems(run_dir):
     """An unreadable or missing checkpoint becomes a :class:`DamagedCheckpointError` that says
     what the run keeps and the ways out."""
-    from focalcal._io import CorruptArtefactError
+    from focalcal.files.artefacts import CorruptArtefactError
     from focalcal.training.checkpoint import UnreadableCheckpointError, UnsafeCheckpointError
 
     checkpoint = RunPaths(Path(run_dir)).checkpoint
@@ -151,8 +151,8 @@ def import_logits(source, run_identity: dict, logits_path, info_path, run_config
 
     import numpy as np
 
-    from focalcal import _sidecar
-    from focalcal._io import atomic_savez
+    from focalcal.files import sidecar
+    from focalcal.files.artefacts import atomic_savez
     from focalcal.logits_file import CLASS_NAMES, REQUIRED_KEYS, read_logits
     from focalcal.training.health import assess_health
 
@@ -163,7 +163,7 @@ def import_logits(source, run_identity: dict, logits_path, info_path, run_config
     record = {
         "config": run_identity,
         "imported_from": str(source),
-        "source_sha256": {file.name: _sidecar.digest_file(file).sha256 for file in files},
+        "source_sha256": {file.name: sidecar.digest_file(file).sha256 for file in files},
         "num_classes": logits.num_classes,
         "class_names": list(logits.class_names),
         "split_sizes": {"val": len(logits.val_labels), "test": len(logits.test_labels)},
@@ -206,7 +206,7 @@ def evaluate_segmentation(run_dir, data_root, threads: int, metrics_path, sample
 def _write_segmentation_evaluation(trainer, n_bins: int, metrics_path, samples_path, info_path=None) -> None:
     import numpy as np
 
-    from focalcal._io import atomic_savez
+    from focalcal.files.artefacts import atomic_savez
     from focalcal.training import evaluate_segmentation as evaluate
 
     table, samples = evaluate(trainer, n_bins=n_bins)

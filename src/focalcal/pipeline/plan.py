@@ -14,7 +14,6 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from focalcal._io import read_json
 from focalcal.catalog import (
     FROM_LOSS,
     default_calibrators,
@@ -23,6 +22,7 @@ from focalcal.catalog import (
     is_segmentation,
     is_translation,
 )
+from focalcal.files.artefacts import read_json
 from focalcal.paths import (
     HISTORY,
     LOGITS,

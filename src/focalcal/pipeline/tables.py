@@ -19,7 +19,7 @@ from __future__ import annotations
 import pandas as pd
 
 from focalcal import paths
-from focalcal._io import atomic_write_text, read_csv, read_json
+from focalcal.files.artefacts import atomic_write_text, read_csv, read_json
 from focalcal.pipeline.plan import Plan, Run
 from focalcal.training.health import health_of
 

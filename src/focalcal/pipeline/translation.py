@@ -29,8 +29,8 @@ import math
 from pathlib import Path
 
 from focalcal import catalog
-from focalcal._io import atomic_write_json, atomic_write_text, read_csv, read_json
 from focalcal.calibration.temperature import MUKHOTI_GRID_NAME
+from focalcal.files.artefacts import atomic_write_json, atomic_write_text, read_csv, read_json
 from focalcal.training.run_files import CHECKPOINT_SHA256
 
 # Beam search as Vaswani et al. 2017 §6.1, the set-up mukhoti2020 §5.2 follows: beam size 4,
@@ -94,7 +94,7 @@ def calibrate_tokens(profile_path, calibrators: dict[str, dict], ece_bins, param
     """Fit ``calibrators`` (key -> resolved spec) on the val tokens of ``profile_path``; write
     ``calibration.json``, the test metrics per calibrator and the val/test curves over
     ``curve_temperatures`` (the config's ``decode_temperatures``). Every value is per target token (top label, padding excluded)."""
-    from focalcal import _sidecar
+    from focalcal.files import sidecar
     from focalcal.pipeline.calibrate import LOGITS_SHA256, rows_to_csv
     from focalcal.translation.token_profile import fit_temperature, read_token_profile
 
@@ -114,7 +114,7 @@ def calibrate_tokens(profile_path, calibrators: dict[str, dict], ece_bins, param
                  for bins in ece_bins]
         if objective is not None:
             rows.append({"calibrator": key, "metric": "temperature", "bins": "", "value": temperature})
-    params[LOGITS_SHA256] = _sidecar.digest_file(profile_path).sha256
+    params[LOGITS_SHA256] = sidecar.digest_file(profile_path).sha256
     bins = _bins_of(ece_bins)
     curve = [{"temperature": float(t), "bins": bins, "val_ece": float(val.ece(t, n_bins=bins)),
               "val_nll": _mean(val.nll(t)), "test_ece": float(test.ece(t, n_bins=bins)), "test_nll": _mean(test.nll(t))}

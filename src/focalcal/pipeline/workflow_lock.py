@@ -72,7 +72,7 @@ def hold_output_lock(results, checkout) -> Path:
         folder.mkdir(parents=True, exist_ok=True)
         handle = open(folder / LOCK_FILE, "a+")  # noqa: SIM115 - held open for the life of the process
     except OSError as error:
-        from focalcal._io import write_error_line
+        from focalcal.files.artefacts import write_error_line
 
         error.filename = error.filename or str(folder)
         raise ResultsNotWritableError(write_error_line(error) or f"cannot write {error.filename}: {error.strerror}; "

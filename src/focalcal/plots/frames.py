@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from focalcal._io import read_csv
+from focalcal.files.artefacts import read_csv
 
 
 def as_frame(table, name: str) -> pd.DataFrame:

@@ -31,7 +31,7 @@ from matplotlib.text import Text
 
 from focalcal import catalog
 from focalcal._constraints import REAL, validate_parameters
-from focalcal._io import atomic_write
+from focalcal.files.artefacts import atomic_write
 from focalcal.naming import focal_gamma_in_name
 from focalcal.training.health import HEALTHY
 

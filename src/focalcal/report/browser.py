@@ -25,7 +25,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-from focalcal._io import read_text, written_in_place
+from focalcal.files.artefacts import read_text, written_in_place
 
 CANDIDATES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 MARKER = "focalcal-browser-check"

@@ -16,11 +16,11 @@ from pathlib import Path
 import pandas as pd
 
 from focalcal import catalog, paths
-from focalcal._io import atomic_write_text, read_csv, read_json
 from focalcal.catalog import calibrator_role
 from focalcal.claims import evaluate
 from focalcal.claims.evidence import StudyEvidence, unit_label
 from focalcal.claims.verdict import FAILS, HOLDS, INTERVAL, MIN_PAIRS, VERDICT_COLORS
+from focalcal.files.artefacts import atomic_write_text, read_csv, read_json
 from focalcal.naming import loss_info, paper_setting
 from focalcal.paths import CLAIMS_PAIRS, CLAIMS_TABLE, study_table
 from focalcal.report.targets import CLAIMS_INDEX, PAPER_TITLES

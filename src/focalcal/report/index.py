@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from focalcal._io import atomic_write_text
+from focalcal.files.artefacts import atomic_write_text
 from focalcal.paths import REPORT
 from focalcal.report.claims import claims_html
 from focalcal.report.inventory import summary

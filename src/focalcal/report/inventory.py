@@ -20,7 +20,7 @@ from pathlib import Path
 import pandas as pd
 
 from focalcal import paths
-from focalcal._io import read_csv, read_json
+from focalcal.files.artefacts import read_csv, read_json
 from focalcal.training.health import NOT_ASSESSED, UNHEALTHY, MissingHealthError, assess_health, health_of
 
 COLUMNS = ["run", "dataset", "model", "loss", "recipe", "seed", "status", "status_reason", "epochs", "train_time_s",

@@ -17,7 +17,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from focalcal._io import atomic_write_text, read_text, written_in_place
+from focalcal.files.artefacts import atomic_write_text, read_text, written_in_place
 
 KERNEL_NAME = "focalcal-report"
 # A kernel that dies before its first reply has run no cell: starting it again is safe. Kernels

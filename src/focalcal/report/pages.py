@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from focalcal import catalog
-from focalcal._io import read_csv, read_json
+from focalcal.files.artefacts import read_csv, read_json
 from focalcal.report import published, tables
 
 TABLE_STYLE = "font-size: 12px; border-collapse: collapse;"

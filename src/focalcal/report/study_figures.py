@@ -16,8 +16,8 @@ import numpy as np
 import pandas as pd
 
 from focalcal import paths
-from focalcal._io import load_npz, read_json
 from focalcal.calibration import Calibrator
+from focalcal.files.artefacts import load_npz, read_json
 from focalcal.report.tables import read_study_table
 
 # --------------------------------------------------------------------------- run files

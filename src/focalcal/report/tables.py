@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from focalcal import catalog
-from focalcal._io import read_csv
+from focalcal.files.artefacts import read_csv
 from focalcal.training.health import UNHEALTHY
 
 RUN_KEYS = ["dataset", "model", "loss", "recipe", "seed"]

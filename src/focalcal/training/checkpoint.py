@@ -20,8 +20,8 @@ from pathlib import Path
 
 import torch
 
-from focalcal._io import verified_bytes
-from focalcal._remake import remake_hint
+from focalcal.files.artefacts import verified_bytes
+from focalcal.files.remake import remake_hint
 
 # The only non-builtin class a trainer checkpoint holds (MultiStepLR.state_dict()["milestones"]).
 SAFE_GLOBALS = [collections.Counter]

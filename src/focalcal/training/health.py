@@ -278,7 +278,7 @@ def health_of(info: Mapping, path) -> dict:
     a record written before health checks is refused with the command that re-writes it."""
     health = info.get("health")
     if not isinstance(health, Mapping) or health.get("status") not in HEALTH_STATUSES:
-        from focalcal._remake import remake_hint
+        from focalcal.files.remake import remake_hint
 
         raise MissingHealthError(f"{path} has no run health entry (written before health checks, or by hand); "
                          f"re-write it from the run's checkpoint: {remake_hint(path)}")

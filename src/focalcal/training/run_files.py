@@ -17,8 +17,8 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
-from focalcal import _sidecar
-from focalcal._io import (
+from focalcal.files import sidecar
+from focalcal.files.artefacts import (
     CorruptArtefactError,
     atomic_write,
     atomic_write_json,
@@ -85,18 +85,18 @@ class RunPaths:
 def checkpoint_sha256(run_dir) -> str | None:
     """sha256 of the run's checkpoint as it is on disk now (None without one)."""
     path = RunPaths(Path(run_dir)).checkpoint
-    return _sidecar.digest_file(path).sha256 if path.exists() else None
+    return sidecar.digest_file(path).sha256 if path.exists() else None
 
 
 def logits_record(logits_path) -> dict:
     """``run.json``'s record of the ``logits.npz`` written with it, so that a logits file from
     another run (or another checkpoint of this one) is told apart."""
-    return {LOGITS_SHA256: _sidecar.digest_file(logits_path).sha256}
+    return {LOGITS_SHA256: sidecar.digest_file(logits_path).sha256}
 
 
 def token_logits_record(path) -> dict:
     """``run.json``'s record of a translation run's ``token_logits.npz``, as :func:`logits_record`."""
-    return {TOKEN_LOGITS_SHA256: _sidecar.digest_file(path).sha256}
+    return {TOKEN_LOGITS_SHA256: sidecar.digest_file(path).sha256}
 
 
 def record_staging(run_dir, cpu_s: float, **settings) -> None:
@@ -146,7 +146,7 @@ def damaged_checkpoint_message(run_dir, problem: str) -> str:
     """Why ``run_dir``'s logits cannot be re-dumped (``problem``: what is wrong with its checkpoint),
     what the run keeps, and the ways out: the staged copy, if it is byte-identical to the logits
     the run published (its sha256 is the one recorded in ``logits.npz.sha256``), or retraining."""
-    from focalcal._remake import remake_command, snakemake_command
+    from focalcal.files.remake import remake_command, snakemake_command
 
     paths = RunPaths(Path(run_dir))
     kept = {name: _state(paths.root / name) for name in (LOGITS, RUN_INFO)}
@@ -155,8 +155,8 @@ def damaged_checkpoint_message(run_dir, problem: str) -> str:
              "them back after this failure, and the jobs after this one go on with them). Ways out:")]
     staged = paths.staged_export
     recorded = _recorded(paths.logits)
-    if recorded is not None and staged.logits.exists() and _sidecar.digest_file(staged.logits) == recorded:
-        names = [staged.root / name for name in (LOGITS, LOGITS + _sidecar.SUFFIX, RUN_INFO, RUN_INFO + _sidecar.SUFFIX)]
+    if recorded is not None and staged.logits.exists() and sidecar.digest_file(staged.logits) == recorded:
+        names = [staged.root / name for name in (LOGITS, LOGITS + sidecar.SUFFIX, RUN_INFO, RUN_INFO + sidecar.SUFFIX)]
         restore = (f"cp -p {' '.join(shlex.quote(str(name)) for name in names)} {shlex.quote(str(paths.root))}/ && "
                    + snakemake_command("--touch", paths.logits, paths.info))
         lines.append(f"  - the staged copy {staged.logits} is these logits: its sha256 is the one recorded for "
@@ -168,11 +168,11 @@ def damaged_checkpoint_message(run_dir, problem: str) -> str:
     return "\n".join(lines)
 
 
-def _recorded(path: Path) -> _sidecar.Checksum | None:
+def _recorded(path: Path) -> sidecar.Checksum | None:
     """The checksum recorded for ``path``; None without a readable one."""
     try:
-        return _sidecar.read(path)
-    except _sidecar.SidecarUnreadable:
+        return sidecar.read(path)
+    except sidecar.SidecarUnreadable:
         return None
 
 

@@ -29,7 +29,7 @@ from focalcal import catalog, numerics
 from focalcal import data as data_lib
 from focalcal import losses as loss_lib
 from focalcal import models as model_lib
-from focalcal._io import atomic_savez, atomic_torch_save, atomic_write_json, atomic_write_text
+from focalcal.files.artefacts import atomic_savez, atomic_torch_save, atomic_write_json, atomic_write_text
 from focalcal.training.averaging import CheckpointAverage
 from focalcal.training.checkpoint import (
     BackgroundWriter,

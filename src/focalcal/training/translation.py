@@ -25,8 +25,8 @@ import torch
 import torch.nn.functional as F
 
 from focalcal import metrics
-from focalcal._io import atomic_write_json
 from focalcal.data.text import TOKEN_IGNORE_INDEX
+from focalcal.files.artefacts import atomic_write_json
 from focalcal.training.averaging import CheckpointAverage
 from focalcal.training.device import choose_device, epoch_seed, seed_everything
 from focalcal.training.diagnostics import weight_norm

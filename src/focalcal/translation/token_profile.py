@@ -25,8 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
-from focalcal._io import atomic_savez, load_npz
 from focalcal.calibration.temperature import MUKHOTI_TEMPERATURES
+from focalcal.files.artefacts import atomic_savez, load_npz
 from focalcal.metrics.batched import ece_grid
 from focalcal.metrics.calibration import ece_of_confidence
 

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from focalcal import catalog, paths
-from focalcal._io import read_json
+from focalcal.files.artefacts import read_json
 from focalcal.papers.charoenphakdee2021 import PAPER, figures
 from focalcal.papers.charoenphakdee2021.labels import training_paradigm
 from focalcal.plots.style import status_label

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from focalcal import paths
-from focalcal._io import load_npz
+from focalcal.files.artefacts import load_npz
 from focalcal.naming import loss_color_key
 from focalcal.papers.hossain2021 import figures
 from focalcal.papers.hossain2021.labels import LOSS_NAMES, TABLE_OF_MODEL, hossain_setting

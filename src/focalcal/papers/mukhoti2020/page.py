@@ -14,8 +14,8 @@ import numpy as np
 import pandas as pd
 
 from focalcal import paths
-from focalcal._io import read_csv
 from focalcal.catalog import ROLE_LABELS
+from focalcal.files.artefacts import read_csv
 from focalcal.naming import LossInfo, loss_color_key
 from focalcal.papers.mukhoti2020 import calibration_stages, confidences, figures, translation
 from focalcal.papers.mukhoti2020.labels import mukhoti_name

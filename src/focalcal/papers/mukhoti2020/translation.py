@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from focalcal import catalog, paths
-from focalcal._io import read_csv
+from focalcal.files.artefacts import read_csv
 from focalcal.naming import LossInfo, loss_color_key
 from focalcal.papers.mukhoti2020 import calibration_stages
 from focalcal.plots.frames import require_columns

@@ -1,12 +1,12 @@
 """Reading and writing workflow artefacts so that damage is caught and explained.
 
 Writes are atomic (a killed process leaves the old file or the new one, never half of one)
-and leave a checksum sidecar (:mod:`focalcal._sidecar`). Reads check the file against its
+and leave a checksum sidecar (:mod:`focalcal.files.sidecar`). Reads check the file against its
 sidecar before parsing: a truncated or bit-flipped file is still "present" to Snakemake, and
 without the check its consumer dies with ``BadZipFile`` or ``JSONDecodeError`` naming neither
 the file nor the remedy. Every failure, a checksum mismatch or content that does not parse, is
 one :class:`CorruptArtefactError` naming the file, what is wrong and the command that re-makes
-it (:mod:`focalcal._remake`). A file without a sidecar (written before sidecars, or by hand)
+it (:mod:`focalcal.files.remake`). A file without a sidecar (written before sidecars, or by hand)
 is read unverified.
 
 A write goes to a hidden ``.<name>.<random>.part`` file beside its target, which its writer
@@ -35,14 +35,14 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from focalcal import _sidecar
+from focalcal.files import sidecar
 
 
 class CorruptArtefactError(ValueError):
     """An artefact is damaged or unreadable; the message says which, what is wrong and how to re-make it."""
 
     def __init__(self, path, problem: str):
-        from focalcal._remake import remake_hint
+        from focalcal.files.remake import remake_hint
 
         self.path, self.problem, self.remake = Path(path), problem, remake_hint(path)
         super().__init__(f"corrupt artefact {self.path}: {problem}. Re-make it: {self.remake}")
@@ -60,8 +60,8 @@ def atomic_write(path, write: Callable[[BinaryIO], Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_parts(path.parent, path.name)
     with _temporary_beside(path, write) as tmp:
-        checksum = _sidecar.digest_file(tmp)  # of the bytes on disk, whatever ``write`` did with seeks
-        _sidecar.remove(path)
+        checksum = sidecar.digest_file(tmp)  # of the bytes on disk, whatever ``write`` did with seeks
+        sidecar.remove(path)
         os.replace(tmp, path)
     _write_sidecar(path, checksum)
 
@@ -71,9 +71,9 @@ def written_in_place(path) -> Iterator[Path]:
     """For a file another program writes at ``path`` itself (papermill, Chromium): drop the old
     sidecar first, so the file is never paired with a stale checksum, and record the new one after."""
     path = Path(path)
-    _sidecar.remove(path)
+    sidecar.remove(path)
     yield path
-    _write_sidecar(path, _sidecar.digest_file(path))
+    _write_sidecar(path, sidecar.digest_file(path))
 
 
 def atomic_torch_save(obj: Any, path) -> None:
@@ -96,9 +96,9 @@ def atomic_savez(path, **arrays) -> None:
     atomic_write(path, lambda handle: np.savez(handle, **arrays))
 
 
-def _write_sidecar(path: Path, checksum: _sidecar.Checksum) -> None:
-    side = _sidecar.sidecar_path(path)
-    text = _sidecar.render(path.name, checksum).encode("ascii")
+def _write_sidecar(path: Path, checksum: sidecar.Checksum) -> None:
+    side = sidecar.sidecar_path(path)
+    text = sidecar.render(path.name, checksum).encode("ascii")
     with _temporary_beside(side, lambda handle: handle.write(text)) as tmp:
         os.replace(tmp, side)
 
@@ -231,7 +231,7 @@ def read_json(path, *, verify: bool = True) -> Any:
 def load_npz(path) -> dict:
     """Every array of an ``.npz`` file, read eagerly (so a damaged member fails here, named),
     each array header checked against its member's size before anything is allocated."""
-    from focalcal._npz import read_npz
+    from focalcal.files.npz import read_npz
 
     path = Path(path)
     handle, verified = _open_checked(path)
@@ -283,7 +283,7 @@ def _open_checked(path: Path) -> tuple[BinaryIO, bool]:
                 on_failure.pop_all()
                 return handle, False
             problem = _mismatch(expected, os.fstat(handle.fileno()).st_size,
-                                functools.partial(_sidecar.digest_stream, handle))
+                                functools.partial(sidecar.digest_stream, handle))
             if problem is None:
                 handle.seek(0)
                 on_failure.pop_all()
@@ -302,7 +302,7 @@ def _read_checked(path: Path) -> tuple[bytes, bool]:
             data = handle.read()
             if expected is None:
                 return data, False
-            problem = _mismatch(expected, len(data), functools.partial(_sidecar.digest_bytes, data))
+            problem = _mismatch(expected, len(data), functools.partial(sidecar.digest_bytes, data))
             if problem is None:
                 return data, True
             if not (attempt == 0 and _rewritten_since(path, handle, expected)):
@@ -313,33 +313,33 @@ def _read_checked(path: Path) -> tuple[bytes, bool]:
 def check_against_sidecar(path) -> str | None:
     """What is wrong with ``path`` by its sidecar (None: it matches, or it has none)."""
     path = Path(path)
-    expected = _sidecar.read(path)
+    expected = sidecar.read(path)
     if expected is None:
         return None
     with open(path, "rb") as handle:
-        return _mismatch(expected, os.fstat(handle.fileno()).st_size, lambda: _sidecar.digest_stream(handle))
+        return _mismatch(expected, os.fstat(handle.fileno()).st_size, lambda: sidecar.digest_stream(handle))
 
 
-def _rewritten_since(path: Path, handle, expected: _sidecar.Checksum) -> bool:
+def _rewritten_since(path: Path, handle, expected: sidecar.Checksum) -> bool:
     """Whether a writer replaced the file or its sidecar while we read (writers drop the sidecar,
     swap the file, then write the new sidecar): a mismatch is then a race, worth one more look."""
     try:
         if os.stat(path).st_ino != os.fstat(handle.fileno()).st_ino:
             return True
-        return _sidecar.read(path) != expected
-    except (OSError, _sidecar.SidecarUnreadable):
+        return sidecar.read(path) != expected
+    except (OSError, sidecar.SidecarUnreadable):
         return True
 
 
-def _expected(path: Path) -> _sidecar.Checksum | None:
+def _expected(path: Path) -> sidecar.Checksum | None:
     try:
-        return _sidecar.read(path)
-    except _sidecar.SidecarUnreadable as error:
-        raise CorruptArtefactError(path, f"its checksum file {_sidecar.sidecar_path(path).name} is unreadable "
+        return sidecar.read(path)
+    except sidecar.SidecarUnreadable as error:
+        raise CorruptArtefactError(path, f"its checksum file {sidecar.sidecar_path(path).name} is unreadable "
                                          f"({error})") from None
 
 
-def _mismatch(expected: _sidecar.Checksum, size: int, digest: Callable[[], _sidecar.Checksum]) -> str | None:
+def _mismatch(expected: sidecar.Checksum, size: int, digest: Callable[[], sidecar.Checksum]) -> str | None:
     if size != expected.size:
         shorter = "truncated" if size < expected.size else "overwritten or appended to"
         return f"it is {size} bytes but was written as {expected.size} bytes: {shorter}"

@@ -26,7 +26,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Self
 
-from focalcal._sidecar import sidecar_path
+from focalcal.files.sidecar import sidecar_path
 
 
 class OutputFolder:
