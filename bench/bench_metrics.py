@@ -12,7 +12,7 @@ import time
 
 import numpy as np
 
-from focalcal._validation import check_labels, check_probs
+from focalcal.core.validation import check_labels, check_probs
 from focalcal.metrics import classwise_ece, ece
 from focalcal.metrics.binning import bin_statistics
 

@@ -1,6 +1,6 @@
 """What pinning the CPU numerics costs: process CPU of short training runs, pinned against native.
 
-``training.numerics: pinned`` (:mod:`focalcal.numerics`) caps ATen, oneDNN, numpy and OpenBLAS
+``training.numerics: pinned`` (:mod:`focalcal.core.pinned_numerics`) caps ATen, oneDNN, numpy and OpenBLAS
 at their AVX2 kernels, runs MKL's vendor-neutral COMPATIBLE path and fixes the thread count, so a
 CPU run is bit-identical on every x86-64 machine, AMD or Intel. On an AVX-512 machine that gives
 up the wider kernels, and MKL's COMPATIBLE path gives up its AVX2 matrix products everywhere.
@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from focalcal.numerics import pinned_environment
+from focalcal.core.pinned_numerics import pinned_environment
 
 RECIPE = {"batch_size": 64, "optimizer": {"name": "sgd", "lr": 0.1, "momentum": 0.9, "weight_decay": 5e-4},
           "lr_milestones": [], "reliability_epochs": []}

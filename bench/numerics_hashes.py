@@ -6,7 +6,7 @@
 
 Prints one JSON line per (run, variant): the machine class, the variables set, whether the hashes
 equal ``tests/golden/numerics_logits.json``, and the hashes. A variant whose hashes agree on two
-machine classes is a candidate for ``focalcal.numerics``' pins; ``bench/README.md`` ("Pinned CPU
+machine classes is a candidate for ``focalcal.core.pinned_numerics``' pins; ``bench/README.md`` ("Pinned CPU
 numerics") holds what was measured on each class. ``--layers`` trains one batch of each run and
 hashes every module's output and the gradient of its output, so that two machines that differ
 can see where they part. Each run trains in its own process (``focalcal train --numerics native``
@@ -55,7 +55,7 @@ VARIANTS = {
 
 
 def variant_environment(variant: str) -> dict[str, str]:
-    from focalcal.numerics import pinned_environment
+    from focalcal.core.pinned_numerics import pinned_environment
 
     return {**pinned_environment(1), **VARIANTS[variant]}
 

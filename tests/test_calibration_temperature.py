@@ -216,8 +216,8 @@ def test_grid_kernel_matches_the_torch_path_in_float32_and_float64(n_classes, mo
     """The C kernel (float32, the default where it is built) against the torch reference path in
     float32 and float64, at ordinary and extreme logits; class counts below, at and off the SIMD
     width exercise the vector and the scalar tail loops."""
-    from focalcal import _kernels
     from focalcal.calibration import _focal_grid, _grid_kernel
+    from focalcal.core import kernels
 
     assert _grid_kernel.library() is not None  # the build the suite runs with (make venv builds it)
     rng = np.random.default_rng(14)
@@ -232,7 +232,7 @@ def test_grid_kernel_matches_the_torch_path_in_float32_and_float64(n_classes, mo
         return [np.concatenate([values[i] for _, values in blocks], axis=1).astype(np.float64) for i in (0, 1)]
 
     fused = grid("float32")
-    monkeypatch.setenv(_kernels.ENV_SWITCH, "0")
+    monkeypatch.setenv(kernels.ENV_SWITCH, "0")
     assert _focal_grid._grid_kernel() is None
     eager32, exact = grid("float32"), grid("float64")
     for ours, reference in ((fused, exact), (eager32, exact)):
@@ -245,11 +245,11 @@ def test_grid_kernel_matches_the_torch_path_in_float32_and_float64(n_classes, mo
 def test_a_grid_of_wanted_pairs_gives_each_the_whole_grids_values_and_nan_elsewhere(kernel, monkeypatch):
     """Only the wanted pairs are computed (the kernel skips a temperature no γ wants), each to the
     last bit as in the whole grid, whatever the blocks; the others are NaN."""
-    from focalcal import _kernels
     from focalcal.calibration import _focal_grid
+    from focalcal.core import kernels
 
     if not kernel:
-        monkeypatch.setenv(_kernels.ENV_SWITCH, "0")
+        monkeypatch.setenv(kernels.ENV_SWITCH, "0")
     assert (_focal_grid._grid_kernel() is not None) == kernel
     rng = np.random.default_rng(21)
     logits, labels = rng.normal(size=(300, 11)) * 4, rng.integers(0, 11, 300)
@@ -291,8 +291,8 @@ def test_focal_ts_by_the_grid_kernel_picks_the_torch_paths_pair_with_scores_with
     """The stated tolerance of the kernel's scores against the torch path's (both float32), the
     scores the command's calibration.json holds: ECE within 1e-6, NLL within 1e-6 relative (the
     10,000 + 5,000 × 100 bench case: 3e-9 and 4e-9); the same (γ, T) picked."""
-    from focalcal import _kernels
     from focalcal.calibration import _focal_grid
+    from focalcal.core import kernels
 
     rng = np.random.default_rng(16)
     logits = rng.normal(size=(2000, 100)) * 4
@@ -300,7 +300,7 @@ def test_focal_ts_by_the_grid_kernel_picks_the_torch_paths_pair_with_scores_with
     labels = np.minimum(labels, 99)
     fits = []
     for switch in ("1", "0"):
-        monkeypatch.setenv(_kernels.ENV_SWITCH, switch)
+        monkeypatch.setenv(kernels.ENV_SWITCH, switch)
         _focal_grid._LAST_SCORES.clear()
         fits.append(FocalTemperatureScaling(objective=objective, search="refine").fit(logits, labels))
     kernel, torch_path = fits
@@ -314,12 +314,12 @@ def test_grid_kernel_is_built_once_into_the_shared_cache_and_never_in_a_job(tmp_
     """Under FOCALCAL_KERNEL_BUILD=never (workflow jobs) a missing build is not compiled: one
     warning naming the fix, and the torch path; `build_or_warn` (the workflow's start) builds it
     into the cache, where a fresh load finds it; a failing compiler is a warning, not an error."""
-    from focalcal import _kernels
     from focalcal.calibration import _focal_grid, _grid_kernel
+    from focalcal.core import kernels
 
     monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path / "cache"))
     monkeypatch.setattr(_grid_kernel, "_library", None)
-    monkeypatch.setenv(_kernels.BUILD_SWITCH, "never")
+    monkeypatch.setenv(kernels.BUILD_SWITCH, "never")
     with pytest.warns(RuntimeWarning, match=r"no build at .*FOCALCAL_KERNEL_BUILD=never; run `python -m focalcal build-kernels`"):
         assert _focal_grid._grid_kernel() is None
     monkeypatch.setattr(_grid_kernel, "_library", None)

@@ -227,7 +227,7 @@ def test_one_declaration_makes_a_loss_buildable_schema_valid_checked_planned_and
         check_entries(bad)
 
     assert style.color_for("poly1") == style.color_for("Poly") == "#123456"
-    from focalcal.naming import loss_info
+    from focalcal.core.spec_facts import loss_info
     from focalcal.report.targets import report_plan
 
     study = report_plan(build_plan(config)).studies["test_digits"]  # in the report's plan, labelled

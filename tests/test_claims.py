@@ -26,7 +26,7 @@ from focalcal.claims import (
 )
 from focalcal.claims.evidence import StudyEvidence
 from focalcal.claims.verdict import decide, t_interval
-from focalcal.naming import loss_info
+from focalcal.core.spec_facts import loss_info
 
 ROOT = Path(__file__).resolve().parents[1]
 LOSSES = {"ce": {"name": "cross_entropy"}, "focal1": {"name": "focal", "gamma": 1},

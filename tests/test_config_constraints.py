@@ -17,7 +17,7 @@ import jsonschema
 import pytest
 import yaml
 
-from focalcal._constraints import InvalidParameterError
+from focalcal.core.constraints import InvalidParameterError
 from focalcal.pipeline.config import load_schema
 from focalcal.training.config import (
     AVERAGE_CHECKPOINTS_CONSTRAINTS,

@@ -151,8 +151,8 @@ def test_without_torch_the_check_fails_saying_so(ci_config, monkeypatch):
 # ---------------------------------------------------------------- the library's own number checks
 def test_library_number_checks_refuse_text_and_booleans():
     from focalcal import losses
-    from focalcal._validation import real_array
     from focalcal.calibration.registry import build_checked
+    from focalcal.core.validation import real_array
 
     for value in ("1", True):
         with pytest.raises(ValueError, match=r"FocalLoss: gamma must be a real number in \[0, inf\)"):

@@ -260,7 +260,8 @@ def gamma_readings(modules: dict[str, ast.Module]) -> list[str]:
 
 
 def test_the_focal_gamma_is_read_from_a_loss_in_one_function_and_from_a_name_in_one():
-    assert [place.split(":")[0] for place in gamma_readings(_modules())] == ["catalog.py", "catalog.py", "naming.py"]
+    assert [place.split(":")[0] for place in gamma_readings(_modules())] == [
+        "catalog.py", "catalog.py", "core/spec_facts.py"]
 
 
 def test_the_gamma_guard_finds_a_second_copy():
@@ -273,7 +274,7 @@ def test_the_gamma_guard_finds_a_second_copy():
 
 def test_a_focal_label_is_read_back_as_its_gamma_and_coloured_as_it():
     from focalcal import catalog
-    from focalcal.naming import focal_gamma_in_name, loss_info
+    from focalcal.core.spec_facts import focal_gamma_in_name, loss_info
     from focalcal.plots import style
 
     for gamma in (0.5, 1, 2, 3, 5):

@@ -1,7 +1,7 @@
 """The same bytes on every x86-64 machine: two short CPU runs whose logits' sha256 are committed.
 
 Each run trains in a fresh process started as ``focalcal train`` (numerics pinned to AVX2
-kernels, MKL's vendor-neutral branch and one thread, :mod:`focalcal.numerics`) and its val and
+kernels, MKL's vendor-neutral branch and one thread, :mod:`focalcal.core.pinned_numerics`) and its val and
 test logits are hashed. ``tests/golden/numerics_logits.json`` holds the hashes and the machine
 classes (CPU vendor and widest vector extension) on which they were measured equal. On a
 verified class a mismatch is a regression: some kernel picks its numerics by the machine again,
@@ -48,7 +48,7 @@ def mismatch_message(name: str, golden: dict, produced: dict) -> str:
 @pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"), reason="the golden bytes are x86-64's")
 @pytest.mark.parametrize("name", sorted(RUNS))
 def test_a_pinned_cpu_run_reproduces_the_committed_logits(name, tmp_path):
-    from focalcal.numerics import pinned_environment
+    from focalcal.core.pinned_numerics import pinned_environment
 
     golden = json.loads(GOLDEN.read_text())
     produced = train_and_hash(name, tmp_path)
@@ -80,7 +80,7 @@ def test_the_golden_file_names_the_classes_it_was_verified_on():
 
 
 def test_pin_sets_every_variable_and_refuses_once_torch_is_loaded():
-    from focalcal.numerics import NATIVE, PINNED, pin, pinned_environment
+    from focalcal.core.pinned_numerics import NATIVE, PINNED, pin, pinned_environment
 
     environ = {"OMP_NUM_THREADS": "8"}
     assert pin(PINNED, 2, environ) == pinned_environment(2) and environ == pinned_environment(2)
@@ -90,7 +90,7 @@ def test_pin_sets_every_variable_and_refuses_once_torch_is_loaded():
     with pytest.raises(ValueError, match="training.numerics must be one of"):
         pin("fast", 1, {})
     # a process that imported torch before pinning cannot be pinned: it says so instead of running unpinned
-    code = "import torch\nfrom focalcal.numerics import pin\npin('pinned', 1)"
+    code = "import torch\nfrom focalcal.core.pinned_numerics import pin\npin('pinned', 1)"
     clean = {key: value for key, value in os.environ.items() if key not in pinned_environment(1)}
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=clean, check=False)
     assert result.returncode != 0 and "torch and numpy were imported before the numerics were pinned" in result.stderr

@@ -20,15 +20,15 @@ PACKAGE = Path(__file__).resolve().parents[1] / "src" / "focalcal"
 #: Lowest first. A module of layer i may import from layers 0..i.
 LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ("core", frozenset({
-        "_validation", "_constraints", "_typing", "_extras", "numerics",
+        # what every layer leans on: parameter constraints, input checks, the API's types, the
+        # optional extras, where the compiled kernels live, pinned CPU numerics, what a spec means
+        "core",
         "paths",
         "logits_file",
         # reading and writing results files safely: atomic writes, checksum sidecars, checked
         # archives, the re-make command of each results path (a table over paths.py)
         "files",
-        # where the compiled kernels live and their switches (torch-free)
-        "_kernels",
-        "catalog", "naming", "losses", "metrics", "calibration", "theory",
+        "catalog", "losses", "metrics", "calibration", "theory",
     })),
     ("training", frozenset({"data", "models", "training", "translation"})),
     ("results", frozenset({"pipeline", "claims", "verify"})),

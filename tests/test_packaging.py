@@ -19,7 +19,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 import focalcal
-from focalcal._extras import EXTRA_OF, install_hint
+from focalcal.core.extras import EXTRA_OF, install_hint
 
 ROOT = Path(__file__).resolve().parents[1]
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]

@@ -148,10 +148,10 @@ def test_shared_code_never_names_a_paper_key():
 PACKAGE = ROOT / "src" / "focalcal"
 #: Shared code: it may cite a paper in prose (docstrings, comments), but holds no paper's figure,
 #: fact or name.
-SHARED = ("plots/", "report/", "pipeline/", "theory/", "naming.py")
+SHARED = ("plots/", "report/", "pipeline/", "theory/", "core/spec_facts.py")
 #: Shared helpers, each used by shared code or by two papers or more; theory/ is left out:
 #: each of its results is cited by the one paper that proved it, and papers share them.
-HELPERS = ("plots/", "report/", "pipeline/", "naming.py")
+HELPERS = ("plots/", "report/", "pipeline/", "core/spec_facts.py")
 FIGURE_NUMBER = re.compile(r"(?i)(?<![a-z])(figs?|figures?|tables?)\.?[\s_]*\d")
 
 
@@ -289,7 +289,7 @@ def test_an_import_of_a_paper_from_shared_code_or_another_paper_is_named(monkeyp
     ("plots/style.py", "\ndef curves(history, mukhoti_style=True):\n    return history\n", "the name mukhoti_style"),
     ("report/targets.py", '\nTITLE = "How calibration changes (Fig. 2)"\n', "the string 'How calibration changes (Fig. 2)'"),
     ("pipeline/plan.py", '\nDEFAULT = "hossain2021"\n', "the string 'hossain2021'"),
-    ("naming.py", '\nREFERENCE_MODEL = "ResNet 50"\n', "the published name 'ResNet 50'"),
+    ("core/spec_facts.py", '\nREFERENCE_MODEL = "ResNet 50"\n', "the published name 'ResNet 50'"),
     ("theory/closed_forms.py", '\ndef a(x):\n    """mukhoti2020 App. B (prose may cite a paper)."""\n    return f"{x} Table 13"\n',
      "the string ' Table 13'"),
 ])
@@ -392,7 +392,7 @@ import pandas as pd
 from focalcal import catalog
 from focalcal.claims import CLAIMS, evaluate_study
 from focalcal.claims.evidence import StudyEvidence
-from focalcal.naming import loss_info
+from focalcal.core.spec_facts import loss_info
 
 figure = catalog.theory_figures()["guo2017_fig0_temperature"]
 drawn = figure.drawing()(**figure.arguments("coarse"))

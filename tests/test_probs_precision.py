@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from focalcal import metrics
-from focalcal._validation import check_probs, row_sum_tolerance
+from focalcal.core.validation import check_probs, row_sum_tolerance
 from focalcal.theory import psi
 
 HALF_DTYPES = {"torch.float16": torch.float16, "torch.bfloat16": torch.bfloat16, "numpy.float16": np.float16}

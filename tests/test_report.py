@@ -13,9 +13,10 @@ import pytest
 import yaml
 from scipy.special import softmax
 
-from focalcal import catalog, naming
+from focalcal import catalog
 from focalcal.calibration import PsiCalibration, TemperatureScaling, psi
 from focalcal.catalog import calibrator_role
+from focalcal.core import spec_facts
 from focalcal.papers.charoenphakdee2021.page import panel_scores
 from focalcal.pipeline import build_plan, validate_config
 from focalcal.report import published, tables
@@ -48,22 +49,22 @@ def test_loss_info_reads_gamma_and_label_and_each_paper_its_own_names():
     from focalcal.papers.komisarenko2024.labels import approach
     from focalcal.papers.mukhoti2020.labels import mukhoti_name
 
-    focal = naming.loss_info({"name": "focal", "gamma": 3})
+    focal = spec_facts.loss_info({"name": "focal", "gamma": 3})
     assert (focal.gamma, paradigm(focal), focal.label, mukhoti_name(focal)) == (3.0, "Standard", "FL γ=3", "FL-3")
     assert approach(focal) == ("focal", 3.0)
-    smoothed = naming.loss_info({"name": "focal", "gamma": 2, "smoothing": 0.1})
+    smoothed = spec_facts.loss_info({"name": "focal", "gamma": 2, "smoothing": 0.1})
     assert (paradigm(smoothed), mukhoti_name(smoothed), approach(smoothed)) == ("LS", None, None)
-    ce = naming.loss_info({"name": "cross_entropy"})
+    ce = spec_facts.loss_info({"name": "cross_entropy"})
     assert (ce.gamma, mukhoti_name(ce), approach(ce)) == (0.0, "Cross-Entropy", ("cross_entropy", None))
-    focal0 = naming.loss_info({"name": "focal", "gamma": 0})
+    focal0 = spec_facts.loss_info({"name": "focal", "gamma": 0})
     assert (mukhoti_name(focal0), approach(focal0)) == ("Cross-Entropy", ("cross_entropy", None))
-    assert mukhoti_name(naming.loss_info({"name": "label_smoothing"})) == "LS-0.05"
-    assert mukhoti_name(naming.loss_info({"name": "brier"})) == "Brier Loss"
-    assert approach(naming.loss_info({"name": "flsd53"})) == ("flsd53", None)
-    brier = naming.loss_info({"name": "brier"})
+    assert mukhoti_name(spec_facts.loss_info({"name": "label_smoothing"})) == "LS-0.05"
+    assert mukhoti_name(spec_facts.loss_info({"name": "brier"})) == "Brier Loss"
+    assert approach(spec_facts.loss_info({"name": "flsd53"})) == ("flsd53", None)
+    brier = spec_facts.loss_info({"name": "brier"})
     assert (brier.gamma, paradigm(brier), approach(brier)) == (None, None, None)
     with pytest.raises(ValueError, match="loss spec"):
-        naming.loss_info({"gamma": 2})
+        spec_facts.loss_info({"gamma": 2})
 
 
 def test_every_calibrator_of_the_default_config_has_a_role():
@@ -79,12 +80,12 @@ def test_every_calibrator_of_the_default_config_has_a_role():
 
 def test_paper_setting_names_stand_ins_with_the_papers_reference_model():
     reference = catalog.paper("mukhoti2020").reference_model
-    assert naming.paper_setting({"name": "cifar10"}, {"name": "resnet110_bottleneck"}, reference).describe() == "CIFAR-10, ResNet 110"
-    stand_in = naming.paper_setting({"name": "mnist1d"}, {"name": "cnn1d"}, reference)
+    assert spec_facts.paper_setting({"name": "cifar10"}, {"name": "resnet110_bottleneck"}, reference).describe() == "CIFAR-10, ResNet 110"
+    stand_in = spec_facts.paper_setting({"name": "mnist1d"}, {"name": "cnn1d"}, reference)
     assert (stand_in.dataset, stand_in.model, stand_in.stand_in) == ("CIFAR-10", "ResNet 50", True)
-    alone = naming.paper_setting({"name": "mnist1d"}, {"name": "cnn1d"}, None)  # a paper that names no reference model
+    alone = spec_facts.paper_setting({"name": "mnist1d"}, {"name": "cnn1d"}, None)  # a paper that names no reference model
     assert (alone.model, alone.describe()) == (None, "CIFAR-10 (ours is a small stand-in)")
-    assert naming.paper_setting({"name": "synthetic1d"}, {"name": "mlp"}, reference).dataset is None
+    assert spec_facts.paper_setting({"name": "synthetic1d"}, {"name": "mlp"}, reference).dataset is None
 
 
 # ----------------------------------------------------------------------------- planning

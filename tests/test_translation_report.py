@@ -307,7 +307,7 @@ def test_classification_studies_cannot_test_the_translation_claims():
     rows = [{"dataset": "digits", "model": "cnn", "loss": "fl1", "recipe": "r", "seed": s, "status": "trained",
              "calibrator": "uncalibrated", "metric": "ece", "bins": 15, "value": 0.1} for s in SEEDS]
     from focalcal.claims.evidence import StudyEvidence
-    from focalcal.naming import loss_info
+    from focalcal.core.spec_facts import loss_info
 
     evidence = StudyEvidence("s", "mukhoti2020", pd.DataFrame(rows), {"fl1": loss_info(LOSSES["fl1"])},
                              {"uncalibrated": "raw"})

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from focalcal import catalog, paths
-from focalcal._constraints import GAMMA, POSITIVE_INT, Interval, validate_parameters
+from focalcal.core.constraints import GAMMA, POSITIVE_INT, Interval, validate_parameters
 from focalcal.files.artefacts import atomic_write_json, atomic_write_text
 from focalcal.files.output_folder import OutputFolder
 from focalcal.logits_file import LogitsSet
@@ -443,10 +443,10 @@ def _eager_unless_built(specs: dict, announce: Callable[[str], None]) -> None:
 
     if not any(spec["build"]["name"] in FUSED_KERNEL_FITS for spec in specs.values()):
         return
-    from focalcal import _kernels
     from focalcal.calibration import _grid_kernel
+    from focalcal.core import kernels
 
-    if _kernels.enabled() and not _grid_kernel.is_built() and importlib.util.find_spec("torch") is None:
+    if kernels.enabled() and not _grid_kernel.is_built() and importlib.util.find_spec("torch") is None:
         announce("focalcal calibrate: compiling focal temperature scaling's grid kernel once (torch, its other "
                  "path, is not installed)")
         try:
@@ -455,8 +455,8 @@ def _eager_unless_built(specs: dict, announce: Callable[[str], None]) -> None:
             raise RuntimeError(f"focal temperature scaling needs its grid kernel or torch: the build failed ({error}); "
                                "install a C compiler, or `pip install focalcal[torch]`") from error
         return
-    if _kernels.enabled() and not _grid_kernel.is_built():
-        os.environ[_kernels.ENV_SWITCH] = "0"
+    if kernels.enabled() and not _grid_kernel.is_built():
+        os.environ[kernels.ENV_SWITCH] = "0"
         announce("focalcal calibrate: the fused CPU kernels are not built, so focal temperature scaling runs on the "
                  "eager PyTorch path (slower); `focalcal build-kernels` builds them once")
 

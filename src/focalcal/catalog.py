@@ -100,7 +100,7 @@ class Paper:
     ``needs_study_table``: whether its page shows only what a study's calibration table holds
     (a study that calibrates no run then plans nothing); False for a paper whose runs are scored
     without calibrating (segmentation). ``reference_model``: the published model a run on a
-    model the paper does not use is compared with (:func:`focalcal.naming.paper_setting`);
+    model the paper does not use is compared with (:func:`focalcal.core.spec_facts.paper_setting`);
     None: the data set alone. ``roles``: the calibrator roles (:data:`ROLES` keys) its page
     compares, by the part each plays there (mukhoti2020: ``"before"``, ``"after"`` calibration),
     most preferred first: a study's first role of a part stands for it; the page names the

@@ -52,7 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("--data-root", default="data", help="where datasets live or are generated (default: data)")
         sub.add_argument("--numerics", choices=("pinned", "native"), default="pinned",
                          help="pinned (default): AVX2 kernels and MKL's vendor-neutral path, bit-identical on every x86-64 machine; native: the "
-                              "machine's widest kernels (focalcal.numerics)")
+                              "machine's widest kernels (focalcal.core.pinned_numerics)")
         sub.add_argument("--threads", type=int, default=1, help="CPU threads (pinned: part of the numerics; default 1)")
         if name == "train":
             sub.add_argument("--no-export", action="store_true", help="train only; do not write logits.npz")
@@ -96,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "plan":
         return _plan(args)
     if args.command == "build-kernels":
-        from focalcal.numerics import pin
+        from focalcal.core.pinned_numerics import pin
 
         pin(args.numerics, 1, reexec=True)  # the kernels are built for torch's CPU capability, which this pins
         return _build_kernels()
@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "calibrate":
         return _calibrate(args)
 
-    from focalcal.numerics import pin
+    from focalcal.core.pinned_numerics import pin
 
     pin(args.numerics, args.threads, reexec=True)  # numpy is loaded by now: restarts this command pinned
     import torch

@@ -12,7 +12,7 @@ from focalcal.pipeline import (
     validate_config,
 )
 from focalcal.files.remake import set_workflow
-from focalcal.numerics import pin_workflow
+from focalcal.core.pinned_numerics import pin_workflow
 from focalcal.pipeline.plan import SHARED_GPU_GROUP
 from focalcal.pipeline.workflow_lock import hold_output_lock, may_write_outputs
 from focalcal.paths import one_of

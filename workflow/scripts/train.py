@@ -1,6 +1,6 @@
 """Rule train: train (or resume from its checkpoint) one run."""
 
-from focalcal.numerics import pin
+from focalcal.core.pinned_numerics import pin
 
 pin(snakemake.config["training"]["numerics"], snakemake.threads)  # before torch is imported
 

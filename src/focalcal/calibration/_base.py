@@ -15,9 +15,9 @@ from typing import Any, ClassVar
 import numpy as np
 
 from focalcal import catalog
-from focalcal._constraints import validate_parameters
-from focalcal._typing import ArrayLike
-from focalcal._validation import check_scores, check_scores_and_labels
+from focalcal.core.constraints import validate_parameters
+from focalcal.core.types import ArrayLike
+from focalcal.core.validation import check_scores, check_scores_and_labels
 
 
 def _to_jsonable(value):
@@ -42,7 +42,7 @@ class Calibrator:
     ``_fitted_attributes``, and implement ``_fit(logits, labels)`` and ``_transform(logits)``
     on validated float64 numpy arrays. ``transform`` returns a float64 numpy array (N, K)
     whose rows sum to 1. ``_parameter_constraints`` declares what each constructor argument
-    may hold (:mod:`focalcal._constraints`); as in scikit-learn, ``fit`` checks them, so
+    may hold (:mod:`focalcal.core.constraints`); as in scikit-learn, ``fit`` checks them, so
     ``__init__`` only stores its arguments and ``set``-ting an attribute later is checked too.
     The user guide's "Adding a calibrator" page writes one out.
 

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
-from focalcal._validation import check_gamma_grid
+from focalcal.core.validation import check_gamma_grid
 
 if TYPE_CHECKING:
     import torch
@@ -159,7 +159,7 @@ def focal_grid_blocks(
 
 def _torch_blocks(logits, labels, gammas, temperatures, quantity, dtype, max_block_elements):
     """``focal_grid_blocks`` by the torch reference path."""
-    from focalcal._extras import require
+    from focalcal.core.extras import require
 
     torch = require("torch", "focal temperature scaling in float64, or without its compiled grid kernel,")
 

@@ -4,7 +4,7 @@ C library and loaded with ctypes, so that the fit imports no torch (whose import
 
 The build is keyed by the source's and flags' digest and the CPU's vector width (``avx2`` where the
 CPU has AVX2 and FMA, else ``default``) and lives in the kernels' shared cache
-(:func:`focalcal._kernels.cache_root`), so every checkout of the same source loads the same
+(:func:`focalcal.core.kernels.cache_root`), so every checkout of the same source loads the same
 ``.so``; ``python -m focalcal build-kernels`` builds it with the fused loss kernels, and outside
 workflow jobs (``FOCALCAL_KERNEL_BUILD=never``) a missing build is compiled on first use.
 Where none can be had, :mod:`focalcal.calibration._focal_grid` runs its torch reference path.
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from focalcal import _kernels
+from focalcal.core import kernels
 
 SOURCE = Path(__file__).with_name("kernels") / "focal_grid.c"
 # -fno-math-errno lets the class loops call glibc's vector exp/log (libmvec); no -ffast-math, which
@@ -48,7 +48,7 @@ def library_path() -> Path:
     digest = hashlib.sha256(SOURCE.read_bytes())
     digest.update(" ".join((*FLAGS, *VECTOR_FLAGS[capability()], *LIBRARIES)).encode())
     name = f"focalcal_focal_grid_{capability()}_{digest.hexdigest()[:12]}"
-    return _kernels.cache_root() / name / "focal_grid.so"
+    return kernels.cache_root() / name / "focal_grid.so"
 
 
 def is_built() -> bool:
@@ -91,14 +91,14 @@ def library():
     """The loaded kernel, or None: switched off (``FOCALCAL_FUSED_KERNELS=0``), or no build and none
     may be compiled (warned once)."""
     global _library
-    if not _kernels.enabled():
+    if not kernels.enabled():
         return None
     if _library is None:
         try:
             path = library_path()
             if not path.exists():
-                if not _kernels.may_build():
-                    raise RuntimeError(f"no build at {path} and {_kernels.BUILD_SWITCH}=never; "
+                if not kernels.may_build():
+                    raise RuntimeError(f"no build at {path} and {kernels.BUILD_SWITCH}=never; "
                                        "run `python -m focalcal build-kernels` once")
                 path = build()
             _library = ctypes.CDLL(str(path))

@@ -29,8 +29,8 @@ from typing import ClassVar
 import numpy as np
 from scipy.special import expit, log_softmax
 
-from focalcal._constraints import POSITIVE_INT
 from focalcal.calibration._base import Calibrator
+from focalcal.core.constraints import POSITIVE_INT
 
 
 class SeparableDataWarning(UserWarning):

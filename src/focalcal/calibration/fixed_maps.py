@@ -11,8 +11,8 @@ from typing import ClassVar
 
 from scipy.special import softmax
 
-from focalcal._constraints import PSI_GAMMA
 from focalcal.calibration._base import Calibrator
+from focalcal.core.constraints import PSI_GAMMA
 from focalcal.theory import psi_from_logits
 
 

@@ -15,11 +15,11 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from focalcal._constraints import Options
-from focalcal._typing import ArrayLike
-from focalcal._validation import GAMMA_GRID, real_array
 from focalcal.calibration._base import Calibrator
 from focalcal.calibration.temperature import TEMPERATURE_GRID
+from focalcal.core.constraints import Options
+from focalcal.core.types import ArrayLike
+from focalcal.core.validation import GAMMA_GRID, real_array
 from focalcal.metrics.binning import BINNING, N_BINS
 from focalcal.theory import psi_from_logits
 

@@ -126,7 +126,7 @@ def build_checked(config: dict[str, Any]) -> Calibrator:
         >>> build_checked({"name": "psi", "gamma": -2.0})
         Traceback (most recent call last):
         ...
-        focalcal._constraints.InvalidParameterError: PsiCalibration: gamma must be a real number in (-1, inf), got -2.0
+        focalcal.core.constraints.InvalidParameterError: PsiCalibration: gamma must be a real number in (-1, inf), got -2.0
     """
     calibrator = build(config)
     calibrator._validate_params()

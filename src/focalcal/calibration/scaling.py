@@ -31,8 +31,8 @@ import numpy as np
 from scipy.special import log_softmax, softmax
 from threadpoolctl import threadpool_limits
 
-from focalcal._constraints import NON_NEGATIVE, POSITIVE, POSITIVE_INT
 from focalcal.calibration._base import Calibrator
+from focalcal.core.constraints import NON_NEGATIVE, POSITIVE, POSITIVE_INT
 
 
 def warn_unconverged(calibrator: str, iterations: int, gradient: float, tol: float) -> None:

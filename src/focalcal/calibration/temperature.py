@@ -25,10 +25,10 @@ from typing import ClassVar
 import numpy as np
 from scipy.special import log_softmax, logsumexp, softmax
 
-from focalcal._constraints import GAMMA, POSITIVE, Interval, Options, SequenceOf, validate_parameters
-from focalcal._typing import ArrayLike
-from focalcal._validation import real_array
 from focalcal.calibration._base import Calibrator
+from focalcal.core.constraints import GAMMA, POSITIVE, Interval, Options, SequenceOf, validate_parameters
+from focalcal.core.types import ArrayLike
+from focalcal.core.validation import real_array
 from focalcal.metrics.binning import BINNING, N_BINS
 
 #: mukhoti2020 §5 ("Temperature Scaling"): T from 0 to 10 in steps of 0.1 — without the

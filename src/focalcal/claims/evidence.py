@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from focalcal.naming import LossInfo
+from focalcal.core.spec_facts import LossInfo
 from focalcal.training.health import HEALTHY
 
 UNIT_COLUMNS = ("dataset", "model", "recipe", "seed")  # a paired unit: same data, model, recipe, seed

@@ -29,7 +29,7 @@ its targets once with ``check_target_values(targets, num_classes)`` may set
 ``loss.validate_inputs = False`` — the trainer does.
 """
 
-from focalcal._extras import require
+from focalcal.core.extras import require
 
 require("torch", "focalcal.losses")  # one line naming the extra, before any module imports torch
 

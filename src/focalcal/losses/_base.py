@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING, ClassVar
 import torch
 from torch import nn
 
-from focalcal._constraints import Interval, Options, validate_parameters
-from focalcal._validation import real_array
+from focalcal.core.constraints import Interval, Options, validate_parameters
+from focalcal.core.validation import real_array
 
 if TYPE_CHECKING:
-    from focalcal._typing import ArrayLike
+    from focalcal.core.types import ArrayLike
 
 REDUCTIONS = ("mean", "sum", "none")
 
@@ -64,7 +64,7 @@ class Loss(nn.Module):
     hook matters, so a trainer can skip computing what no loss uses.
 
     ``_parameter_constraints`` declares what each constructor parameter may hold
-    (:mod:`focalcal._constraints`); a subclass extends its parent's. A loss module has no
+    (:mod:`focalcal.core.constraints`); a subclass extends its parent's. A loss module has no
     ``fit``, so ``__init__`` checks them (:meth:`_validate`), before any batch is seen.
 
     Args:

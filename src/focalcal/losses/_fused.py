@@ -17,7 +17,7 @@ keyed by a checkout's path would be redone by the next checkout). With
 ``FOCALCAL_KERNEL_BUILD=never`` (set for workflow jobs) a missing build is not compiled. Where
 no build can be had the eager path (``_classwise.py``, the reference implementation) runs
 instead, after one warning. ``FOCALCAL_FUSED_KERNELS=0`` turns the kernels off (the switches:
-:mod:`focalcal._kernels`).
+:mod:`focalcal.core.kernels`).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from pathlib import Path
 import torch
 from torch.autograd.function import once_differentiable
 
-from focalcal import _kernels
+from focalcal.core import kernels as kernel_settings
 
 KINDS = {"dual_cross_entropy": 1, "dual_focal": 2, "smoothed_focal": 3}  # the kernel's ``Kind``
 #: The constants each kind takes, in the kernel's order.
@@ -48,7 +48,7 @@ PARAMETERS = {
 # focalcal.calibration._grid_kernel).
 SOURCES = (Path(__file__).with_name("kernels") / "classwise.cpp",)
 # The switches, shared with the grid kernel.
-ENV_SWITCH, BUILD_SWITCH, enabled = _kernels.ENV_SWITCH, _kernels.BUILD_SWITCH, _kernels.enabled
+ENV_SWITCH, BUILD_SWITCH, enabled = kernel_settings.ENV_SWITCH, kernel_settings.BUILD_SWITCH, kernel_settings.enabled
 _VECTOR_FLAGS = {  # what torch's own CPU kernels are built for, by torch.backends.cpu capability
     "AVX512": ["-mavx512f", "-mavx512dq", "-mavx512vl", "-mavx512bw", "-mfma", "-DCPU_CAPABILITY_AVX512"],
     "AVX2": ["-mavx2", "-mfma", "-mf16c", "-DCPU_CAPABILITY_AVX2"],
@@ -63,7 +63,7 @@ def kernels():
     ``usable`` also honours the on/off switch; this loads whenever asked."""
     global _module
     if _module is None:
-        _module = _load(allow_build=_kernels.may_build())
+        _module = _load(allow_build=kernel_settings.may_build())
     return _module or None
 
 

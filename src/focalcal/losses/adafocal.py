@@ -30,12 +30,12 @@ from typing import TYPE_CHECKING, ClassVar
 
 import torch
 
-from focalcal._constraints import NON_NEGATIVE, POSITIVE, POSITIVE_INT, REAL, Interval, Options
+from focalcal.core.constraints import NON_NEGATIVE, POSITIVE, POSITIVE_INT, REAL, Interval, Options
 
 from ._base import Loss, avoid_host_sync, cast_like, check_targets
 
 if TYPE_CHECKING:
-    from focalcal._typing import ArrayLike
+    from focalcal.core.types import ArrayLike
 from .focal import focal_of_target
 
 BIN_BY = ("true_class", "predicted")

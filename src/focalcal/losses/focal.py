@@ -25,7 +25,7 @@ from typing import ClassVar
 import torch
 from torch.autograd.function import once_differentiable
 
-from focalcal._constraints import GAMMA, NON_NEGATIVE, POSITIVE_INT, Interval, SequenceOf
+from focalcal.core.constraints import GAMMA, NON_NEGATIVE, POSITIVE_INT, Interval, SequenceOf
 
 from . import _fused
 from ._base import (

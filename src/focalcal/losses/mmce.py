@@ -51,7 +51,7 @@ import torch
 import torch.nn.functional as F
 from torch.autograd.function import once_differentiable
 
-from focalcal._constraints import NON_NEGATIVE, POSITIVE, Options
+from focalcal.core.constraints import NON_NEGATIVE, POSITIVE, Options
 
 from . import _fused
 from ._base import Loss, avoid_host_sync

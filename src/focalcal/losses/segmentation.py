@@ -24,15 +24,15 @@ import torch
 import torch.nn.functional as F
 from torch.autograd.function import once_differentiable
 
-from focalcal._constraints import GAMMA, NON_NEGATIVE, POSITIVE, Interval, SequenceOf
-from focalcal._validation import real_array
+from focalcal.core.constraints import GAMMA, NON_NEGATIVE, POSITIVE, Interval, SequenceOf
+from focalcal.core.validation import real_array
 
 from . import _fused
 from ._base import Loss, avoid_host_sync, class_weight_tensor
 from ._classwise import choose, classwise_loss
 
 if TYPE_CHECKING:
-    from focalcal._typing import ArrayLike
+    from focalcal.core.types import ArrayLike
 
 
 # ---- class weights ---------------------------------------------------------------------------

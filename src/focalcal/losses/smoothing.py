@@ -20,7 +20,7 @@ from typing import ClassVar
 
 import torch
 
-from focalcal._constraints import Interval, Options
+from focalcal.core.constraints import Interval, Options
 
 from ._base import Loss
 from ._classwise import classwise_loss

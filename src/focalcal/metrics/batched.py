@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from focalcal._validation import as_numpy
+from focalcal.core.validation import as_numpy
 from focalcal.metrics.binning import bin_edges, check_binning, check_n_bins, mass_cut_ranks
 
 if TYPE_CHECKING:
-    from focalcal._typing import ArrayLike
+    from focalcal.core.types import ArrayLike
 
 
 def ece_grid(confidences: ArrayLike, correct: ArrayLike, n_bins: int = 15, binning: str = "width") -> np.ndarray:

@@ -36,10 +36,10 @@ from typing import NamedTuple
 
 import numpy as np
 
-from focalcal._constraints import POSITIVE_INT, Options, validate_parameters
+from focalcal.core.constraints import POSITIVE_INT, Options, validate_parameters
 
 BINNINGS = ("width", "mass")
-#: What a class's ``n_bins`` and ``binning`` parameters may hold (:mod:`focalcal._constraints`).
+#: What a class's ``n_bins`` and ``binning`` parameters may hold (:mod:`focalcal.core.constraints`).
 N_BINS, BINNING = POSITIVE_INT, Options(BINNINGS)
 
 
@@ -78,7 +78,7 @@ def check_n_bins(n_bins: int, owner: str = "metrics") -> int:
         ``n_bins`` as a Python int.
 
     Raises:
-        focalcal._constraints.InvalidParameterError: ``n_bins`` is not a positive integer
+        focalcal.core.constraints.InvalidParameterError: ``n_bins`` is not a positive integer
             (a ``ValueError`` and a ``TypeError``).
 
     Examples:
@@ -101,7 +101,7 @@ def check_binning(binning: str, owner: str = "metrics") -> str:
         ``binning`` itself.
 
     Raises:
-        focalcal._constraints.InvalidParameterError: ``binning`` is not one of :data:`BINNINGS`
+        focalcal.core.constraints.InvalidParameterError: ``binning`` is not one of :data:`BINNINGS`
             (a ``ValueError`` and a ``TypeError``).
 
     Examples:

@@ -23,11 +23,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from focalcal._validation import check_labels, check_probs
+from focalcal.core.validation import check_labels, check_probs
 from focalcal.metrics.binning import bin_edges, check_n_bins, mass_cut_ranks, top_label
 
 if TYPE_CHECKING:
-    from focalcal._typing import ArrayLike
+    from focalcal.core.types import ArrayLike
 
 METRICS = ("ece", "adaece", "mce", "classwise_ece", "nll", "brier", "error", "top5_error")
 

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
-from focalcal._extras import install_hint, require
-from focalcal._validation import _block_rows, check_labels, check_probs
+from focalcal.core.extras import install_hint, require
+from focalcal.core.validation import _block_rows, check_labels, check_probs
 from focalcal.metrics.binning import (
     BinStatistics,
     bin_edges,
@@ -26,7 +26,7 @@ from focalcal.metrics.binning import (
 if TYPE_CHECKING:
     import pandas as pd
 
-    from focalcal._typing import ArrayLike
+    from focalcal.core.types import ArrayLike
 
 
 def _top_label_bins(probs, labels, n_bins: int, binning: str) -> BinStatistics:

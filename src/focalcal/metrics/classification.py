@@ -11,11 +11,11 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
-from focalcal._validation import check_labels, check_probs, check_scores
+from focalcal.core.validation import check_labels, check_probs, check_scores
 from focalcal.metrics.binning import top_label
 
 if TYPE_CHECKING:
-    from focalcal._typing import ArrayLike
+    from focalcal.core.types import ArrayLike
 
 
 def _probs_and_labels(probs, labels, name: str = "probs"):

@@ -23,11 +23,11 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
-from focalcal._validation import as_numpy, check_scores
+from focalcal.core.validation import as_numpy, check_scores
 from focalcal.metrics.calibration import ece
 
 if TYPE_CHECKING:
-    from focalcal._typing import ArrayLike
+    from focalcal.core.types import ArrayLike
 
 
 class IoU(NamedTuple):

@@ -10,7 +10,7 @@ Classification models return (N, K) logits, segmentation models (N, K, H, W) log
 input resolution.
 """
 
-from focalcal._extras import require
+from focalcal.core.extras import require
 
 require("torch", "focalcal.models")  # one line naming the extra, before any module imports torch
 

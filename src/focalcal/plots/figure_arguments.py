@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from focalcal._constraints import GAMMA, Interval, SequenceOf, validate_parameters
+from focalcal.core.constraints import GAMMA, Interval, SequenceOf, validate_parameters
 
 
 def gamma_label(gamma: float) -> str:

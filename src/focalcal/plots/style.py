@@ -30,9 +30,9 @@ from matplotlib.figure import Figure
 from matplotlib.text import Text
 
 from focalcal import catalog
-from focalcal._constraints import REAL, validate_parameters
+from focalcal.core.constraints import REAL, validate_parameters
+from focalcal.core.spec_facts import focal_gamma_in_name
 from focalcal.files.artefacts import atomic_write
-from focalcal.naming import focal_gamma_in_name
 from focalcal.training.health import HEALTHY
 
 REPORT_WIDTH = 9.0  # inches; one report column (~900 px)

@@ -20,8 +20,8 @@ from focalcal.catalog import calibrator_role
 from focalcal.claims import evaluate
 from focalcal.claims.evidence import StudyEvidence, unit_label
 from focalcal.claims.verdict import FAILS, HOLDS, INTERVAL, MIN_PAIRS, VERDICT_COLORS
+from focalcal.core.spec_facts import loss_info, paper_setting
 from focalcal.files.artefacts import atomic_write_text, read_csv, read_json
-from focalcal.naming import loss_info, paper_setting
 from focalcal.paths import CLAIMS_PAIRS, CLAIMS_TABLE, study_table
 from focalcal.report.targets import CLAIMS_INDEX, PAPER_TITLES
 

@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field
 
 from focalcal import catalog, paths
 from focalcal.catalog import THEORY_GRIDS, calibrator_role
-from focalcal.naming import LossInfo, loss_info, paper_setting
+from focalcal.core.spec_facts import LossInfo, loss_info, paper_setting
 from focalcal.paths import CLAIMS, CLAIMS_FIGURES, CLAIMS_PAIRS, CLAIMS_TABLE, INVENTORY, THEORY
 
 PAPER_TITLES = catalog.PAPER_TITLES  # paper -> its page title

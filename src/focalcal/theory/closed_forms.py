@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 from scipy import special
 
-from .._constraints import GAMMA, POSITIVE_GAMMA, PSI_GAMMA, Each, Interval, validate_parameters
-from .._typing import ArrayLike
-from .._validation import as_numpy, check_probs, check_scores, row_sum_tolerance
+from ..core.constraints import GAMMA, POSITIVE_GAMMA, PSI_GAMMA, Each, Interval, validate_parameters
+from ..core.types import ArrayLike
+from ..core.validation import as_numpy, check_probs, check_scores, row_sum_tolerance
 
 if TYPE_CHECKING:
     import torch
@@ -43,7 +43,7 @@ __all__ = [
 
 def _gamma(gamma, domain: Interval, owner: str, *, scalar: bool = True):
     """γ checked by the one validator against ``domain`` (a γ constraint of
-    :mod:`focalcal._constraints`); a float, or (``scalar=False``) a float64 array of any shape."""
+    :mod:`focalcal.core.constraints`); a float, or (``scalar=False``) a float64 array of any shape."""
     validate_parameters({"gamma": [domain if scalar else Each(domain)]}, {"gamma": gamma}, owner)
     return float(gamma) if scalar else as_numpy(gamma, "gamma").astype(np.float64)
 

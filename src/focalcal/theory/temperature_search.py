@@ -12,8 +12,8 @@ from functools import lru_cache, partial
 
 import numpy as np
 
-from .._constraints import GAMMA
-from .._typing import ArrayLike
+from ..core.constraints import GAMMA
+from ..core.types import ArrayLike
 from .closed_forms import _gamma, _log_h, _log_q_pair_from_logits, _normalise_log_h, _Ops, _rho, temperature_bounds
 
 __all__ = ["closest_temperature"]

@@ -15,7 +15,8 @@ import numbers
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any
 
-from focalcal._constraints import (
+from focalcal.catalog import AUGMENTATION_PRESETS
+from focalcal.core.constraints import (
     NON_NEGATIVE,
     POSITIVE,
     POSITIVE_INT,
@@ -27,7 +28,6 @@ from focalcal._constraints import (
     json_schema,
     validate_parameters,
 )
-from focalcal.catalog import AUGMENTATION_PRESETS
 
 OPTIMIZERS = ("sgd", "adam", "adagrad")
 AUGMENTATIONS = ("dataset", *AUGMENTATION_PRESETS)  # "dataset": the data set's own (its catalog entry)
@@ -134,7 +134,7 @@ class Recipe:
     average_checkpoints: dict[str, int] | None = None
 
 
-# What each key may hold (focalcal._constraints), declared once: RunConfig.validate checks them,
+# What each key may hold (focalcal.core.constraints), declared once: RunConfig.validate checks them,
 # and the config schema's recipe, device and compile are generated from them (recipe_schema,
 # execution_schema; focalcal.pipeline.config.load_schema). The checks between keys are in validate.
 MAX_EPOCHS = 10_000

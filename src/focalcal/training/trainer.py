@@ -25,10 +25,11 @@ import numpy as np
 import pandas as pd
 import torch
 
-from focalcal import catalog, numerics
+from focalcal import catalog
 from focalcal import data as data_lib
 from focalcal import losses as loss_lib
 from focalcal import models as model_lib
+from focalcal.core import pinned_numerics
 from focalcal.files.artefacts import atomic_savez, atomic_torch_save, atomic_write_json, atomic_write_text
 from focalcal.training.averaging import CheckpointAverage
 from focalcal.training.checkpoint import (
@@ -608,7 +609,7 @@ class Trainer:
             "stopped_early": self.stopped_early,
             "best_epoch": self.best["epoch"] or self.epochs_done,
             "split_hash": self.dataset.split_hash,
-            "numerics": numerics.record(),  # what picked the CPU kernels (focalcal.numerics)
+            "numerics": pinned_numerics.record(),  # what picked the CPU kernels (focalcal.core.pinned_numerics)
             "dataset": self.dataset.record(),
             "num_classes": self.dataset.num_classes,
             "split_sizes": self.split_sizes(),

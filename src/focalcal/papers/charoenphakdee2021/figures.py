@@ -13,7 +13,7 @@ from matplotlib.patches import Patch
 from scipy import special
 
 from focalcal import metrics, theory
-from focalcal._validation import check_probs, check_scores_and_labels
+from focalcal.core.validation import check_probs, check_scores_and_labels
 from focalcal.metrics.binning import bin_statistics, top_label
 from focalcal.plots.boxes import MIN_BOX_VALUES, POINT_EDGE, boxes_or_points, mark_status_ticks
 from focalcal.plots.frames import as_frame, require_columns

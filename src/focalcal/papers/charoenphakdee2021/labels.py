@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from focalcal.naming import LossInfo
+from focalcal.core.spec_facts import LossInfo
 
 
 def training_paradigm(info: LossInfo) -> str | None:

@@ -7,7 +7,7 @@ its folder name; any other model is compared with the paper's reference model (`
 from __future__ import annotations
 
 from focalcal import catalog
-from focalcal.naming import PaperSetting, compared_setting, published_name
+from focalcal.core.spec_facts import PaperSetting, compared_setting, published_name
 from focalcal.papers.hossain2021 import PAPER
 
 _FOLDERS = (("mri", "MRI prostate"), ("trus", "TRUS prostate"), ("cityscape", "Cityscape"))

@@ -12,8 +12,8 @@ import numpy as np
 import pandas as pd
 
 from focalcal import paths
+from focalcal.core.spec_facts import loss_color_key
 from focalcal.files.artefacts import load_npz
-from focalcal.naming import loss_color_key
 from focalcal.papers.hossain2021 import figures
 from focalcal.papers.hossain2021.labels import LOSS_NAMES, TABLE_OF_MODEL, hossain_setting
 from focalcal.plots.style import color_for

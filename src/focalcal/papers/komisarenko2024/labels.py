@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from focalcal.naming import LossInfo
+from focalcal.core.spec_facts import LossInfo
 
 
 def approach(info: LossInfo) -> tuple[str, float | None] | None:

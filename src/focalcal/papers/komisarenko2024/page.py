@@ -13,7 +13,7 @@ import pandas as pd
 
 from focalcal import paths
 from focalcal.calibration import KOMISARENKO_GAMMAS
-from focalcal.naming import loss_color_key
+from focalcal.core.spec_facts import loss_color_key
 from focalcal.papers.komisarenko2024 import PAPER, figures
 from focalcal.papers.komisarenko2024.labels import approach, dataset_name
 from focalcal.plots.style import color_for, status_label

@@ -11,7 +11,7 @@ import numpy as np
 from scipy import special
 
 from focalcal import theory
-from focalcal._constraints import PSI_GAMMA
+from focalcal.core.constraints import PSI_GAMMA
 from focalcal.papers.komisarenko2024.simplex import (  # noqa: F401 (Figs 5, 7, 4)
     calibration_arrows_figure,
     calibration_difference_figure,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from focalcal.naming import LossInfo, number
+from focalcal.core.spec_facts import LossInfo, number
 
 # catalog loss -> the name the paper's tables print (a fixed-γ focal loss is "FL-<γ>", label
 # smoothing "LS-<α>": see mukhoti_name)

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import special
 
-from focalcal._constraints import GAMMA, SequenceOf, validate_parameters
-from focalcal._validation import as_numpy
+from focalcal.core.constraints import GAMMA, SequenceOf, validate_parameters
+from focalcal.core.validation import as_numpy
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,8 @@ import pandas as pd
 
 from focalcal import paths
 from focalcal.catalog import ROLE_LABELS
+from focalcal.core.spec_facts import LossInfo, loss_color_key
 from focalcal.files.artefacts import read_csv
-from focalcal.naming import LossInfo, loss_color_key
 from focalcal.papers.mukhoti2020 import calibration_stages, confidences, figures, translation
 from focalcal.papers.mukhoti2020.labels import mukhoti_name
 from focalcal.plots.style import color_for, status_label

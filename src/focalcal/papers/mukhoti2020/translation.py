@@ -17,8 +17,8 @@ import numpy as np
 import pandas as pd
 
 from focalcal import catalog, paths
+from focalcal.core.spec_facts import LossInfo, loss_color_key
 from focalcal.files.artefacts import read_csv
-from focalcal.naming import LossInfo, loss_color_key
 from focalcal.papers.mukhoti2020 import calibration_stages
 from focalcal.plots.frames import require_columns
 from focalcal.plots.style import color_for, new_figure, paper_title, status_label, styled

@@ -12,7 +12,7 @@ import sys
 
 import numpy as np
 
-from focalcal._constraints import PSI_GAMMA, SequenceOf, validate_parameters
+from focalcal.core.constraints import PSI_GAMMA, SequenceOf, validate_parameters
 
 #: A grid of focal parameters γ for Ψ^γ (komisarenko2024's γ_ev), each > −1.
 GAMMA_GRID = SequenceOf(PSI_GAMMA)

@@ -81,7 +81,7 @@ def pin(mode: str = PINNED, threads: int = 1, environ=None, before=("torch", "nu
             os.execve(sys.executable, [sys.executable, *sys.orig_argv[1:]], dict(environ))
         raise RuntimeError(
             f"training.numerics is 'pinned' but {' and '.join(loaded)} were imported before the numerics were "
-            f"pinned ({', '.join(f'{k}={v!r}' for k, v in differing.items())}); call focalcal.numerics.pin() at "
+            f"pinned ({', '.join(f'{k}={v!r}' for k, v in differing.items())}); call focalcal.core.pinned_numerics.pin() at "
             "the process's entry, before importing torch, or start it with these variables set: "
             + " ".join(f"{k}={v!r}" for k, v in wanted.items()))
     environ.update(wanted)
