@@ -1,4 +1,4 @@
-"""focalcal._allocator: with its settings, arrays freed and allocated again are not faulted in
+"""focalcal.commands.allocator: with its settings, arrays freed and allocated again are not faulted in
 again page by page (each case runs in its own interpreter, whose allocator it changes)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import sys
 SCRIPT = """
 import resource, sys
 import numpy as np
-from focalcal._allocator import keep_freed_arrays
+from focalcal.commands.allocator import keep_freed_arrays
 if sys.argv[1] == "kept":
     assert keep_freed_arrays()
 def measure_once():  # five 16 MiB arrays alive at once, as the bootstrap's running sums are

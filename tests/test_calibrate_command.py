@@ -15,8 +15,8 @@ from scipy.special import softmax
 from test_report_browser import ensure_chromium
 
 from focalcal import metrics
-from focalcal.calibrate_command import DEFAULT_CALIBRATORS, resolve_calibrators
 from focalcal.calibration import Calibrator
+from focalcal.commands.calibrator_choice import DEFAULT_CALIBRATORS, resolve_calibrators
 from focalcal.report.browser import inspect_page
 
 CHOSEN = ["raw", "ts_nll", "fts_ece", "psi", "histogram_binning", "dirichlet", "fts_nll", "ets"]  # fts: a second process
@@ -172,7 +172,7 @@ def test_calibrator_choice():
 
 
 def test_beta_calibration_takes_binary_logits_and_refuses_more_classes_before_writing(tmp_path):
-    from focalcal.calibrate_command import compare_calibrators
+    from focalcal.commands.calibrate_command import compare_calibrators
     from focalcal.logits_file import check_logits
 
     (val_logits, val_labels), (test_logits, test_labels) = model_logits(400, k=2), model_logits(400, k=2, seed=1)
@@ -194,7 +194,7 @@ def test_an_interrupted_comparison_leaves_no_second_process(tmp_path):
     """The grid's process is stopped, not waited for, when the comparison fails or is interrupted."""
     import multiprocessing
 
-    from focalcal.calibrate_command import compare_calibrators
+    from focalcal.commands.calibrate_command import compare_calibrators
     from focalcal.logits_file import check_logits
 
     (val_logits, val_labels), (test_logits, test_labels) = model_logits(300), model_logits(300, seed=1)

@@ -9,7 +9,8 @@ import sys
 
 import numpy as np
 
-from focalcal import calibrate_command as command
+from focalcal.commands import calibrate_command as command
+from focalcal.commands import calibrator_choice as choice
 from focalcal.logits_file import check_logits
 
 
@@ -23,17 +24,17 @@ def logits_set(n, k, seed=0):
 
 
 def test_every_calibrator_states_its_cost():
-    assert set(command.COSTS) == set(command.CALIBRATORS)
-    for key in command.QUADRATIC_IN_K:
-        assert "K²" in command.COSTS[key]
+    assert set(choice.COSTS) == set(choice.CALIBRATORS)
+    for key in choice.QUADRATIC_IN_K:
+        assert "K²" in choice.COSTS[key]
 
 
 def test_quadratic_calibrators_are_skipped_above_the_bound_unless_named(tmp_path, monkeypatch):
-    monkeypatch.setattr(command, "MAX_CLASSES_QUADRATIC", 4)
+    monkeypatch.setattr(choice, "MAX_CLASSES_QUADRATIC", 4)
     logits = check_logits(logits_set(60, 6), source="six.npz")
     lines = []
     command.compare_calibrators(logits, tmp_path / "default", n_resamples=10, smooth=False, progress=lines.append)
-    assert lines[0] == ("skipping vector_scaling: its cost grows as K² (" + command.COSTS["vector_scaling"] + ") and "
+    assert lines[0] == ("skipping vector_scaling: its cost grows as K² (" + choice.COSTS["vector_scaling"] + ") and "
                         "six.npz has 6 classes, more than 4; name it in --calibrators to fit it anyway")
     fitted = json.loads((tmp_path / "default/calibration.json").read_text())
     assert "vector_scaling" not in fitted and "isotonic" in fitted
@@ -45,7 +46,7 @@ def test_quadratic_calibrators_are_skipped_above_the_bound_unless_named(tmp_path
     assert set(json.loads((tmp_path / "named/calibration.json").read_text())) == {"raw", "vector_scaling", "dirichlet"}
 
     lines = []
-    monkeypatch.setattr(command, "MAX_CLASSES_QUADRATIC", 6)  # the bound itself is within it
+    monkeypatch.setattr(choice, "MAX_CLASSES_QUADRATIC", 6)  # the bound itself is within it
     command.compare_calibrators(logits, tmp_path / "at_bound", ["raw"], n_resamples=10, smooth=False,
                                 progress=lines.append)
     assert not any(line.startswith("skipping") for line in lines)
@@ -61,6 +62,6 @@ def test_100_rows_of_3000_classes_go_through_the_command(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     assert "skipping vector_scaling: its cost grows as K²" in result.stdout
     fitted = json.loads((tmp_path / "out/calibration.json").read_text())
-    assert set(fitted) == set(command.DEFAULT_CALIBRATORS) - {"vector_scaling"}
+    assert set(fitted) == set(choice.DEFAULT_CALIBRATORS) - {"vector_scaling"}
     rows = (tmp_path / "out/metrics.csv").read_text().splitlines()
     assert len(rows) > 1 and all("nan" not in row for row in rows if ",ece," in row)

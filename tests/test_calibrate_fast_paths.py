@@ -152,24 +152,24 @@ def test_a_saved_figure_saves_again_to_the_same_bytes(tmp_path):
 
 
 def test_the_grid_leaves_a_core_to_the_other_process(monkeypatch):
-    from focalcal import calibrate_command as command
+    from focalcal.commands import shared_work
 
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
-    assert command.background_threads() == 3
+    assert shared_work.background_threads() == 3
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0}, raising=False)
-    assert command.background_threads() == 1
+    assert shared_work.background_threads() == 1
 
 
 def _measuring(seed=1, n_resamples=10):
-    from focalcal.calibrate_command import _Measuring
+    from focalcal.commands.shared_work import Measuring
 
     test_logits, test_labels = _small_logits(seed=seed)
-    return _Measuring(test_logits, test_labels, 15, n_resamples, 3, True)
+    return Measuring(test_logits, test_labels, 15, n_resamples, 3, True)
 
 
 def test_a_fit_runs_its_grid_on_the_threads_it_is_given(monkeypatch):
-    from focalcal import calibrate_command as command
     from focalcal.calibration import _grid_kernel
+    from focalcal.commands import shared_work
 
     rng = np.random.default_rng(2)
     logits, labels = rng.normal(size=(200, 5)) * 3, rng.integers(0, 5, 200)
@@ -178,9 +178,9 @@ def test_a_fit_runs_its_grid_on_the_threads_it_is_given(monkeypatch):
     monkeypatch.setattr(_grid_kernel, "focal_grid", lambda *a, original=_grid_kernel.focal_grid: seen.append(
         _grid_kernel.threads()) or original(*a))
     try:
-        fitted, _, measured = command._fit_and_measure("fts_ece", spec, logits, labels, _measuring(), print, 1)
+        fitted, _, measured = shared_work.fit_and_measure("fts_ece", spec, logits, labels, _measuring(), print, 1)
         assert seen == [1]  # the grid kernel ran, on the one thread given
-        command._fit_and_measure("isotonic", {"build": {"name": "isotonic"}}, logits, labels, _measuring(), print, 1)
+        shared_work.fit_and_measure("isotonic", {"build": {"name": "isotonic"}}, logits, labels, _measuring(), print, 1)
         assert seen == [1]
     finally:
         _grid_kernel.set_threads(None)
@@ -195,7 +195,8 @@ def _small_logits(n=400, k=5, seed=0):
 
 
 def test_work_units_take_the_costliest_first_and_keep_focal_ts_together():
-    from focalcal.calibrate_command import resolve_calibrators, work_units
+    from focalcal.commands.calibrator_choice import resolve_calibrators
+    from focalcal.commands.shared_work import work_units
 
     specs = resolve_calibrators(["raw", "isotonic", "fts_nll", "ts_ece", "fts_ece", "ts_nll"])
     assert work_units(specs) == [("fts_ece", "fts_nll"), ("ts_nll", "isotonic"), ("ts_ece",), ("raw",)]
@@ -206,9 +207,9 @@ def test_work_units_take_the_costliest_first_and_keep_focal_ts_together():
 @pytest.fixture(params=["fork", "spawn"])
 def start(request, monkeypatch):
     """The second process forked (with this one's modules and resamples) or spawned (a fresh interpreter)."""
-    from focalcal import calibrate_command
+    from focalcal.commands import shared_work
 
-    monkeypatch.setattr(calibrate_command, "start_method", lambda: request.param)
+    monkeypatch.setattr(shared_work, "start_method", lambda: request.param)
     return request.param
 
 
@@ -216,7 +217,7 @@ def test_the_second_process_forks_unless_torch_is_loaded(monkeypatch):
     import multiprocessing
     import sys
 
-    from focalcal.calibrate_command import start_method
+    from focalcal.commands.shared_work import start_method
 
     monkeypatch.delitem(sys.modules, "torch", raising=False)
     assert start_method() == ("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
@@ -230,15 +231,16 @@ def test_calibrators_fitted_in_the_second_process_are_the_ones_fitted_and_measur
     one takes none."""
     import json
 
-    from focalcal.calibrate_command import _SharedWork, resolve_calibrators
     from focalcal.calibration import _focal_grid
+    from focalcal.commands.calibrator_choice import resolve_calibrators
+    from focalcal.commands.shared_work import SharedWork
     from focalcal.pipeline.calibrate import fit_calibrator
 
     _focal_grid.forget_kept_scores()  # the fits here in the second process's order, from no kept scores as it
     val_logits, val_labels = _small_logits()
     specs = resolve_calibrators(["raw", "ts_ece", "isotonic", "fts_ece", "fts_nll"])
     units = [("fts_ece", "fts_nll"), ("ts_ece",), ("raw",), ("isotonic",)]
-    with _SharedWork(units, specs, val_logits, val_labels, _measuring()) as work:
+    with SharedWork(units, specs, val_logits, val_labels, _measuring()) as work:
         there = {key: work.result(key) for unit in units for key in unit}
         assert work.take() is None  # every unit taken, each once
     for key, (calibrator, _, measured) in there.items():
@@ -253,7 +255,7 @@ def test_the_two_processes_share_the_units_and_each_is_fitted_once(tmp_path):
     entry, and the files list the calibrators in the order asked for."""
     import json
 
-    from focalcal.calibrate_command import compare_calibrators
+    from focalcal.commands.calibrate_command import compare_calibrators
     from focalcal.logits_file import check_logits
 
     (val_logits, val_labels), (test_logits, test_labels) = _small_logits(), _small_logits(seed=1)
@@ -274,12 +276,13 @@ def test_the_second_process_sends_its_outcomes_without_waiting_for_this_one_to_r
     taking no unit), yet it finishes every unit and ends: a thread here receives as they come."""
     import pickle
 
-    from focalcal.calibrate_command import _SharedWork, resolve_calibrators
+    from focalcal.commands.calibrator_choice import resolve_calibrators
+    from focalcal.commands.shared_work import SharedWork
 
     logits, labels = _small_logits()
     keys = ["raw", "ts_ece", "ts_nll", "histogram_binning", "isotonic", "vector_scaling", "fts_ece", "fts_nll"]
     specs = resolve_calibrators(keys)
-    with _SharedWork([(key,) for key in keys], specs, logits, labels, _measuring()) as work:
+    with SharedWork([(key,) for key in keys], specs, logits, labels, _measuring()) as work:
         work._process.join(timeout=120)
         assert not work._process.is_alive()  # ended with nobody here reading
         work.result(keys[-1])  # its last: received with all before it
@@ -302,16 +305,17 @@ class _Unreadable:
 def test_an_outcome_that_cannot_be_received_fails_the_wait_for_it_naming_why(monkeypatch):
     """The receiving thread stops at an outcome it cannot rebuild; waiting for a calibrator then
     fails in one line with that reason, where it would otherwise wait for ever."""
-    from focalcal import calibrate_command
-    from focalcal.calibrate_command import _SharedWork, resolve_calibrators
+    from focalcal.commands import shared_work
+    from focalcal.commands.calibrator_choice import resolve_calibrators
+    from focalcal.commands.shared_work import SharedWork
 
-    monkeypatch.setattr(calibrate_command, "start_method", lambda: "fork")  # the forked process sends _Unreadable
-    monkeypatch.setattr(calibrate_command, "_fit_and_measure", lambda *args, **kwargs: _Unreadable())
+    monkeypatch.setattr(shared_work, "start_method", lambda: "fork")  # the forked process sends _Unreadable
+    monkeypatch.setattr(shared_work, "fit_and_measure", lambda *args, **kwargs: _Unreadable())
     logits, labels = _small_logits()
     specs = resolve_calibrators(["raw", "ts_ece"])
     with (pytest.raises(RuntimeError, match=r"^an outcome of the second process could not be received, so raw's is "
                                             r"lost: RuntimeError\('this outcome cannot be rebuilt here'\)"),
-          _SharedWork([("raw",), ("ts_ece",)], specs, logits, labels, _measuring()) as work):
+          SharedWork([("raw",), ("ts_ece",)], specs, logits, labels, _measuring()) as work):
         work.result("raw")
 
 
@@ -320,12 +324,13 @@ def test_a_second_process_that_dies_fails_the_comparison_in_one_line_naming_the_
     import signal
     import time
 
-    from focalcal.calibrate_command import _SharedWork, resolve_calibrators
+    from focalcal.commands.calibrator_choice import resolve_calibrators
+    from focalcal.commands.shared_work import SharedWork
 
     logits, labels = _small_logits(n=3000, k=50)
     specs = resolve_calibrators(["fts_ece", "fts_nll", "raw"])
     with (pytest.raises(RuntimeError, match=r"^the second process fitting fts_ece ended before it was done"),
-          _SharedWork([("fts_ece", "fts_nll"), ("raw",)], specs, logits, labels, _measuring()) as work):
+          SharedWork([("fts_ece", "fts_nll"), ("raw",)], specs, logits, labels, _measuring()) as work):
         deadline = time.monotonic() + 60
         while work._next.value == 0 and time.monotonic() < deadline:  # until it has taken focal TS
             time.sleep(0.01)
@@ -335,13 +340,13 @@ def test_a_second_process_that_dies_fails_the_comparison_in_one_line_naming_the_
 
 
 def test_a_fit_that_fails_in_the_second_process_raises_its_own_error_here(start):
-    from focalcal.calibrate_command import _SharedWork
+    from focalcal.commands.shared_work import SharedWork
 
     logits, labels = _small_logits()
     specs = {"fts_ece": {"build": {"name": "focal_temperature_scaling", "gammas": [-2.0]}},
              "fts_nll": {"build": {"name": "focal_temperature_scaling", "gammas": [0.0, 1.0],
                                    "temperatures": [1.0, 2.0]}}}
-    with _SharedWork([("fts_ece",), ("fts_nll",)], specs, logits, labels, _measuring()) as work:
+    with SharedWork([("fts_ece",), ("fts_nll",)], specs, logits, labels, _measuring()) as work:
         assert work.result("fts_nll")[0].temperature_ in (1.0, 2.0)  # sent after the failed one
         with pytest.raises(ValueError, match=r"FocalTemperatureScaling: gammas must be .*real numbers in \(-1, inf\).*entry 0 is -2.0"):
             work.result("fts_ece")

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from scipy.special import softmax
 
-from focalcal.calibrate_command import compare_calibrators, output_folder
+from focalcal.commands.calibrate_command import compare_calibrators, output_folder
 from focalcal.logits_file import check_logits
 
 
@@ -120,7 +120,7 @@ def grid_users(builders: dict[str, str]) -> tuple[str, ...]:
 
 def test_the_fused_kernel_fits_named_without_torch_are_the_calibrators_that_import_the_grid():
     from focalcal import catalog
-    from focalcal.calibrate_command import FUSED_KERNEL_FITS
+    from focalcal.commands.shared_work import FUSED_KERNEL_FITS
 
     builders = {name: entry.builder for name, entry in catalog.CALIBRATORS.items()}
     assert grid_users(builders) == tuple(FUSED_KERNEL_FITS) == ("focal_temperature_scaling",)
@@ -130,7 +130,7 @@ def test_the_fused_kernel_fits_named_without_torch_are_the_calibrators_that_impo
 def test_the_main_process_never_imports_torch_when_the_grid_is_fitted_beside_it(tmp_path):
     """Only the second process, which fits focal TS's grid, imports torch; this one measures and draws."""
     script = ("import sys\n"
-              "from focalcal.calibrate_command import compare_calibrators\n"
+              "from focalcal.commands.calibrate_command import compare_calibrators\n"
               "from focalcal.logits_file import read_logits\n"
               f"compare_calibrators(read_logits({str(tmp_path / 'model.npz')!r}), {str(tmp_path / 'out')!r}, "
               "['raw', 'fts_ece'], n_resamples=20, smooth=False, progress=lambda line: None)\n"

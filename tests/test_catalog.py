@@ -83,7 +83,7 @@ def test_an_unknown_name_is_refused_with_the_known_ones():
 
 
 def test_a_config_without_calibrators_gets_the_papers_roles_and_focalcal_calibrate_their_specs():
-    from focalcal import calibrate_command as command
+    from focalcal.commands import calibrator_choice as command
 
     config = load_config_file(ROOT / "config" / "config.yaml")
     assert "calibrators" not in config

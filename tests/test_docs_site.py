@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from focalcal.cli import build_parser
+from focalcal.commands.cli import build_parser
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -113,7 +113,7 @@ def calibrator_name_lists(modules: dict[str, ast.Module], names: set[str]) -> li
 def test_the_fused_kernel_fits_are_listed_once():
     from focalcal import catalog
 
-    assert calibrator_name_lists(_modules(), set(catalog.CALIBRATORS)) == ["calibrate_command.py:FUSED_KERNEL_FITS"]
+    assert calibrator_name_lists(_modules(), set(catalog.CALIBRATORS)) == ["commands/shared_work.py:FUSED_KERNEL_FITS"]
 
 
 def test_the_calibrator_list_guard_finds_a_second_copy():

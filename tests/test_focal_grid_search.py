@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from focalcal import catalog
-from focalcal.calibrate_command import CALIBRATORS
 from focalcal.calibration import FocalTemperatureScaling, _focal_grid
+from focalcal.commands.calibrator_choice import CALIBRATORS
 from focalcal.logits_file import stand_in_logits
 
 #: The stated tolerance of the refined search by ECE: its pair's validation ECE at most this

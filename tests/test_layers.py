@@ -36,8 +36,9 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ("report", frozenset({"report"})),
     # each paper's code (its page, figures, claims), reached through its entry in catalog.PAPERS
     ("papers", frozenset({"papers"})),
-    # _allocator: settings of a command's own process (glibc's allocator), which no library module makes
-    ("commands", frozenset({"cli", "__main__", "calibrate_command", "__init__", "_allocator"})),
+    # the command line and what only a command's own process does (commands.allocator: glibc's
+    # allocator settings, which no library module makes); focalcal/__init__.py and __main__.py
+    ("commands", frozenset({"commands", "__main__", "__init__"})),
 )
 
 

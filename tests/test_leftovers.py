@@ -14,8 +14,8 @@ import textwrap
 import numpy as np
 import pytest
 
-from focalcal.calibrate_command import compare_calibrators
-from focalcal.cli import main
+from focalcal.commands.calibrate_command import compare_calibrators
+from focalcal.commands.cli import main
 from focalcal.files import remake
 from focalcal.files.artefacts import atomic_savez, atomic_write_json, atomic_write_text, load_npz
 from focalcal.logits_file import check_logits

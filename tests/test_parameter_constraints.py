@@ -15,9 +15,9 @@ import pytest
 import torch
 
 from focalcal import losses, theory
-from focalcal.calibrate_command import resolve_calibrators
 from focalcal.calibration import registry as calibration
 from focalcal.calibration._base import Calibrator
+from focalcal.commands.calibrator_choice import resolve_calibrators
 from focalcal.core.constraints import (
     GAMMA,
     PSI_GAMMA,

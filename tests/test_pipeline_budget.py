@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from focalcal.cli import main
+from focalcal.commands.cli import main
 from focalcal.pipeline import build_plan, load_config_file, validate_config
 from focalcal.pipeline.budget import (
     CPU_STEP,

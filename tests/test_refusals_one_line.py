@@ -16,7 +16,7 @@ import pytest
 import yaml
 from conftest import one_run_config, snakemake
 
-from focalcal.cli import main
+from focalcal.commands.cli import main
 from focalcal.files import artefacts
 from focalcal.files.artefacts import atomic_savez, load_npz
 from focalcal.pipeline import joblog

@@ -13,7 +13,7 @@ from test_translation_report import SCHEMA, translation_config
 from test_workflow import jobs_from_plan
 
 from focalcal import paths
-from focalcal.cli import main
+from focalcal.commands.cli import main
 from focalcal.files import remake
 from focalcal.pipeline import build_plan
 from focalcal.pipeline.config import ConfigError

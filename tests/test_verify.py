@@ -8,7 +8,7 @@ import os
 import numpy as np
 import pytest
 
-from focalcal.cli import main
+from focalcal.commands.cli import main
 from focalcal.files import remake
 from focalcal.files.artefacts import atomic_savez, atomic_write_text
 

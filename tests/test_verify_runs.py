@@ -10,8 +10,8 @@ import shutil
 import pytest
 import torch
 
-from focalcal import verify
-from focalcal.cli import main
+from focalcal.commands import verify
+from focalcal.commands.cli import main
 from focalcal.files import remake
 from focalcal.files.sidecar import SUFFIX, digest_file
 from focalcal.pipeline import jobs

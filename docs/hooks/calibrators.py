@@ -24,7 +24,7 @@ def _ensure_importable() -> None:
 
 def when_it_runs(key: str) -> str:
     """When ``focalcal calibrate`` fits the calibrator of role ``key``."""
-    from focalcal import calibrate_command as command
+    from focalcal.commands import calibrator_choice as command
 
     if key not in command.DEFAULT_CALIBRATORS:
         return "with `--calibrators`"
@@ -38,7 +38,7 @@ def when_it_runs(key: str) -> str:
 def calibrators_table() -> str:
     """The Markdown table of the offered calibrators."""
     _ensure_importable()
-    from focalcal import calibrate_command as command
+    from focalcal.commands import calibrator_choice as command
 
     lines = ["| `--calibrators` | calibrator | runs | cost on N validation rows of K classes |", "|---|---|---|---|"]
     for key in command.CALIBRATORS:

@@ -1,4 +1,4 @@
-"""MkDocs hook: the CLI reference (docs/api/cli.md) rendered from `focalcal.cli.build_parser()` at build time.
+"""MkDocs hook: the CLI reference (docs/api/cli.md) rendered from `focalcal.commands.cli.build_parser()` at build time.
 
 Every command and option the parser knows is on the page, with its flags, value, default and help, so
 the reference cannot drift from what `focalcal --help` prints. The page marks the place with
@@ -133,6 +133,6 @@ def on_page_markdown(markdown: str, page, **_) -> str:
     if MARKER not in markdown:
         raise PluginError(f"docs/hooks/cli_reference.py: {PAGE} lacks the line {MARKER} that places the CLI reference")
     _ensure_importable()
-    from focalcal.cli import build_parser
+    from focalcal.commands.cli import build_parser
 
     return markdown.replace(MARKER, cli_reference(build_parser()))

@@ -1,5 +1,5 @@
 import sys
 
-from focalcal.cli import main
+from focalcal.commands.cli import main
 
 sys.exit(main())

@@ -35,7 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
         (`dest="command"`).
 
     Examples:
-        >>> from focalcal.cli import build_parser
+        >>> from focalcal.commands.cli import build_parser
         >>> args = build_parser().parse_args(["calibrate", "logits.npz", "--gamma", "3"])
         >>> args.command, args.logits, args.gamma, args.bins
         ('calibrate', 'logits.npz', 3.0, 15)
@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     Examples:
         A workflow directory without results/ is refused in one line on stderr, with status 2:
 
-        >>> from focalcal.cli import main
+        >>> from focalcal.commands.cli import main
         >>> main(["verify", "no-such-workflow-directory"])
         2
     """
@@ -152,7 +152,7 @@ def _plan(args) -> int:
 
 
 def _add_calibrate_parser(commands) -> None:
-    from focalcal.calibrate_command import (
+    from focalcal.commands.calibrator_choice import (
         CALIBRATORS,
         COSTS,
         DEFAULT_CALIBRATORS,
@@ -185,7 +185,7 @@ def _add_calibrate_parser(commands) -> None:
 
 
 def _calibrate(args) -> int:
-    from focalcal.calibrate_command import check_numeric_options
+    from focalcal.commands.calibrate_command import check_numeric_options
     from focalcal.files.artefacts import write_error_line
 
     try:
@@ -206,8 +206,9 @@ def _calibrate(args) -> int:
 def _compare(args) -> int:
     import contextlib
 
-    from focalcal._allocator import keep_freed_arrays
-    from focalcal.calibrate_command import compare_calibrators, output_folder, resolve_calibrators
+    from focalcal.commands.allocator import keep_freed_arrays
+    from focalcal.commands.calibrate_command import compare_calibrators, output_folder
+    from focalcal.commands.calibrator_choice import resolve_calibrators
     from focalcal.logits_file import read_logits
 
     keep_freed_arrays()  # this process (and its forked second one) reuses its freed arrays
@@ -247,8 +248,8 @@ def _add_verify_parser(commands) -> None:
 
 
 def _verify(args) -> int:
+    from focalcal.commands.verify import MISMATCHED, UNVERIFIED, remove_leftovers, verify_tree
     from focalcal.files.remake import repair_command, set_workflow
-    from focalcal.verify import MISMATCHED, UNVERIFIED, remove_leftovers, verify_tree
 
     set_workflow(args.snakefile, args.configfile)
     try:

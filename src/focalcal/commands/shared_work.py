@@ -1,71 +1,19 @@
-"""Calibrate any model's logits: fit calibrators on its val split, measure them on its test
-split with bootstrap intervals, draw reliability diagrams, write one self-contained page.
+"""Two processes share ``focalcal calibrate``'s calibrators: each takes the next unit not yet taken.
 
-``focalcal calibrate LOGITS`` (:mod:`focalcal.cli`) runs :func:`compare_calibrators` on a
-logits file (:mod:`focalcal.logits_file`). Everything after the logits is what the workflow
-does for trained runs: calibrators are fitted as the calibrate job fits them
-(:func:`focalcal.pipeline.calibrate.fit_calibrator`) and stored in its JSON format.
-Written into ``out_dir``:
-
-* ``calibration.json`` — per calibrator its spec and fitted parameters (``Calibrator.to_dict``);
-* ``metrics.csv`` — tidy rows ``calibrator, metric, bins, value, ci_low, ci_high``: the test
-  metrics with 95 % percentile bootstrap intervals over test samples (paired: every
-  calibrator is measured on the same resamples), and smECE (no interval: relplot's estimate
-  is too slow to resample, ``python -m bench calibrate_command``);
-* ``reliability/<calibrator>.svg`` — binned and smooth reliability diagrams
-  (:func:`focalcal.plots.reliability_svg`: SVG text, no matplotlib);
-* ``index.html`` — the table and the diagrams in one file (diagrams inlined).
-
-Two processes share the calibrators (:class:`_SharedWork`): each takes the next one not yet
-taken, the costliest first (:func:`work_units`), fits, measures and draws it, so the command
-uses two cores whatever the machine's speed at each fit. A progress line comes as each
-calibrator finishes; the files keep the order the calibrators were asked for.
+:class:`SharedWork` starts the second process and hands out the units of work
+(:func:`work_units`, the costliest first); either process fits a calibrator
+(:func:`fit_and_measure`), measures it on the test split and draws its diagram
+(:class:`Measuring`), so a calibrator's outcome is the same wherever it was fitted.
 """
 
 from __future__ import annotations
 
-import contextlib
-import html
-import numbers
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import NamedTuple
 
-from focalcal import catalog, paths
-from focalcal.core.constraints import GAMMA, POSITIVE_INT, Interval, validate_parameters
-from focalcal.files.artefacts import atomic_write_json, atomic_write_text
-from focalcal.files.output_folder import OutputFolder
-from focalcal.logits_file import LogitsSet
+from focalcal.commands.calibrator_choice import LABELS
 
-# The command's calibrators: the catalog's roles it offers (``Role.cli``), under their keys, with
-# their specs (the papers' ones are the default workflow config's, so a table of either reads
-# the same), labels and costs. Ψ^γ's γ is the model's training focal γ (--gamma), where the
-# workflow takes the run's. Those whose calibrator holds K² numbers (vector scaling's (2K)²
-# Newton system, Dirichlet's K × K matrix) run by default only up to MAX_CLASSES_QUADRATIC
-# classes: the Newton system grows as K², and 10,000 classes make it 2K × 2K float64s (3.2 GB);
-# ``python -m bench compare`` times vector scaling at 100 × 10,000.
-PSI_KEY = "psi"
-_OFFERED = {key: role for key, role in catalog.ROLES.items() if role.cli}
-CALIBRATORS: dict[str, dict] = {key: {name: value for name, value in role.spec.items() if value != catalog.FROM_LOSS}
-                                for key, role in _OFFERED.items()}
-# Focal TS's (γ, T) grid is searched coarse to fine here (about a third of its pairs; the
-# tolerance against the whole grid: calibration._focal_grid.SEARCHES); the workflow's specs score
-# the papers' whole grid.
-FOCAL_TS_SEARCH = "refine"
-for _spec in CALIBRATORS.values():
-    if _spec["name"] == "focal_temperature_scaling":
-        _spec["search"] = FOCAL_TS_SEARCH
-PAPER_CALIBRATORS = tuple(key for key, role in _OFFERED.items() if role.in_papers)
-DEFAULT_CALIBRATORS = tuple(key for key, role in _OFFERED.items() if role.cli == "default")
-COSTS = {key: role.cost for key, role in _OFFERED.items()}
-LABELS = {key: role.label for key, role in _OFFERED.items()}
-QUADRATIC_IN_K = tuple(key for key, spec in CALIBRATORS.items() if catalog.CALIBRATORS[spec["name"]].quadratic_in_k)
-# What the command writes in its output folder: the fitted calibrators and the metrics under the
-# names a workflow run's calibration gives them, the page, and one reliability diagram per calibrator.
-PAGE, DIAGRAMS = "index.html", "reliability"
-OUTPUT_FILES = (paths.CALIBRATION_PARAMS, paths.METRICS, PAGE, DIAGRAMS)
-MAX_CLASSES_QUADRATIC = 200
 # The costliest units on 100 × 5,000 validation logits, taken first (longest first keeps the two
 # processes' ends close): focal TS's (γ, T) grid, vector scaling's Newton steps, the two fits that
 # search with scipy.optimize, TS by ECE's 100 softmaxes. Focal TS by ECE and by NLL go together, so
@@ -78,113 +26,6 @@ COSTLIEST_FIRST = (("fts_ece", "fts_nll"), ("vector_scaling",), ("ts_nll", "isot
 # when built: named here, so that checking for them imports nothing (tests/test_calibrate_out_folder.py
 # holds them to the calibrators whose module imports the grid).
 FUSED_KERNEL_FITS = ("focal_temperature_scaling",)
-METRIC_LABELS = {"ece": "ECE", "adaece": "AdaECE", "mce": "MCE", "classwise_ece": "classwise ECE",
-                 "smooth_ece": "smECE", "nll": "NLL", "brier": "Brier", "error": "error", "top5_error": "top-5 error"}
-PERCENT_METRICS = {"ece", "adaece", "mce", "classwise_ece", "smooth_ece", "error", "top5_error"}
-METRICS_HEADER = ("calibrator", "metric", "bins", "value", "ci_low", "ci_high")
-
-
-def resolve_calibrators(names=None, gamma: float | None = None) -> dict[str, dict]:
-    """key -> workflow spec (``{"build": {...}}``) of the named calibrators (default: the
-    :data:`DEFAULT_CALIBRATORS`, Ψ^γ only when ``gamma`` is given)."""
-    chosen = list(DEFAULT_CALIBRATORS if names is None else names)
-    unknown = [name for name in chosen if name not in CALIBRATORS]
-    if unknown:
-        raise ValueError(f"unknown calibrator(s) {unknown}; available: {', '.join(CALIBRATORS)}")
-    if len(set(chosen)) != len(chosen):
-        raise ValueError(f"calibrators named twice: {sorted({n for n in chosen if chosen.count(n) > 1})}")
-    validate_parameters({"gamma": [GAMMA, None]}, {"gamma": gamma}, "focalcal calibrate")
-    specs = {}
-    for name in chosen:
-        build = dict(CALIBRATORS[name])
-        if name == PSI_KEY:
-            if gamma is None:
-                if names is None:
-                    continue  # the default list: Ψ^γ needs the training γ
-                raise ValueError("calibrator psi needs the model's training focal γ: pass --gamma")
-            build["gamma"] = float(gamma)
-        specs[name] = {"build": build}
-    return specs
-
-
-# The numeric options: bins and resamples are counts (a bootstrap interval needs two
-# resamples), the seed is numpy's (a non-negative integer).
-NUMERIC_OPTIONS = {"bins": [POSITIVE_INT], "resamples": [Interval(numbers.Integral, 2, None, closed="left")],
-                   "seed": [Interval(numbers.Integral, 0, None, closed="left")]}
-
-
-def check_numeric_options(n_bins, n_resamples, seed, *, prefix: str = "") -> None:
-    """One ``ValueError`` line naming the first of bins, resamples and seed (``prefix`` before each
-    name: the command line's ``--``) outside :data:`NUMERIC_OPTIONS`, before any work."""
-    constraints = {prefix + key: value for key, value in NUMERIC_OPTIONS.items()}
-    values = dict(zip(constraints, (n_bins, n_resamples, seed), strict=True))
-    validate_parameters(constraints, values, "focalcal calibrate")
-
-
-def compare_calibrators(logits: LogitsSet, out_dir, names=None, gamma: float | None = None, *, n_bins: int = 15,
-                        n_resamples: int = 200, seed: int = 0, smooth: bool = True,
-                        progress: Callable[[str], None] = print) -> list[dict]:
-    """Fit, measure and draw every calibrator; write the files of the module docstring. Returns the metric rows."""
-    check_numeric_options(n_bins, n_resamples, seed)
-    specs = resolve_calibrators(names, gamma)
-    if names is None:  # named calibrators run whatever K; the default list stays within bounds
-        for key in [key for key in QUADRATIC_IN_K if key in specs and logits.num_classes > MAX_CLASSES_QUADRATIC]:
-            del specs[key]
-            progress(f"skipping {key}: its cost grows as K² ({COSTS[key]}) and {logits.source} has "
-                     f"{logits.num_classes:,} classes, more than {MAX_CLASSES_QUADRATIC}; name it in --calibrators "
-                     "to fit it anyway")
-    # The second process starts before anything else here, so that its start-up overlaps this
-    # process's; it is stopped if a check below fails.
-    with contextlib.ExitStack() as stack:
-        measuring = _Measuring(logits.test_logits, logits.test_labels, n_bins, n_resamples, seed, smooth)
-        work = stack.enter_context(_SharedWork(work_units(specs), specs, logits.val_logits, logits.val_labels,
-                                               measuring))
-        rows, folder = _checked_compare(logits, out_dir, specs, work, stack, measuring, progress)
-    progress(f"wrote {folder.path / PAGE}, {paths.METRICS}, {paths.CALIBRATION_PARAMS} and {len(specs)} diagrams")
-    return rows
-
-
-def _checked_compare(logits: LogitsSet, out_dir, specs: dict, work: _SharedWork, stack: contextlib.ExitStack,
-                     measuring: _Measuring, progress: Callable[[str], None]):
-    from threadpoolctl import threadpool_limits
-
-    from focalcal.calibration import calibrator_class
-
-    binary_only = [key for key, spec in specs.items() if calibrator_class(spec["build"]["name"]).binary_only]
-    if binary_only and logits.num_classes != 2:
-        raise ValueError(f"calibrator {binary_only[0]} is for binary classifiers; {logits.source} has "
-                         f"{logits.num_classes} classes")
-    for key in specs:
-        parameters = parameter_count(key, logits.num_classes)
-        if parameters > len(logits.val_labels):
-            progress(f"warning: {key} has {parameters:,} parameters but {logits.source} has only "
-                     f"{len(logits.val_labels):,} validation samples to fit them on; its fit is not determined "
-                     "by the data")
-    # One BLAS thread: this process's matrices are small, and OpenBLAS threads that spin-wait
-    # beside the second process's grid cost more CPU than they save (``python -m bench compare``).
-    folder = out_dir if isinstance(out_dir, OutputFolder) else stack.enter_context(output_folder(out_dir))
-    stack.enter_context(threadpool_limits(limits=1, user_api="blas"))
-    try:
-        rows = _compare(logits, folder.staging, specs, work, measuring, progress)
-    except OSError as error:  # a full disk: named as the report's file, not the staging folder's
-        staged = Path(error.filename or "")
-        if not staged.is_relative_to(folder.staging):
-            raise
-        raise OSError(error.errno, error.strerror, str(folder.path / staged.relative_to(folder.staging))) from error
-    folder.commit()
-    return rows, folder
-
-
-def output_folder(out_dir) -> OutputFolder:
-    """The command's output folder, checked, locked and written through a temporary sibling
-    (:class:`focalcal.files.output_folder.OutputFolder`); enter it before reading the logits."""
-    return OutputFolder(out_dir, own=OUTPUT_FILES)
-
-
-def parameter_count(key: str, num_classes: int) -> int:
-    """How many numbers calibrator ``key`` fits on K classes (isotonic: one step function per
-    class, at least 2 numbers each)."""
-    return catalog.ROLES[key].parameters(num_classes, catalog.ROLES[key].spec)
 
 
 def work_units(specs: dict) -> list[tuple[str, ...]]:
@@ -196,35 +37,6 @@ def work_units(specs: dict) -> list[tuple[str, ...]]:
     return units + [(key,) for key in specs if key not in taken]
 
 
-def _compare(logits: LogitsSet, out_dir: Path, specs: dict, work: _SharedWork, measuring: _Measuring,
-             progress: Callable[[str], None]) -> list[dict]:
-    from focalcal.pipeline.calibrate import rows_to_csv
-
-    fitted_params, rows_of, diagrams = {}, {}, {}
-
-    def finished(key: str, calibrator, fit_s: float, measured: Measured) -> None:
-        fitted_params[key] = {"spec": specs[key], "fitted": calibrator.to_dict()}
-        rows_of[key], diagrams[key] = measured.rows, measured.svg
-        atomic_write_text(measured.svg, out_dir / DIAGRAMS / f"{key}.svg")
-        progress(f"[{len(rows_of)}/{len(specs)}] {key}: fitted in {fit_s:.2f} s, measured in {measured.seconds:.2f} s; "
-                 f"test ECE {100 * measured.ece:.2f} %")
-
-    while (unit := work.take()) is not None:
-        for key in unit:
-            finished(key, *_fit_and_measure(key, specs[key], logits.val_logits, logits.val_labels, measuring,
-                                            progress))
-        for key, outcome in work.arrived():
-            finished(key, *outcome)
-    for key in [key for key in specs if key not in rows_of]:  # taken by the second process
-        finished(key, *work.result(key))
-    rows = [row for key in specs for row in rows_of[key]]  # the order asked for, whatever finished first
-    diagrams = {key: diagrams[key] for key in specs}
-    atomic_write_json(fitted_params, out_dir / paths.CALIBRATION_PARAMS)
-    atomic_write_text(rows_to_csv(rows, METRICS_HEADER), out_dir / paths.METRICS)
-    atomic_write_text(render_page(logits, rows, diagrams, measuring.n_resamples), out_dir / PAGE)
-    return rows
-
-
 class Measured(NamedTuple):
     """One calibrator's test rows of metrics.csv, its diagram (SVG text), its test ECE and the seconds it took."""
 
@@ -234,7 +46,7 @@ class Measured(NamedTuple):
     seconds: float
 
 
-class _Measuring:
+class Measuring:
     """Measures fitted calibrators on the test split: the bootstrap intervals over one set of
     resamples (drawn from ``seed``, their multiplicities counted once), smECE and the diagram.
     Built the same in either process, so a calibrator measures the same wherever it was fitted."""
@@ -278,7 +90,7 @@ class _Measuring:
         return Measured(rows, svg, intervals["ece"].estimate, time.perf_counter() - started)
 
 
-class _SharedWork:
+class SharedWork:
     """The ``units`` of work (tuples of calibrator keys), shared by this process and a second one
     (started at once): each process takes the next unit not yet taken (:meth:`take`: a counter in
     shared memory), fits, measures and draws its calibrators, so the two end close together
@@ -296,7 +108,7 @@ class _SharedWork:
     ``python -m bench calibrate_command``).
     """
 
-    def __init__(self, units: list[tuple[str, ...]], specs: dict, val_logits, val_labels, measuring: _Measuring):
+    def __init__(self, units: list[tuple[str, ...]], specs: dict, val_logits, val_labels, measuring: Measuring):
         import threading
 
         self.units, self._arguments = units, (specs, val_logits, val_labels, measuring)
@@ -410,7 +222,7 @@ def start_method() -> str:
     return "fork" if "fork" in multiprocessing.get_all_start_methods() and "torch" not in sys.modules else "spawn"
 
 
-def _load_for_fork(measuring: _Measuring) -> None:
+def _load_for_fork(measuring: Measuring) -> None:
     """Load, before the fork, what both processes use: :data:`WORK_MODULES`, relplot's smECE
     modules and the bootstrap resamples."""
     from importlib import import_module
@@ -470,7 +282,7 @@ def background_threads() -> int:
     return max(1, cores - 1)
 
 
-def _work_in_turn(units: list, specs: dict, val_logits, val_labels, measuring: _Measuring, counter, threads: int,
+def _work_in_turn(units: list, specs: dict, val_logits, val_labels, measuring: Measuring, counter, threads: int,
                   connection) -> None:
     """The second process: take units until none is left; fit and measure each calibrator with one
     BLAS thread, as the first process does, and send (key, (calibrator, fit seconds, measured)),
@@ -484,14 +296,14 @@ def _work_in_turn(units: list, specs: dict, val_logits, val_labels, measuring: _
         while (unit := _take(units, counter)) is not None:
             for key in unit:
                 try:
-                    outcome = _fit_and_measure(key, specs[key], val_logits, val_labels, measuring,
+                    outcome = fit_and_measure(key, specs[key], val_logits, val_labels, measuring,
                                                lambda line: print(line, flush=True), threads)
                 except Exception as error:  # noqa: BLE001 — raised again in the process that asked
                     outcome = error
                 connection.send((key, outcome))
 
 
-def _fit_and_measure(key: str, spec: dict, val_logits, val_labels, measuring: _Measuring,
+def fit_and_measure(key: str, spec: dict, val_logits, val_labels, measuring: Measuring,
                      announce: Callable[[str], None], threads: int | None = None) -> tuple:
     """(fitted calibrator, fit seconds, :class:`Measured`) in either process. Focal TS's grid runs
     on ``threads`` threads (default :func:`background_threads`); torch is imported only where the
@@ -512,50 +324,3 @@ def _fit_and_measure(key: str, spec: dict, val_logits, val_labels, measuring: _M
     calibrator = fit_calibrator(spec, val_logits, val_labels, {})[0]
     fit_s = time.perf_counter() - started
     return calibrator, fit_s, measuring.measure(key, calibrator)
-
-
-def _cell(row: dict) -> str:
-    scale = 100 if row["metric"] in PERCENT_METRICS else 1
-    value = f"{scale * row['value']:.2f}"
-    if row["ci_low"] == "":
-        return value
-    return f"{value}<br><small>[{scale * row['ci_low']:.2f}, {scale * row['ci_high']:.2f}]</small>"
-
-
-def render_page(logits: LogitsSet, rows: list[dict], diagrams: dict[str, str], n_resamples: int) -> str:
-    """One self-contained HTML page: the metrics table with intervals and the diagrams (SVG text) inlined."""
-    metrics = [m for m in METRIC_LABELS if any(row["metric"] == m for row in rows)]
-    by_key = {(row["calibrator"], row["metric"]): row for row in rows}
-    header = "".join(f"<th>{html.escape(METRIC_LABELS[m])}{' (%)' if m in PERCENT_METRICS else ''}</th>"
-                     for m in metrics)
-    body = "".join(
-        f"<tr><th>{html.escape(LABELS[key])}</th>"
-        + "".join(f"<td>{_cell(by_key[key, m]) if (key, m) in by_key else ''}</td>" for m in metrics) + "</tr>"
-        for key in diagrams)
-    images = "".join(f"<figure>{svg}</figure>" for svg in diagrams.values())
-    source = html.escape(logits.source)
-    sizes = f"{len(logits.val_labels):,} validation and {len(logits.test_labels):,} test samples, {logits.num_classes} classes"
-    return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>Calibration of {source}</title>
-<style>
-body {{ font-family: system-ui, sans-serif; margin: 2em auto; max-width: 75em; padding: 0 1em; color: #222; }}
-table {{ border-collapse: collapse; margin: 1em 0; }}
-th, td {{ border: 1px solid #ccc; padding: 0.3em 0.6em; text-align: right; vertical-align: top; }}
-thead th {{ background: #f2f2f2; }} tbody th {{ text-align: left; }}
-small {{ color: #666; }}
-.diagrams {{ display: flex; flex-wrap: wrap; gap: 1em; }}
-figure {{ margin: 0; }} figure svg {{ width: 22em; height: auto; }}
-</style></head><body>
-<h1>Calibration of <code>{source}</code></h1>
-<p>{sizes}. Calibrators are fitted on the validation split and measured on the test split.
-Each cell: the value on the whole test set and its 95 % percentile bootstrap interval over
-{n_resamples} resamples of the test samples (the same resamples for every calibrator).
-Binned metrics use {next((r['bins'] for r in rows if r['bins'] != ''), 15)} bins (AdaECE: equal-mass; the rest equal-width);
-smECE is the smooth calibration error of Błasiok &amp; Nakkiran (2023), computed by <code>relplot</code>.</p>
-<table><thead><tr><th>calibrator</th>{header}</tr></thead><tbody>{body}</tbody></table>
-<h2>Reliability diagrams (test split)</h2>
-<div class="diagrams">{images}</div>
-<p><small>Fitted parameters: <code>{paths.CALIBRATION_PARAMS}</code>; every number: <code>{paths.METRICS}</code>.</small></p>
-</body></html>
-"""
-
