@@ -104,7 +104,7 @@ def layer_hashes(name: str, data_root: Path) -> list[dict]:
     import torch
 
     from focalcal.training import RunConfig
-    from focalcal.training.trainer import build_loss, build_model, load_dataset
+    from focalcal.training.factories import build_loss, build_model, load_dataset
 
     config = RunConfig.from_dict(RUNS[name])
     torch.manual_seed(config.seed)

@@ -18,7 +18,8 @@ from focalcal.pipeline import ConfigError, build_plan, validate_config
 from focalcal.training import RunConfig, Trainer
 from focalcal.training import trainer as trainer_module
 from focalcal.training.config import Recipe
-from focalcal.training.trainer import build_loss, steps_per_epoch
+from focalcal.training.factories import build_loss
+from focalcal.training.trainer import steps_per_epoch
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"

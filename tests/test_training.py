@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from focalcal.training import RunConfig, Trainer, TrainingDiverged, export_run_logits, train_run
-from focalcal.training.trainer import build_optimizer
+from focalcal.training.factories import build_optimizer
 
 
 def make_config(**overrides):

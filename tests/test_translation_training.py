@@ -17,7 +17,7 @@ from focalcal.files import sidecar
 from focalcal.models import build
 from focalcal.pipeline import jobs
 from focalcal.training import RunConfig, TranslationTrainer, train_run
-from focalcal.training.trainer import InverseSqrt, build_loss, build_scheduler
+from focalcal.training.factories import InverseSqrt, build_loss, build_scheduler
 from focalcal.training.translation import TOKEN_IGNORE_INDEX
 from focalcal.translation.token_profile import TOKEN_TEMPERATURES, profile_from_logits, read_token_profile
 

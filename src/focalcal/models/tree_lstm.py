@@ -53,7 +53,7 @@ COLUMNS = ("word", "left", "right", "height")
 
 
 #: The vocabulary size of a Tree-LSTM built without data (tests, benchmarks, example inputs); a
-#: run's model gets its data set's (focalcal.training.trainer.DATASET_MODEL_OPTIONS).
+#: run's model gets its data set's (focalcal.training.factories.DATASET_MODEL_OPTIONS).
 PLACEHOLDER_VOCAB_SIZE = 20000
 
 

@@ -193,8 +193,8 @@ def finished_model(run_dir, data_root, threads: int = 1):
     from focalcal.training import RunConfig
     from focalcal.training.checkpoint import final_weights, foreign_checkpoint, load_checkpoint
     from focalcal.training.device import choose_device
+    from focalcal.training.factories import build_model, load_dataset
     from focalcal.training.run_files import RunPaths, checkpoint_sha256
-    from focalcal.training.trainer import build_model, load_dataset
     from focalcal.training.translation import check_token_ids
 
     torch.set_num_threads(max(1, int(threads)))

@@ -80,7 +80,7 @@ def inputs_of_test_points(root: Path, run: dict, arrays: dict, data_root: str) -
         return np.asarray(arrays["test_inputs"], dtype=np.float64).reshape(len(arrays["test_labels"]), -1)
     from focalcal.data import verify_split
     from focalcal.training.config import RunConfig
-    from focalcal.training.trainer import load_dataset
+    from focalcal.training.factories import load_dataset
 
     config = RunConfig.from_dict(read_json(root / run["run_config"]))
     dataset = load_dataset(config, root / data_root)

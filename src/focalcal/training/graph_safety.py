@@ -161,13 +161,13 @@ def build_step(config: RunConfig, *, part: str = "run", batch: int | None = None
     run's loss; ``"loss"`` the run's loss on a stand-in model whose output is a parameter. Returns
     (step, inputs, targets)."""
     from focalcal import losses as loss_lib
-    from focalcal.training.trainer import (
-        _call_hook,
+    from focalcal.training.factories import (
         build_embedding_optimizer,
         build_loss,
         build_model,
         build_optimizer,
     )
+    from focalcal.training.trainer import _call_hook
 
     facts = dataset_facts(config.dataset)
     recipe = config.recipe

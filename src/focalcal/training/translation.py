@@ -30,6 +30,14 @@ from focalcal.files.artefacts import atomic_write_json
 from focalcal.training.averaging import CheckpointAverage
 from focalcal.training.device import choose_device, epoch_seed, seed_everything
 from focalcal.training.diagnostics import weight_norm
+from focalcal.training.factories import (
+    build_embedding_optimizer,
+    build_loss,
+    build_model,
+    build_optimizer,
+    build_scheduler,
+    load_dataset,
+)
 from focalcal.training.health import assess_health
 from focalcal.training.progress import Progress
 from focalcal.training.run_files import RunPaths, token_logits_record
@@ -41,16 +49,7 @@ from focalcal.training.step import (
     optimizer_options,
     plan_compile,
 )
-from focalcal.training.trainer import (
-    Trainer,
-    build_embedding_optimizer,
-    build_loss,
-    build_model,
-    build_optimizer,
-    build_scheduler,
-    load_dataset,
-    steps_per_batch,
-)
+from focalcal.training.trainer import Trainer, steps_per_batch
 
 ECE_BINS = 15  # the history's per-token ECE: equal-width bins, as mukhoti2020 for tokens
 
