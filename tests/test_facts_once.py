@@ -179,7 +179,7 @@ def test_a_pair_is_coloured_as_the_verdict_its_way_points_to():
     import pandas as pd
 
     from focalcal.claims.verdict import FAILS, HOLDS, VERDICT_COLORS
-    from focalcal.report.claims import evidence_html
+    from focalcal.report.claims_table import evidence_html
 
     row = SimpleNamespace(claim="c", study="s", n_pairs=2, n_paper_way=1, mean=0.1, ci_low=float("nan"), ci_high=float("nan"),
                           direction="below", threshold=0.0, interval_contains="", pairs_needed=float("nan"))

@@ -169,7 +169,7 @@ def _read_checkpoint(path):
 
 
 def _read_calibration(path):
-    from focalcal.report.study_figures import read_calibration
+    from focalcal.report.figure_inputs import read_calibration
 
     return read_calibration(path)
 

@@ -511,7 +511,7 @@ def test_training_figures_mark_runs_that_did_not_train_from_run_json(tmp_path):
     import json
 
     from focalcal.papers.mukhoti2020 import page as mukhoti2020
-    from focalcal.report import study_figures
+    from focalcal.report import figure_inputs
 
     paths = {}
     for label, health in (("cross_entropy", {"status": "trained"}), ("focal γ=1", {"status": "diverged"}),
@@ -522,7 +522,7 @@ def test_training_figures_mark_runs_that_did_not_train_from_run_json(tmp_path):
         if health is not None or label.endswith("3"):
             (run_dir / "run.json").write_text(json.dumps({"health": health} if health else {"seed": 0}))
         paths[label] = str((run_dir / "history.csv").relative_to(tmp_path))
-    assert study_figures.run_status(tmp_path / "nowhere") is None
+    assert figure_inputs.run_status(tmp_path / "nowhere") is None
     params = {"histories": paths, "colors": {"cross_entropy": ["cross_entropy", None], "focal γ=1": ["focal", 1.0],
                                              "focal γ=3": ["focal", 3.0]}}
     figure = mukhoti2020.training_comparison(params, tmp_path, "study")
@@ -629,7 +629,7 @@ def test_fig9_builder_shows_each_models_stored_pre_and_post_ts_confidence(tmp_pa
     from focalcal.files.artefacts import atomic_savez
     from focalcal.papers.mukhoti2020 import page as mukhoti2020
     from focalcal.pipeline.calibrate import calibrate_run
-    from focalcal.report import study_figures
+    from focalcal.report import figure_inputs
 
     rng = np.random.default_rng(4)
     n, k = 400, 5
@@ -655,10 +655,10 @@ def test_fig9_builder_shows_each_models_stored_pre_and_post_ts_confidence(tmp_pa
     assert len(bar_axes) == 8  # 4 inputs all models get right, 4 all get wrong
     stored = {}
     for model in models:
-        calibration = study_figures.read_calibration(tmp_path / model["calibration"])
+        calibration = figure_inputs.read_calibration(tmp_path / model["calibration"])
         logits = np.load(tmp_path / model["logits"])["test_logits"]
-        stored[model["label"]] = (study_figures.apply_stored(calibration, "raw", logits).max(1),
-                                  study_figures.apply_stored(calibration, "ts_ece", logits).max(1))
+        stored[model["label"]] = (figure_inputs.apply_stored(calibration, "raw", logits).max(1),
+                                  figure_inputs.apply_stored(calibration, "ts_ece", logits).max(1))
     widths = sorted(round(bar.get_width(), 6) for ax in bar_axes for bar in ax.patches if bar.get_width() > 0)
     candidates = {round(float(v), 6) for pre, post in stored.values() for v in np.concatenate([pre, post])}
     assert len(widths) == 64 and set(widths) <= candidates  # 8 inputs x 4 models x (pre, post), each a stored confidence

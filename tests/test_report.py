@@ -20,9 +20,9 @@ from focalcal.core import spec_facts
 from focalcal.papers.charoenphakdee2021.page import panel_scores
 from focalcal.pipeline import build_plan, validate_config
 from focalcal.report import published, tables
+from focalcal.report.figure_inputs import apply_stored, inputs_of_test_points
 from focalcal.report.index import build_index
 from focalcal.report.inventory import run_inventory, summary
-from focalcal.report.study_figures import apply_stored, inputs_of_test_points
 from focalcal.report.targets import THEORY_FIGURES, report_plan, study_artifacts
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -368,7 +368,7 @@ def test_rule_helpers_constrain_wildcards_exactly_and_escape_captions():
 
 
 def test_coarse_theory_grid_is_planned_from_the_config_and_draws_quickly():
-    from focalcal.report.figures import draw
+    from focalcal.report.figure_drawing import draw
 
     config = load_config("config/test.yaml")
     assert config["report"]["theory_grid"] == "coarse"  # CI's config draws the quick grids

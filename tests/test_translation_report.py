@@ -24,8 +24,8 @@ from focalcal.pipeline.translation import (
     grid_decodes,
     translation_metrics,
 )
-from focalcal.report import figures, tables
-from focalcal.report.claims import study_evidence
+from focalcal.report import figure_drawing, tables
+from focalcal.report.claims_table import study_evidence
 from focalcal.report.targets import report_plan
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -197,7 +197,7 @@ def test_fig5_draws_one_panel_per_loss_from_the_runs_sweeps(tmp_path, plan):
     artifact = report_plan(plan).artifact(STUDY, "mukhoti2020_fig5_bleu_ece_temperature", "figure")
     assert sorted(artifact.inputs) == sorted(f"{run.calibration_dir}/{paths.TEMPERATURE_SWEEP}"
                                              for run in plan.runs.values())
-    figure = figures.draw(artifact, tmp_path)
+    figure = figure_drawing.draw(artifact, tmp_path)
     panels = [ax for ax in figure.axes if ax.get_xlabel() == "temperature T"]
     assert len(panels) == 3
     bleu = panels[2].get_lines()[0]  # FL-1: the mean over its seeds (their jitter averages out)

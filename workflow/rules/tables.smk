@@ -26,7 +26,7 @@ rule study_table:
 # one row per claim x study, its paired statistic, 95 % interval, verdict and the evidence
 # behind it; every pair's difference with its unit in claims_pairs.csv (its own target).
 
-from focalcal.report.claims import claims_inputs
+from focalcal.report.claims_table import claims_inputs
 
 
 localrules:

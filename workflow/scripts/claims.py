@@ -5,7 +5,7 @@ import copy
 
 from focalcal.pipeline import build_plan
 from focalcal.pipeline.joblog import job_process
-from focalcal.report.claims import write_claims
+from focalcal.report.claims_table import write_claims
 
 with job_process(snakemake.log[0]):
     plan = build_plan(copy.deepcopy(snakemake.config))  # validated and defaulted at parse time

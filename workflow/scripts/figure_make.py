@@ -1,7 +1,7 @@
 """Rules theory_figure and study_figure: draw one planned figure and save it as PNG."""
 
 from focalcal.pipeline.joblog import job_process
-from focalcal.report.figures import make
+from focalcal.report.figure_drawing import make
 from focalcal.report.targets import Artifact
 
 with job_process(snakemake.log[0]):

@@ -2,7 +2,7 @@
 
 from focalcal.files.artefacts import read_csv, read_json
 from focalcal.pipeline.joblog import job_process
-from focalcal.report.claims import read_claims, read_pairs
+from focalcal.report.claims_table import read_claims, read_pairs
 from focalcal.report.index import write_index
 
 with job_process(snakemake.log[0]):

@@ -7,8 +7,14 @@
 * :mod:`~focalcal.report.published` — the papers' published tables (package data of each
   paper package).
 * :mod:`~focalcal.report.tables` — shared helpers of the paper tables, build and present.
-* :mod:`~focalcal.report.figures`, :mod:`~focalcal.report.study_figures` — draw one planned
-  figure (theory: exact; experiments: from run files and stored calibrators, never refitting).
+* :mod:`~focalcal.report.figure_drawing`, :mod:`~focalcal.report.figure_inputs` — draw one planned
+  figure (theory: exact; experiments: from run files and stored calibrators, never refitting);
+  the files every paper's figures read.
+* :mod:`~focalcal.report.claims_table` — the claims table of a config (``claims.csv``), its
+  forest plots and its HTML.
+
+Each paper's own ``figures.py`` and ``claims.py`` (:mod:`focalcal.papers`) draw that paper's
+figures and declare its claims over these.
 * :mod:`~focalcal.report.inventory` — what trained, how long, on what device.
 * :mod:`~focalcal.report.notebooks`, :mod:`~focalcal.report.pages` — papermill execution
   and HTML conversion; the display helpers the notebooks call.

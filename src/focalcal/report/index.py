@@ -18,7 +18,7 @@ import pandas as pd
 
 from focalcal.files.artefacts import atomic_write_text
 from focalcal.paths import REPORT
-from focalcal.report.claims import claims_html
+from focalcal.report.claims_table import claims_html
 from focalcal.report.inventory import summary
 from focalcal.report.targets import CLAIMS_INDEX, OVERVIEW, PAPER_TITLES
 from focalcal.training.health import NOT_ASSESSED, UNHEALTHY

@@ -108,7 +108,7 @@ def show_claims(manifest: dict, paper: str, root=".") -> None:
     from this run (statistic, interval, pairs) and its verdict."""
     from IPython.display import Image
 
-    from focalcal.report.claims import claims_html, read_claims, read_pairs
+    from focalcal.report.claims_table import claims_html, read_claims, read_pairs
 
     table = read_claims(Path(root) / manifest["claims"])
     pairs = read_pairs(Path(root) / manifest["claims_pairs"])

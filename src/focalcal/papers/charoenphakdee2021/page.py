@@ -17,7 +17,7 @@ from focalcal.files.artefacts import read_json
 from focalcal.papers.charoenphakdee2021 import PAPER, figures
 from focalcal.papers.charoenphakdee2021.labels import training_paradigm
 from focalcal.plots.style import status_label
-from focalcal.report.study_figures import (
+from focalcal.report.figure_inputs import (
     apply_stored,
     inputs_of_test_points,
     read_calibration,

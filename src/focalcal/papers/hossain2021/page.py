@@ -18,7 +18,7 @@ from focalcal.papers.hossain2021 import figures
 from focalcal.papers.hossain2021.labels import LOSS_NAMES, TABLE_OF_MODEL, hossain_setting
 from focalcal.plots.style import color_for
 from focalcal.report import published
-from focalcal.report.study_figures import study_table
+from focalcal.report.figure_inputs import study_table
 from focalcal.report.tables import SETTING_KEYS, PaperTable, format_cell, health_mark, mean_std, row_marks
 from focalcal.report.targets import Artifact, StudyView
 

@@ -18,7 +18,7 @@ from focalcal.papers.komisarenko2024 import PAPER, figures
 from focalcal.papers.komisarenko2024.labels import approach, dataset_name
 from focalcal.plots.style import color_for, status_label
 from focalcal.report import published
-from focalcal.report.study_figures import read_calibration, run_status, stored_calibrator
+from focalcal.report.figure_inputs import read_calibration, run_status, stored_calibrator
 from focalcal.report.tables import (
     SETTING_KEYS,
     PaperTable,

@@ -21,7 +21,7 @@ from focalcal.papers.mukhoti2020 import calibration_stages, confidences, figures
 from focalcal.papers.mukhoti2020.labels import mukhoti_name
 from focalcal.plots.style import color_for, status_label
 from focalcal.report import published
-from focalcal.report.study_figures import apply_stored, inputs_of_test_points, read_calibration, read_logits, run_status
+from focalcal.report.figure_inputs import apply_stored, inputs_of_test_points, read_calibration, read_logits, run_status
 from focalcal.report.tables import (
     SETTING_KEYS,
     PaperTable,

@@ -23,7 +23,7 @@ from focalcal.papers.mukhoti2020 import calibration_stages
 from focalcal.plots.frames import require_columns
 from focalcal.plots.style import color_for, new_figure, paper_title, status_label, styled
 from focalcal.report import published
-from focalcal.report.study_figures import run_status
+from focalcal.report.figure_inputs import run_status
 from focalcal.report.tables import format_cell, health_mark, mean_std, metric_rows, row_marks
 
 TABLE = "mukhoti2020_table3"
