@@ -146,6 +146,17 @@ def test_every_module_is_in_a_layer():
         layer_of(module)
 
 
+#: The single files the package root holds: the modules users import by name (the catalog, the
+#: results paths, the logits format) and the package's own. Everything else lives in a package
+#: named for what it holds (core, files, commands, ...).
+ROOT_MODULES = frozenset({"__init__", "__main__", "catalog", "paths", "logits_file"})
+
+
+def test_the_package_root_holds_only_its_named_modules():
+    extra = sorted(path.name for path in PACKAGE.glob("*.py") if path.stem not in ROOT_MODULES)
+    assert not extra, f"modules at the root of src/focalcal/ (put each in the package of what it holds): {extra}"
+
+
 def test_no_module_imports_from_a_higher_layer():
     found = upward_imports(import_graph())
     assert not found, "upward imports:\n" + "\n".join(found)
