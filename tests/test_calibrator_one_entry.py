@@ -19,7 +19,8 @@ from dataclasses import replace
 import pytest
 from conftest import ROOT
 
-from focalcal import calibrate_command, catalog
+from focalcal import catalog
+from focalcal.commands import calibrator_choice
 
 CATALOG = ROOT / "src" / "focalcal" / "catalog.py"
 GUIDE = ROOT / "docs" / "adding-a-calibrator.md"
@@ -52,7 +53,8 @@ exec(compile(source[:end] + entry + source[end:], path, "exec"), module.__dict__
 
 import types
 import numpy as np
-from focalcal import calibrate_command, catalog, cli
+from focalcal import catalog
+from focalcal.commands import calibrator_choice, cli
 from focalcal.calibration import Calibrator, build
 from focalcal.pipeline.config import load_schema
 from focalcal.plots import style
@@ -95,11 +97,11 @@ print(json.dumps({
     "figure_role": catalog.calibrator_role({"build": {"name": "bias_shift"}}),
     "label": catalog.ROLE_LABELS["bias_shift"], "colour": style.color_for("bias_shift"),
     "colour_by_alias": style.color_for("shift"),
-    "cli": list(calibrate_command.CALIBRATORS), "cli_default": list(calibrate_command.DEFAULT_CALIBRATORS),
-    "cli_labels": calibrate_command.LABELS, "cli_costs": calibrate_command.COSTS,
-    "quadratic": list(calibrate_command.QUADRATIC_IN_K),
-    "parameters": calibrate_command.parameter_count("bias_shift", 7),
-    "resolved": calibrate_command.resolve_calibrators(),
+    "cli": list(calibrator_choice.CALIBRATORS), "cli_default": list(calibrator_choice.DEFAULT_CALIBRATORS),
+    "cli_labels": calibrator_choice.LABELS, "cli_costs": calibrator_choice.COSTS,
+    "quadratic": list(calibrator_choice.QUADRATIC_IN_K),
+    "parameters": calibrator_choice.parameter_count("bias_shift", 7),
+    "resolved": calibrator_choice.resolve_calibrators(),
     "help": parser._subparsers._group_actions[0].choices["calibrate"].format_help(),
     "docs": hook.calibrators_table(),
     "fitted": fitted.transform(np.zeros((1, 2))).round(6).tolist(),
@@ -132,14 +134,14 @@ def test_a_calibrator_entry_reaches_the_figures_labels_and_colours(added):
 
 
 def test_a_calibrator_entry_reaches_focalcal_calibrate_and_its_docs(added):
-    assert added["cli"] == [*calibrate_command.CALIBRATORS, "bias", "bias_shift"]
-    assert added["cli_default"] == [*calibrate_command.DEFAULT_CALIBRATORS, "bias_shift"]
+    assert added["cli"] == [*calibrator_choice.CALIBRATORS, "bias", "bias_shift"]
+    assert added["cli_default"] == [*calibrator_choice.DEFAULT_CALIBRATORS, "bias_shift"]
     assert (added["cli_labels"]["bias_shift"], added["cli_costs"]["bias_shift"]) == ("bias shift", "O(N K) per step")
-    assert added["quadratic"] == [*calibrate_command.QUADRATIC_IN_K, "bias_shift"]  # its fit holds K² numbers
+    assert added["quadratic"] == [*calibrator_choice.QUADRATIC_IN_K, "bias_shift"]  # its fit holds K² numbers
     assert added["parameters"] == 7
     assert added["resolved"]["bias_shift"] == {"build": {"name": "bias_shift"}}
     assert "bias_shift O(N K) per step" in " ".join(added["help"].split())
-    row = f"| `bias_shift` | bias shift | by default up to {calibrate_command.MAX_CLASSES_QUADRATIC} classes | O(N K) per step |"
+    row = f"| `bias_shift` | bias shift | by default up to {calibrator_choice.MAX_CLASSES_QUADRATIC} classes | O(N K) per step |"
     assert row in added["docs"].splitlines()
 
 
@@ -162,8 +164,8 @@ def test_the_roles_are_gathered_from_the_calibrators_entries_in_their_order():
 def test_a_calibrators_size_in_k_is_read_from_its_roles():
     sizes = {key: (role.holds or role.parameters)(10, role.spec) for key, role in catalog.ROLES.items()}
     assert sizes["vector_scaling"] == 400 and sizes["dirichlet"] == 110 and sizes["histogram_binning"] == 150
-    assert [key for key in calibrate_command.CALIBRATORS if catalog.holds_k_squared(catalog.ROLES[key])] == [
-        "vector_scaling", "dirichlet"] == list(calibrate_command.QUADRATIC_IN_K)
+    assert [key for key in calibrator_choice.CALIBRATORS if catalog.holds_k_squared(catalog.ROLES[key])] == [
+        "vector_scaling", "dirichlet"] == list(calibrator_choice.QUADRATIC_IN_K)
     assert [name for name, entry in catalog.CALIBRATORS.items() if entry.quadratic_in_k] == ["vector_scaling", "dirichlet"]
 
 
