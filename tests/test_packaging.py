@@ -116,8 +116,11 @@ def test_version_is_declared_once_and_repeated_where_citations_read_it():
     citation = yaml.safe_load((ROOT / "CITATION.cff").read_text())
     assert citation["version"] == focalcal.__version__
     assert citation["license"] == PROJECT["license"] == "MIT"
-    newest = re.search(r"^## \[([^\]]+)\]", (ROOT / "CHANGELOG.md").read_text(), flags=re.MULTILINE)
-    assert newest and newest.group(1) == focalcal.__version__
+    # Keep a Changelog: an optional [Unreleased] section sits above the newest release's heading
+    headings = re.findall(r"^## \[([^\]]+)\]", (ROOT / "CHANGELOG.md").read_text(), flags=re.MULTILINE)
+    released = [heading for heading in headings if heading != "Unreleased"]
+    assert released and released[0] == focalcal.__version__
+    assert "Unreleased" not in headings[1:], "[Unreleased] is the first section of CHANGELOG.md or absent"
 
 
 def test_license_file_and_project_urls():
