@@ -31,7 +31,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
         "catalog", "losses", "metrics", "calibration", "theory",
     })),
     ("training", frozenset({"data", "models", "training", "translation"})),
-    ("results", frozenset({"pipeline", "claims", "verify"})),
+    ("results", frozenset({"pipeline", "claims"})),
     ("drawing", frozenset({"plots"})),
     ("report", frozenset({"report"})),
     # each paper's code (its page, figures, claims), reached through its entry in catalog.PAPERS
@@ -144,6 +144,14 @@ def import_cycles(graph) -> list[list[str]]:
 def test_every_module_is_in_a_layer():
     for module in import_graph():
         layer_of(module)
+
+
+def test_every_name_a_layer_lists_exists():
+    """A moved or deleted module leaves no stale name behind in :data:`LAYERS`."""
+    listed = {name for _, members in LAYERS for name in members}
+    stale = sorted(name for name in listed
+                   if not (PACKAGE / f"{name}.py").exists() and not (PACKAGE / name / "__init__.py").exists())
+    assert not stale, f"LAYERS names modules that src/focalcal/ does not hold: {stale}"
 
 
 #: The single files the package root holds: the modules users import by name (the catalog, the
