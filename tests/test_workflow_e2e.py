@@ -211,7 +211,8 @@ def test_snakemake_killed_after_the_last_epoch_resumes_to_complete_outputs(finis
     finally:
         os.killpg(process.pid, signal.SIGKILL)
         process.wait()
-    assert not (finished_copy / RUN / "history.csv").exists()  # deleted by Snakemake, not yet written back
+    # kept() outputs: the killed job's finished history stays in place, whole, until a job replaces it
+    assert (finished_copy / RUN / "history.csv").read_text() == before["history"]
     snakemake(finished_copy, "--unlock", "--configfile", str(TEST_CONFIG))
     dry = snakemake(finished_copy, "-n", f"{RUN}/history.csv", "--configfile", str(TEST_CONFIG))
     assert "train" in planned_jobs(dry)
