@@ -3,7 +3,7 @@ r"""Vector and matrix scaling (Guo et al. 2017): softmax(w ⊙ z + b) and softma
 Both minimise the mean validation NLL in float64; the problem is convex
 in the parameters (the logits are linear in them). Vector scaling's 2K parameters are fitted
 by damped Newton steps with the exact Hessian (a (2K, 2K) system from three (N, K)ᵀ(N, K)
-products; ~10 steps, a few ms each, where L-BFGS took ~350 evaluations for K = 100). Matrix
+products, where L-BFGS needs hundreds of evaluations for K = 100). Matrix
 scaling's K² + K are fitted the same way up to K = :data:`NEWTON_MAX_CLASSES` (a dense
 (K² + K)² Hessian), above that by Newton-CG on Hessian-vector products, from the optimum over
 the diagonal and the bias, with CG preconditioned by the Hessian's per-class blocks, on the
