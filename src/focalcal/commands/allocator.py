@@ -5,8 +5,8 @@ threshold then rises to the largest array freed, at most 32 MiB) and trims the h
 beyond twice that; the next array of that size is faulted in again, page by page, in system time.
 `focalcal calibrate` allocates and frees 8-16 MiB arrays for every calibrator it measures (the
 bootstrap's running sums): left to the defaults, a share of its CPU goes to those page faults
-(``python -m bench calibrate_command`` measures it; bench/README.md). Called by the command's process only: a library call from a notebook leaves
-that process's allocator as it was.
+(``python -m bench calibrate_command`` measures it; bench/RESULTS.md). Called by the command's process only: a library call
+from a notebook leaves that process's allocator as it was.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ from focalcal.commands.calibrator_choice import LABELS
 # that the second reuses the grid the first scored; TS by NLL (Brent's method) and isotonic
 # regression (pool-adjacent-violators) go together, so that one process alone imports
 # scipy.optimize (and tears it down at exit). The others follow in the order asked for
-# (``python -m bench calibrate_command`` times each unit; bench/README.md).
+# (``python -m bench calibrate_command`` times each unit; bench/RESULTS.md).
 COSTLIEST_FIRST = (("fts_ece", "fts_nll"), ("vector_scaling",), ("ts_nll", "isotonic"), ("ts_ece",))
 # The calibrators whose fit scores the grid of ``calibration._focal_grid``, so its compiled kernel
 # when built: named here, so that checking for them imports nothing (tests/test_calibrate_out_folder.py
@@ -214,7 +214,7 @@ def start_method() -> str:
     here, else ``spawn``. A forked process starts with this one's modules, logits and bootstrap
     resamples (:func:`_load_for_fork`), where a spawned one is a fresh interpreter that imports
     them again and receives the logits through a pipe, which costs CPU a fork does not spend
-    (``python -m bench calibrate_command``; bench/README.md). torch's thread pools do not survive
+    (``python -m bench calibrate_command``; bench/RESULTS.md). torch's thread pools do not survive
     a fork, so a process that has loaded torch (a notebook calling :func:`compare_calibrators`) spawns."""
     import multiprocessing
     import sys
