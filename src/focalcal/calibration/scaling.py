@@ -28,6 +28,8 @@ import warnings
 from typing import ClassVar
 
 import numpy as np
+from scipy.linalg.blas import dsyrk
+from scipy.linalg.lapack import dpotrf, dtrtri
 from scipy.special import log_softmax, softmax
 from threadpoolctl import threadpool_limits
 
@@ -68,14 +70,30 @@ def warn_unconverged(calibrator: str, iterations: int, gradient: float, tol: flo
                   ConvergenceWarning, stacklevel=3)
 
 
-#: Newton-CG rebuilds its block preconditioner (K (K + 1)(K + 2) / 2 multiply-adds per row, against
-#: 2 K (K + 1) for a Hessian-vector product) only after a CG solve that took more products than this.
+#: Newton-CG rebuilds its block preconditioner after a CG solve that took more Hessian-vector products
+#: than this times the share of (row, class) pairs the blocks are built from (:func:`_class_blocks`):
+#: built from every pair they cost K (K + 1)(K + 2) / 2 multiply-adds per row, against 2 K (K + 1)
+#: for a product, so they are kept while CG still converges fast; built from a few percent of the
+#: pairs (the confident rows of a near-separable input) they cost a few products, and a preconditioner
+#: that follows the probabilities saves more products than that.
 REBUILD_AFTER_PRODUCTS = 30
 
-#: Newton-CG forms its Hessian-vector products in float32 while the gradient's norm is at least this:
-#: there CG stops at a residual of min(0.5, √‖g‖) ‖g‖ ≥ 0.01 ‖g‖, which float32 products meet; below
-#: it, in float64 (``None``: float64 throughout). Gradients, objectives and steps are float64 always.
-SINGLE_PRECISION_ABOVE = 1e-4
+#: The block preconditioner leaves out, class by class, the rows whose term v_ni ‖x̃_n‖² of the
+#: block's trace is below this fraction of the class's mean term: at most this fraction of each
+#: block's trace. A confident row's p(1 − p) is tiny for almost every class, so this leaves out most
+#: (row, class) pairs of a near-separable input and few of a smooth one.
+BLOCK_TRACE_DROP = 1e-2
+
+#: Blocks built from at most this share of the (row, class) pairs are built class by class, one
+#: symmetric rank-k update over the class's rows each; above it, all classes at once from the pairs
+#: x̃_na x̃_nb (one large matrix product, faster when most rows count).
+CLASS_BY_CLASS_BELOW = 0.5
+
+#: Newton-CG forms its Hessian-vector products in float32 (half the time of float64's) until a CG
+#: solve takes more products than this without reaching its target, which is taken as the
+#: products having met float32's resolution: float64 from there on (``None``: float64 throughout).
+#: Gradients, objectives and steps are float64 always, so the optimum is float64's.
+SINGLE_PRECISION_MAX_PRODUCTS = 200
 
 #: Matrix scaling by Newton's method up to this many classes: the dense Hessian has (K² + K)²
 #: entries (176,400 at K = 20), built from N·(K² + K)² products.
@@ -252,25 +270,81 @@ def _diagonal_start(logits, labels, penalty_weights, max_iter: int = 100):
     return np.column_stack([np.diag(scale), bias])
 
 
-def _class_blocks(design: np.ndarray, variance: np.ndarray) -> np.ndarray:
-    """The K matrices Σ_n variance_ni x̃_n x̃_nᵀ / N, (K, K + 1, K + 1), for design x̃ (N, K + 1) and variance (N, K).
+def _class_blocks(design: np.ndarray, variance: np.ndarray, drop: float = 0.0) -> tuple[np.ndarray, float]:
+    """The K matrices Σ_n v_ni x̃_n x̃_nᵀ / N, (K, K + 1, K + 1), for design x̃ (N, K + 1) and variance (N, K).
 
-    One matrix product per chunk of rows, (pairs, rows) × (rows, K) over the (K + 1)(K + 2) / 2 entries
-    x̃_na x̃_nb with a ≤ b, instead of one (K + 1, N) × (N, K + 1) product per class: half the
-    multiply-adds (symmetry), in one large product.
+    Class i's sum leaves out the rows whose v_ni ‖x̃_n‖² is below ``drop`` times its mean over
+    the rows, at most ``drop`` of the block's trace (the rest is a positive semi-definite
+    matrix of trace ≤ ``drop`` · trace). Returns the blocks and the share of (row, class) pairs
+    kept. Up to :data:`CLASS_BY_CLASS_BELOW` of the pairs: one symmetric rank-k update
+    (``dsyrk``) per class over its kept rows. Above: one matrix product per chunk of rows,
+    (pairs, rows) × (rows, K) over the (K + 1)(K + 2) / 2 entries x̃_na x̃_nb with a ≤ b, over all
+    rows (half the multiply-adds of one (K + 1, N) × (N, K + 1) product per class, in one large product).
     """
     n, width = design.shape
+    k = variance.shape[1]
+    if drop > 0:
+        trace_terms = variance * np.einsum("na,na->n", design, design)[:, None]
+        kept = trace_terms >= drop * trace_terms.mean(axis=0)
+        share = float(kept.mean())
+    else:
+        kept, share = None, 1.0
+    blocks = np.empty((k, width, width))
     upper, lower = np.triu_indices(width)
-    total = np.zeros((len(upper), variance.shape[1]))
+    if kept is not None and share <= CLASS_BY_CLASS_BELOW:
+        root = np.sqrt(variance)
+        for i in range(k):
+            rows = np.flatnonzero(kept[:, i])
+            blocks[i] = dsyrk(1.0 / n, design[rows] * root[rows, i, None], trans=1, lower=0)
+        blocks[:, lower, upper] = blocks[:, upper, lower]
+        return blocks, share
+    total = np.zeros((len(upper), k))
     chunk = max(1, 2**21 // len(upper))  # rows per chunk: ~2 M entries of x̃_na x̃_nb at a time
     for start in range(0, n, chunk):
         rows = design[start:start + chunk]
         total += (rows[:, upper] * rows[:, lower]).T @ variance[start:start + chunk]
     total /= n
-    blocks = np.empty((variance.shape[1], width, width))
     blocks[:, upper, lower] = total.T
     blocks[:, lower, upper] = total.T
-    return blocks
+    return blocks, 1.0
+
+
+def _inverse_factors(blocks: np.ndarray) -> np.ndarray:
+    """Float32 R_i with R_i R_iᵀ = B_i⁻¹ for symmetric positive definite blocks B_i, (K, K + 1, K + 1).
+
+    R_i = U_i⁻¹ for the Cholesky factor B_i = U_iᵀ U_i: a factorisation and a triangular inverse,
+    a third of the work of B_i⁻¹; applied as R (Rᵀ r), two float32 products. A block that is not
+    positive definite at float64 resolution gets a ridge of 1e-12 of its trace, then 1e-9, ...
+    """
+    factors = np.empty(blocks.shape, dtype=np.float32)
+    for i, block in enumerate(blocks):
+        ridge = 0.0
+        while True:
+            upper, info = dpotrf(block + ridge * np.eye(len(block)) if ridge else block, lower=0, clean=1)
+            if info == 0:
+                break
+            ridge = max(ridge * 1e3, 1e-12 * float(np.trace(block)) + np.finfo(float).tiny)
+        inverse, info = dtrtri(upper, lower=0)
+        if info != 0:
+            raise RuntimeError(f"the preconditioner's block {i} has a singular Cholesky factor")
+        factors[i] = inverse
+    return factors
+
+
+def _softmax_hessian_times(direction: np.ndarray, design: np.ndarray, probs: np.ndarray,
+                           top: np.ndarray) -> np.ndarray:
+    """The mean NLL's Hessian times V (K, K + 1): (p ⊙ (U − Σ_j p_j U_j))ᵀ X̃ / N for U = X̃ Vᵀ.
+
+    In ``design``'s and ``probs``' precision; the result is float64. U is first taken relative to
+    each row's most probable class ``top``: for a confident row, U_top − Σ_j p_j U_j is
+    Σ_j p_j (U_top − U_j), about (1 − p_top) times U, and as a difference of two numbers near
+    U_top it would keep none of float32's digits once 1 − p_top is below 1e-7.
+    """
+    change = design @ direction.T.astype(design.dtype)  # U, then U − U_top, then p ⊙ (U − Σ_j p_j U_j)
+    change -= change[np.arange(len(change)), top][:, None]
+    change -= np.einsum("nk,nk->n", probs, change)[:, None]
+    change *= probs
+    return (change.T @ design).astype(np.float64) / len(design)
 
 
 def fit_matrix_scaling_newton_cg(logits: np.ndarray, labels: np.ndarray, penalty_weights: np.ndarray, max_iter: int,
@@ -296,15 +370,18 @@ def fit_matrix_scaling_newton_cg(logits: np.ndarray, labels: np.ndarray, penalty
     objective's gradient there, so the stopping test is the same (``optimal_shift=False``: the
     penalised objective as it stands). For a direction V, U = X̃ Vᵀ
     is the logits' change and, with p the probabilities, the NLL's Hv = (p ⊙ (U − Σ_j p_j U_j))ᵀ
-    X̃ / N: two (N, K + 1) × (K + 1, K) products, in float32 while ‖g‖ ≥ :data:`SINGLE_PRECISION_ABOVE`
-    (CG's loose solves far from the optimum; float64 near it, where its residual goes below float32's
-    resolution; gradients, objectives and steps float64 throughout, so the optimum is float64's).
+    X̃ / N: two (N, K + 1) × (K + 1, K) products, in float32 with U taken relative to each row's most
+    probable class (:func:`_softmax_hessian_times`; float64 after a float32 solve that does not reach
+    its target, :data:`SINGLE_PRECISION_MAX_PRODUCTS`). Gradients, objectives and steps are float64
+    throughout, so the optimum is float64's.
 
     ``warm_start`` starts from the optimum over W's diagonal and b alone (vector scaling under
     the same penalties, :func:`_diagonal_start`) instead of the identity. CG's
     ``preconditioner`` is ``"block"``, the Hessian's K diagonal blocks Σ_n p_ni(1 − p_ni) x̃_n
-    x̃_nᵀ / N + 2 diag(w_i) (one (K + 1)² system per class; the cross-class terms −p_i p_j left
-    out; rebuilt only after a CG solve of more than :data:`REBUILD_AFTER_PRODUCTS` products), or
+    x̃_nᵀ / N + 2 diag(w_i) (one (K + 1)² system per class, applied through its Cholesky factor;
+    the cross-class terms −p_i p_j left out; the rows that carry under :data:`BLOCK_TRACE_DROP`
+    of a block's trace left out, :func:`_class_blocks`; rebuilt after a CG solve of more than
+    :data:`REBUILD_AFTER_PRODUCTS` products times the share of (row, class) pairs built from), or
     ``"diagonal"``, the Hessian's diagonal. CG stops at a residual of min(0.5, √‖g‖) ‖g‖
     (superlinear convergence) or ``tol`` / 2, below which the next gradient would not move; the
     steps are damped by a sufficient-decrease search, and the fit stops on the same two tests as
@@ -374,7 +451,9 @@ def fit_matrix_scaling_newton_cg(logits: np.ndarray, labels: np.ndarray, penalty
     value, probs = objective(params)
     ridge = 2 * weights
     jitter = 1e-12
-    inverse, products, design32 = None, 0, None
+    factors, products, rebuild_after = None, 0, 0.0
+    single = SINGLE_PRECISION_MAX_PRODUCTS is not None
+    design32 = design.astype(np.float32) if single else None
     converged, gradient_max, iteration = False, float("inf"), 0
     for iteration in range(1, max_iter + 1):
         gradient = (probs - one_hot).T @ design / n + 2 * weights * shifted(params)
@@ -383,27 +462,26 @@ def fit_matrix_scaling_newton_cg(logits: np.ndarray, labels: np.ndarray, penalty
             converged = True
             break
 
-        if SINGLE_PRECISION_ABOVE is not None and np.linalg.norm(gradient) >= SINGLE_PRECISION_ABOVE:
-            design32 = design.astype(np.float32) if design32 is None else design32
+        if single:
             product_design, product_probs = design32, probs.astype(np.float32)
         else:
             product_design, product_probs = design, probs
+        most_probable = probs.argmax(axis=1)
 
-        def hessian_times(direction, probs=product_probs, design=product_design):
-            weighted = design @ direction.T.astype(design.dtype)  # the logits' change U, then p ⊙ (U − Σ_j p_j U_j)
-            weighted -= np.einsum("nk,nk->n", probs, weighted)[:, None]
-            weighted *= probs
-            return (weighted.T @ design).astype(np.float64) / n + ridge * shifted(direction) + jitter * direction
+        def hessian_times(direction, probs=product_probs, design=product_design, top=most_probable):
+            return (_softmax_hessian_times(direction, design, probs, top) + ridge * shifted(direction)
+                    + jitter * direction)
 
         if preconditioner == "block":
-            if inverse is None or products > REBUILD_AFTER_PRODUCTS:  # kept while CG still converges fast
-                blocks = _class_blocks(design, probs * (1 - probs))
+            if factors is None or products > rebuild_after:
+                blocks, share = _class_blocks(design, probs * (1 - probs), BLOCK_TRACE_DROP)
                 blocks[:, np.arange(k + 1), np.arange(k + 1)] += ridge + jitter * (
                     1.0 + np.trace(blocks, axis1=1, axis2=2)[:, None])
-                inverse = np.linalg.inv(blocks)
+                factors, rebuild_after = _inverse_factors(blocks), REBUILD_AFTER_PRODUCTS * share
 
-            def precondition(residual, inverse=inverse):
-                return np.matmul(inverse, residual[:, :, None])[:, :, 0]
+            def precondition(residual, factors=factors):
+                half = np.matmul(factors.transpose(0, 2, 1), residual.astype(np.float32)[:, :, None])
+                return np.matmul(factors, half)[:, :, 0].astype(np.float64)
         else:
             diagonal = (probs * (1 - probs)).T @ design**2 / n + ridge + jitter
 
@@ -412,8 +490,12 @@ def fit_matrix_scaling_newton_cg(logits: np.ndarray, labels: np.ndarray, penalty
 
         # The step's gradient is about CG's residual, so a residual below tol / 2 is all the last step needs.
         norm = np.linalg.norm(gradient)
-        step, products = _preconditioned_cg(hessian_times, gradient, precondition,
-                                            max(min(0.5, np.sqrt(norm)) * norm, tol / 2), project=optimal_shift)
+        step, products, reached = _preconditioned_cg(hessian_times, gradient, precondition,
+                                                     max(min(0.5, np.sqrt(norm)) * norm, tol / 2),
+                                                     SINGLE_PRECISION_MAX_PRODUCTS if single else 500,
+                                                     project=optimal_shift)
+        if single and not reached and products >= SINGLE_PRECISION_MAX_PRODUCTS:
+            single = False  # float32's resolution met: float64 products from here on
         decrease = float((gradient * step).sum())  # the Newton decrement of the approximate step
         if decrease <= 4 * np.finfo(float).eps * max(abs(value), 1.0):
             converged = True
@@ -439,6 +521,8 @@ def _preconditioned_cg(hessian_times, gradient, precondition, residual_tol: floa
                        project: bool = True):
     """An approximate solution of H x = g by preconditioned conjugate gradients.
 
+    Returns the solution, the number of Hessian-vector products it took, and whether the
+    residual reached ``residual_tol`` (False: ``max_steps`` products, or H numerically flat).
     With ``project``, every search direction is kept orthogonal to the shifts of all rows by one
     vector (the columns' means removed), along which H is flat.
     """
@@ -449,16 +533,17 @@ def _preconditioned_cg(hessian_times, gradient, precondition, residual_tol: floa
         preconditioned -= preconditioned.mean(axis=0)
     direction = preconditioned.copy()
     rho = float((residual * preconditioned).sum())
-    steps = 0
-    for steps in range(max_steps):
+    for products in range(max_steps + 1):
         if np.linalg.norm(residual) <= residual_tol:
+            return solution, products, True
+        if products == max_steps:
             break
         product = hessian_times(direction)
         curvature = float((direction * product).sum())
         if curvature <= 0:  # numerically flat: keep what has been solved (the gradient on the first step)
             if not solution.any():
                 solution = preconditioned
-            break
+            return solution, products + 1, False
         alpha = rho / curvature
         solution += alpha * direction
         residual -= alpha * product
@@ -467,7 +552,7 @@ def _preconditioned_cg(hessian_times, gradient, precondition, residual_tol: floa
             preconditioned -= preconditioned.mean(axis=0)
         rho, previous = float((residual * preconditioned).sum()), rho
         direction = preconditioned + (rho / previous) * direction
-    return solution, steps
+    return solution, max_steps, False
 
 
 def fit_matrix_scaling_lbfgs(logits: np.ndarray, labels: np.ndarray, penalty_weights: np.ndarray, max_iter: int,
