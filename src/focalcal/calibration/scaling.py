@@ -384,7 +384,8 @@ def fit_matrix_scaling_newton_cg(logits: np.ndarray, labels: np.ndarray, penalty
     :data:`REBUILD_AFTER_PRODUCTS` products times the share of (row, class) pairs built from), or
     ``"diagonal"``, the Hessian's diagonal. CG stops at a residual of min(0.5, √‖g‖) ‖g‖
     (superlinear convergence) or ``tol`` / 2, below which the next gradient would not move; the
-    steps are damped by a sufficient-decrease search, and the fit stops on the same two tests as
+    steps are damped by a sufficient-decrease search (each shorter step the minimiser of the
+    quadratic through the objective, its slope and the last trial), and the fit stops on the same two tests as
     the dense Newton fit: the largest gradient entry below ``tol``, or a Newton decrement below
     float64 resolution of the objective.
 
@@ -506,7 +507,9 @@ def fit_matrix_scaling_newton_cg(logits: np.ndarray, labels: np.ndarray, penalty
             new_value, new_probs = objective(candidate)
             if new_value <= value - 1e-4 * size * decrease:
                 break
-            size /= 2
+            # the minimiser of the quadratic through value, slope −decrease and new_value, kept in [size/10, size/2]
+            shrunk = decrease * size**2 / (2 * (new_value - value + decrease * size))
+            size = size / 10 if not shrunk >= size / 10 else min(shrunk, size / 2)
         else:
             converged = decrease <= 1e-12 * max(abs(value), 1.0)
             break
