@@ -292,10 +292,9 @@ def _class_blocks(design: np.ndarray, variance: np.ndarray, drop: float = 0.0) -
     blocks = np.empty((k, width, width))
     upper, lower = np.triu_indices(width)
     if kept is not None and share <= CLASS_BY_CLASS_BELOW:
-        root = np.sqrt(variance)
         for i in range(k):
             rows = np.flatnonzero(kept[:, i])
-            blocks[i] = dsyrk(1.0 / n, design[rows] * root[rows, i, None], trans=1, lower=0)
+            blocks[i] = dsyrk(1.0 / n, design[rows] * np.sqrt(variance[rows, i])[:, None], trans=1, lower=0)
         blocks[:, lower, upper] = blocks[:, upper, lower]
         return blocks, share
     total = np.zeros((len(upper), k))
