@@ -89,7 +89,7 @@ BLOCK_TRACE_DROP = 1e-2
 #: x̃_na x̃_nb (one large matrix product, faster when most rows count).
 CLASS_BY_CLASS_BELOW = 0.5
 
-#: Newton-CG forms its Hessian-vector products in float32 (half the time of float64's) until a CG
+#: Newton-CG forms its Hessian-vector products in float32 (half the bytes of float64's to stream) until a CG
 #: solve takes more products than this without reaching its target, which is taken as the
 #: products having met float32's resolution: float64 from there on (``None``: float64 throughout).
 #: Gradients, objectives and steps are float64 always, so the optimum is float64's.
