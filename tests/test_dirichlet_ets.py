@@ -262,7 +262,49 @@ def test_newton_cg_reaches_each_benchmark_inputs_optimum_at_eight_classes(name, 
         monkeypatch.setattr(scaling, "SINGLE_PRECISION_MAX_PRODUCTS", cap)
         params, (converged, _, _) = scaling.fit_matrix_scaling_newton_cg(features, labels, penalty, 10000, 1e-10)
         assert converged and abs(gap(params)) <= 1e-9, cap
+    monkeypatch.setattr(scaling, "SINGLE_PRECISION_MAX_PRODUCTS", 200)
+    for change in (0.0, np.inf):  # rebuilds on the products alone; never a rebuild after the first blocks
+        monkeypatch.setattr(scaling, "REBUILD_TRACE_CHANGE", change)
+        params, (converged, _, _) = scaling.fit_matrix_scaling_newton_cg(features, labels, penalty, 10000, 1e-10)
+        assert converged and abs(gap(params)) <= 1e-9, change
     assert gap(scaling._diagonal_start(features, labels, penalty)) > 1e-6
+
+
+@pytest.mark.parametrize("drop", [0.0, 1e-6, 1e-2])
+def test_newton_cg_products_leave_out_the_flattest_rows_up_to_their_share_of_the_trace(drop):
+    """``_rows_carrying`` leaves out the rows of smallest trace term Σ_i v_ni ‖x̃_n‖², as many as
+    fit in ``drop`` of the total and no more; the Hessian-vector product over the rows left, as a
+    mean over all N, equals (diag(p) − ppᵀ) U x̃ᵀ summed over those rows and written out here, and
+    what the rows left out would add to ⟨V, HV⟩ lies between 0 and ``drop`` × trace(H) ‖V‖²."""
+    from focalcal.calibration.scaling import _rows_carrying, _softmax_hessian_times
+
+    rng = np.random.default_rng(14)
+    n, k = 600, 10
+    labels = rng.integers(0, k, n)
+    design = np.column_stack([log_softmax(rng.normal(0, 3, (n, k)), axis=1), np.ones(n)])
+    logits = rng.normal(0, 1, (n, k))
+    logits[np.arange(n), labels] += 4.0
+    probs = softmax(6 * logits, axis=1)  # confident: many rows with 1 − p_top below 1e-6
+    terms = (probs * (1 - probs)).sum(axis=1) * (design**2).sum(axis=1)
+    kept = _rows_carrying(terms, drop)
+    left_out = np.setdiff1d(np.arange(n), kept)
+    assert (np.diff(kept) > 0).all()
+    assert terms[left_out].sum() <= drop * terms.sum()
+    if len(left_out):
+        assert terms[left_out].max() <= terms[kept].min()
+    assert terms[left_out].sum() + terms[kept].min() > drop * terms.sum()  # no further row would fit
+    if drop:  # a fifth of the rows carry under 1e-6 of the trace
+        assert len(left_out) >= n // 5
+
+    direction = rng.normal(size=(k, k + 1))
+    top = probs.argmax(axis=1)
+    product = _softmax_hessian_times(direction, design[kept], probs[kept], top[kept], n)
+    change = design[kept] @ direction.T
+    coupling = probs[kept] * change - probs[kept] * (probs[kept] * change).sum(axis=1, keepdims=True)
+    np.testing.assert_allclose(product, coupling.T @ design[kept] / n, rtol=1e-10, atol=1e-13)
+    full = _softmax_hessian_times(direction, design, probs, top)
+    added = float(((full - product) * direction).sum())
+    assert -1e-12 <= added <= drop * terms.sum() / n * (direction**2).sum() + 1e-12
 
 
 def test_newton_cg_preconditioner_blocks_equal_one_product_per_class():

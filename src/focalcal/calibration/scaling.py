@@ -78,6 +78,12 @@ def warn_unconverged(calibrator: str, iterations: int, gradient: float, tol: flo
 #: that follows the probabilities saves more products than that.
 REBUILD_AFTER_PRODUCTS = 30
 
+#: A rebuild the rule above calls for is skipped while no class's trace Σ_n v_ni ‖x̃_n‖² has moved by
+#: more than this fraction since the blocks were built: near the optimum, and along a short damped
+#: step, the probabilities the blocks came from still hold, and a rebuild would cost products' worth
+#: of time for the same blocks.
+REBUILD_TRACE_CHANGE = 0.05
+
 #: The block preconditioner leaves out, class by class, the rows whose term v_ni ‖x̃_n‖² of the
 #: block's trace is below this fraction of the class's mean term: at most this fraction of each
 #: block's trace. A confident row's p(1 − p) is tiny for almost every class, so this leaves out most
@@ -88,6 +94,12 @@ BLOCK_TRACE_DROP = 1e-2
 #: symmetric rank-k update over the class's rows each; above it, all classes at once from the pairs
 #: x̃_na x̃_nb (one large matrix product, faster when most rows count).
 CLASS_BY_CLASS_BELOW = 0.5
+
+#: The Hessian-vector products leave out the flattest rows, those that together carry at most this
+#: fraction of the Hessian's trace Σ_n Σ_i v_ni ‖x̃_n‖² (:func:`_rows_carrying`). On a near-separable
+#: input a fifth of the rows have 1 − p_top below 1e-6 and add nothing a CG solve can use; gradients
+#: and objectives keep every row, so the optimum is unchanged.
+PRODUCT_TRACE_DROP = 1e-6
 
 #: Newton-CG forms its Hessian-vector products in float32 (half the bytes of float64's to stream) until a CG
 #: solve takes more products than this without reaching its target, which is taken as the
@@ -308,6 +320,13 @@ def _class_blocks(design: np.ndarray, variance: np.ndarray, drop: float = 0.0) -
     return blocks, 1.0
 
 
+def _rows_carrying(terms: np.ndarray, drop: float) -> np.ndarray:
+    """The sorted indices of the rows left when the smallest ``terms`` summing to at most ``drop`` of their total are left out."""
+    order = np.argsort(terms)
+    left_out = np.searchsorted(np.cumsum(terms[order]), drop * terms.sum(), side="right")
+    return np.sort(order[left_out:])
+
+
 def _inverse_factors(blocks: np.ndarray) -> np.ndarray:
     """Float32 R_i with R_i R_iᵀ = B_i⁻¹ for symmetric positive definite blocks B_i, (K, K + 1, K + 1).
 
@@ -331,19 +350,21 @@ def _inverse_factors(blocks: np.ndarray) -> np.ndarray:
 
 
 def _softmax_hessian_times(direction: np.ndarray, design: np.ndarray, probs: np.ndarray,
-                           top: np.ndarray) -> np.ndarray:
+                           top: np.ndarray, rows: int | None = None) -> np.ndarray:
     """The mean NLL's Hessian times V (K, K + 1): (p ⊙ (U − Σ_j p_j U_j))ᵀ X̃ / N for U = X̃ Vᵀ.
 
+    The mean is over ``rows`` rows (default: ``design``'s), of which ``design`` may hold a subset.
     In ``design``'s and ``probs``' precision; the result is float64. U is first taken relative to
     each row's most probable class ``top``: for a confident row, U_top − Σ_j p_j U_j is
     Σ_j p_j (U_top − U_j), about (1 − p_top) times U, and as a difference of two numbers near
     U_top it would keep none of float32's digits once 1 − p_top is below 1e-7.
     """
+    rows = len(design) if rows is None else rows
     change = design @ direction.T.astype(design.dtype)  # U, then U − U_top, then p ⊙ (U − Σ_j p_j U_j)
     change -= change[np.arange(len(change)), top][:, None]
     change -= np.einsum("nk,nk->n", probs, change)[:, None]
     change *= probs
-    return (change.T @ design).astype(np.float64) / len(design)
+    return (change.T @ design).astype(np.float64) / rows
 
 
 def fit_matrix_scaling_newton_cg(logits: np.ndarray, labels: np.ndarray, penalty_weights: np.ndarray, max_iter: int,
@@ -371,8 +392,9 @@ def fit_matrix_scaling_newton_cg(logits: np.ndarray, labels: np.ndarray, penalty
     is the logits' change and, with p the probabilities, the NLL's Hv = (p ⊙ (U − Σ_j p_j U_j))ᵀ
     X̃ / N: two (N, K + 1) × (K + 1, K) products, in float32 with U taken relative to each row's most
     probable class (:func:`_softmax_hessian_times`; float64 after a float32 solve that does not reach
-    its target, :data:`SINGLE_PRECISION_MAX_PRODUCTS`). Gradients, objectives and steps are float64
-    throughout, so the optimum is float64's.
+    its target, :data:`SINGLE_PRECISION_MAX_PRODUCTS`), over the rows that carry all but
+    :data:`PRODUCT_TRACE_DROP` of the Hessian's trace. Gradients, objectives and steps are float64
+    over every row, so the optimum is float64's.
 
     ``warm_start`` starts from the optimum over W's diagonal and b alone (vector scaling under
     the same penalties, :func:`_diagonal_start`) instead of the identity. CG's
@@ -380,7 +402,8 @@ def fit_matrix_scaling_newton_cg(logits: np.ndarray, labels: np.ndarray, penalty
     x̃_nᵀ / N + 2 diag(w_i) (one (K + 1)² system per class, applied through its Cholesky factor;
     the cross-class terms −p_i p_j left out; the rows that carry under :data:`BLOCK_TRACE_DROP`
     of a block's trace left out, :func:`_class_blocks`; rebuilt after a CG solve of more than
-    :data:`REBUILD_AFTER_PRODUCTS` products times the share of (row, class) pairs built from), or
+    :data:`REBUILD_AFTER_PRODUCTS` products times the share of (row, class) pairs built from, once
+    a block's trace has moved by more than :data:`REBUILD_TRACE_CHANGE`), or
     ``"diagonal"``, the Hessian's diagonal. CG stops at a residual of min(0.5, √‖g‖) ‖g‖
     (superlinear convergence) or ``tol`` / 2, below which the next gradient would not move; the
     steps are damped by a sufficient-decrease search (each shorter step the minimiser of the
@@ -437,6 +460,7 @@ def fit_matrix_scaling_newton_cg(logits: np.ndarray, labels: np.ndarray, penalty
         return params - np.where(has_weight, (weights * params).sum(axis=0) / safe_weight, 0.0)
 
     rows = np.arange(n)
+    squared_norms = np.einsum("na,na->n", design, design)
 
     def objective(params):  # the log-softmax and the probabilities from one exp of the logits
         centred = design @ params.T
@@ -451,7 +475,7 @@ def fit_matrix_scaling_newton_cg(logits: np.ndarray, labels: np.ndarray, penalty
     value, probs = objective(params)
     ridge = 2 * weights
     jitter = 1e-12
-    factors, products, rebuild_after = None, 0, 0.0
+    factors, built_traces, products, rebuild_after = None, None, 0, 0.0
     single = SINGLE_PRECISION_MAX_PRODUCTS is not None
     design32 = design.astype(np.float32) if single else None
     converged, gradient_max, iteration = False, float("inf"), 0
@@ -462,28 +486,31 @@ def fit_matrix_scaling_newton_cg(logits: np.ndarray, labels: np.ndarray, penalty
             converged = True
             break
 
-        if single:
-            product_design, product_probs = design32, probs.astype(np.float32)
-        else:
-            product_design, product_probs = design, probs
-        most_probable = probs.argmax(axis=1)
+        variance = probs * (1 - probs)
+        counted = _rows_carrying(variance.sum(axis=1) * squared_norms, PRODUCT_TRACE_DROP)
+        product_design = (design32 if single else design)[counted]
+        product_probs = probs[counted].astype(np.float32) if single else probs[counted]
+        most_probable = probs.argmax(axis=1)[counted]
 
         def hessian_times(direction, probs=product_probs, design=product_design, top=most_probable):
-            return (_softmax_hessian_times(direction, design, probs, top) + ridge * shifted(direction)
+            return (_softmax_hessian_times(direction, design, probs, top, n) + ridge * shifted(direction)
                     + jitter * direction)
 
         if preconditioner == "block":
-            if factors is None or products > rebuild_after:
-                blocks, share = _class_blocks(design, probs * (1 - probs), BLOCK_TRACE_DROP)
+            traces = squared_norms @ variance  # N × each block's trace, before the ridge
+            if factors is None or (products > rebuild_after and (
+                    np.abs(traces - built_traces) > REBUILD_TRACE_CHANGE * built_traces).any()):
+                blocks, share = _class_blocks(design, variance, BLOCK_TRACE_DROP)
                 blocks[:, np.arange(k + 1), np.arange(k + 1)] += ridge + jitter * (
                     1.0 + np.trace(blocks, axis1=1, axis2=2)[:, None])
                 factors, rebuild_after = _inverse_factors(blocks), REBUILD_AFTER_PRODUCTS * share
+                built_traces = traces
 
             def precondition(residual, factors=factors):
                 half = np.matmul(factors.transpose(0, 2, 1), residual.astype(np.float32)[:, :, None])
                 return np.matmul(factors, half)[:, :, 0].astype(np.float64)
         else:
-            diagonal = (probs * (1 - probs)).T @ design**2 / n + ridge + jitter
+            diagonal = variance.T @ design**2 / n + ridge + jitter
 
             def precondition(residual, diagonal=diagonal):
                 return residual / diagonal
