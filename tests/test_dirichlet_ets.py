@@ -258,11 +258,12 @@ def test_newton_cg_reaches_each_benchmark_inputs_optimum_at_eight_classes(name, 
                                                                                 1e-10, **options)
         assert converged, options
         assert abs(gap(params)) <= 1e-9, options
+    default_cap = scaling.SINGLE_PRECISION_MAX_PRODUCTS
     for cap in (None, 1):  # float64 products throughout; float64 after a first float32 solve cut off at one product
         monkeypatch.setattr(scaling, "SINGLE_PRECISION_MAX_PRODUCTS", cap)
         params, (converged, _, _) = scaling.fit_matrix_scaling_newton_cg(features, labels, penalty, 10000, 1e-10)
         assert converged and abs(gap(params)) <= 1e-9, cap
-    monkeypatch.setattr(scaling, "SINGLE_PRECISION_MAX_PRODUCTS", 200)
+    monkeypatch.setattr(scaling, "SINGLE_PRECISION_MAX_PRODUCTS", default_cap)
     for change in (0.0, np.inf):  # rebuilds on the products alone; never a rebuild after the first blocks
         monkeypatch.setattr(scaling, "REBUILD_TRACE_CHANGE", change)
         params, (converged, _, _) = scaling.fit_matrix_scaling_newton_cg(features, labels, penalty, 10000, 1e-10)

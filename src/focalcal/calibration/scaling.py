@@ -282,7 +282,8 @@ def _diagonal_start(logits, labels, penalty_weights, max_iter: int = 100):
     return np.column_stack([np.diag(scale), bias])
 
 
-def _class_blocks(design: np.ndarray, variance: np.ndarray, drop: float = 0.0) -> tuple[np.ndarray, float]:
+def _class_blocks(design: np.ndarray, variance: np.ndarray, drop: float = 0.0,
+                  squared_norms: np.ndarray | None = None) -> tuple[np.ndarray, float]:
     """The K matrices Σ_n v_ni x̃_n x̃_nᵀ / N, (K, K + 1, K + 1), for design x̃ (N, K + 1) and variance (N, K).
 
     Class i's sum leaves out the rows whose v_ni ‖x̃_n‖² is below ``drop`` times its mean over
@@ -292,11 +293,14 @@ def _class_blocks(design: np.ndarray, variance: np.ndarray, drop: float = 0.0) -
     (``dsyrk``) per class over its kept rows. Above: one matrix product per chunk of rows,
     (pairs, rows) × (rows, K) over the (K + 1)(K + 2) / 2 entries x̃_na x̃_nb with a ≤ b, over all
     rows (half the multiply-adds of one (K + 1, N) × (N, K + 1) product per class, in one large product).
+    ``squared_norms``, the rows' ‖x̃_n‖², is computed here when not given.
     """
     n, width = design.shape
     k = variance.shape[1]
     if drop > 0:
-        trace_terms = variance * np.einsum("na,na->n", design, design)[:, None]
+        if squared_norms is None:
+            squared_norms = np.einsum("na,na->n", design, design)
+        trace_terms = variance * squared_norms[:, None]
         kept = trace_terms >= drop * trace_terms.mean(axis=0)
         share = float(kept.mean())
     else:
@@ -350,21 +354,21 @@ def _inverse_factors(blocks: np.ndarray) -> np.ndarray:
 
 
 def _softmax_hessian_times(direction: np.ndarray, design: np.ndarray, probs: np.ndarray,
-                           top: np.ndarray, rows: int | None = None) -> np.ndarray:
+                           top: np.ndarray, n_rows: int | None = None) -> np.ndarray:
     """The mean NLL's Hessian times V (K, K + 1): (p ⊙ (U − Σ_j p_j U_j))ᵀ X̃ / N for U = X̃ Vᵀ.
 
-    The mean is over ``rows`` rows (default: ``design``'s), of which ``design`` may hold a subset.
+    The mean is over ``n_rows`` rows (default: ``design``'s), of which ``design`` may hold a subset.
     In ``design``'s and ``probs``' precision; the result is float64. U is first taken relative to
     each row's most probable class ``top``: for a confident row, U_top − Σ_j p_j U_j is
     Σ_j p_j (U_top − U_j), about (1 − p_top) times U, and as a difference of two numbers near
     U_top it would keep none of float32's digits once 1 − p_top is below 1e-7.
     """
-    rows = len(design) if rows is None else rows
+    n_rows = len(design) if n_rows is None else n_rows
     change = design @ direction.T.astype(design.dtype)  # U, then U − U_top, then p ⊙ (U − Σ_j p_j U_j)
     change -= change[np.arange(len(change)), top][:, None]
     change -= np.einsum("nk,nk->n", probs, change)[:, None]
     change *= probs
-    return (change.T @ design).astype(np.float64) / rows
+    return (change.T @ design).astype(np.float64) / n_rows
 
 
 def fit_matrix_scaling_newton_cg(logits: np.ndarray, labels: np.ndarray, penalty_weights: np.ndarray, max_iter: int,
@@ -500,7 +504,7 @@ def fit_matrix_scaling_newton_cg(logits: np.ndarray, labels: np.ndarray, penalty
             traces = squared_norms @ variance  # N × each block's trace, before the ridge
             if factors is None or (products > rebuild_after and (
                     np.abs(traces - built_traces) > REBUILD_TRACE_CHANGE * built_traces).any()):
-                blocks, share = _class_blocks(design, variance, BLOCK_TRACE_DROP)
+                blocks, share = _class_blocks(design, variance, BLOCK_TRACE_DROP, squared_norms)
                 blocks[:, np.arange(k + 1), np.arange(k + 1)] += ridge + jitter * (
                     1.0 + np.trace(blocks, axis1=1, axis2=2)[:, None])
                 factors, rebuild_after = _inverse_factors(blocks), REBUILD_AFTER_PRODUCTS * share
