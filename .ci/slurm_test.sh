@@ -48,19 +48,28 @@ HOST="$(hostname -s)"
 CPUS="$(nproc)"
 MEM_MB=$(( $(awk '/MemTotal/ {print $2}' /proc/meminfo) / 1024 - 1024 ))   # leave 1 GiB to the OS
 
-teardown() {
-    step "tearing the cluster down"
-    for pidfile in /run/slurmd.pid /run/slurmctld.pid; do
+stop_daemons() {
+    for pidfile in /run/slurmd.pid /run/slurmctld.pid /run/munge/munged.pid; do
         [[ -f "$pidfile" ]] && kill "$(cat "$pidfile")" 2>/dev/null || true
     done
-    [[ -f /run/munge/munged.pid ]] && kill "$(cat /run/munge/munged.pid)" 2>/dev/null || true
-    sleep 1
+    for _ in $(seq 10); do
+        pgrep -x slurmctld >/dev/null || pgrep -x slurmd >/dev/null || pgrep -x munged >/dev/null || break
+        sleep 1
+    done
+}
+teardown() {
+    step "tearing the cluster down"
+    stop_daemons
     rm -f "$CONF" "$CONF.focalcal"
     rm -rf "$STATE"
 }
+
+# A run that was killed before its teardown leaves daemons and a saved state behind; the
+# state would bring back its jobs, holding the node as allocated. Start from nothing.
+stop_daemons
+rm -rf "$STATE" "$LOGS"
 trap teardown EXIT
 
-rm -rf "$LOGS"
 mkdir -p /etc/slurm "$STATE/ctld" "$STATE/d" "$LOGS" /run/munge
 touch "$CONF.focalcal"
 cat > "$CONF" <<EOF
@@ -103,7 +112,7 @@ for _ in $(seq 60); do
     sleep 1
 done
 sinfo
-sinfo -h -o "%t" | grep -qx "idle" || { echo "slurm_test: node did not come up" >&2; tail -20 "$LOGS"/*.log >&2; exit 1; }
+sinfo -h -o "%t" | grep -qx "idle" || { echo "slurm_test: node did not come up" >&2; tail -n 20 "$LOGS"/*.log >&2; exit 1; }
 step "cluster up"
 
 # ---------------------------------------------------------------- the workflow through SLURM
