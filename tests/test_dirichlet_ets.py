@@ -222,7 +222,9 @@ def test_newton_cg_reaches_each_benchmark_inputs_optimum_at_eight_classes(name, 
     (relative) of scipy's trust-exact on the objective and dense Hessian written out here, polished
     by full Newton steps to a gradient norm of 1e-11 or less; so do the fits with float64
     Hessian-vector products throughout and from the second Newton step on (the default forms them
-    in float32 while its CG solves reach their targets). The diagonal-and-bias start, not the optimum, fails that check."""
+    in float32 while its CG solves reach their targets), and those whose model caps no wrong row's
+    promised decrease at its loss, or caps it down to the optimum. The diagonal-and-bias start, not
+    the optimum, fails that check."""
     from bench.bench_dirichlet import input_logits, odir_penalty
     from focalcal.calibration import scaling
 
@@ -268,7 +270,84 @@ def test_newton_cg_reaches_each_benchmark_inputs_optimum_at_eight_classes(name, 
         monkeypatch.setattr(scaling, "REBUILD_TRACE_CHANGE", change)
         params, (converged, _, _) = scaling.fit_matrix_scaling_newton_cg(features, labels, penalty, 10000, 1e-10)
         assert converged and abs(gap(params)) <= 1e-9, change
+    monkeypatch.setattr(scaling, "REBUILD_TRACE_CHANGE", 0.05)
+    for rms in (np.inf, 0.0):  # the wrong rows' cap never taken; taken down to the optimum
+        monkeypatch.setattr(scaling, "LOSS_CAP_GRADIENT_RMS", rms)
+        params, (converged, _, _) = scaling.fit_matrix_scaling_newton_cg(features, labels, penalty, 10000, 1e-10)
+        assert converged and abs(gap(params)) <= 1e-9, rms
     assert gap(scaling._diagonal_start(features, labels, penalty)) > 1e-6
+
+
+def test_loss_capped_rows_promise_no_more_than_their_loss():
+    """``_loss_capped_rows`` picks the rows with p_y < ½ whose quadratic model along their gradient
+    r = p − onehot(y), with the Hessian diag(p) − ppᵀ written out as a matrix here, promises a
+    decrease ‖r‖⁴ / (2 rᵀ A r) beyond their loss logsumexp(z) − z_y, and its weight a makes the
+    promise of A + a r rᵀ exactly that loss. The wrong rows it leaves keep promises within their
+    loss, and no row with p_y ≥ ½ is picked. With two classes and p_y = 1 − δ the promise is
+    δ / (2 (1 − δ)), below the loss −log(1 − δ), for δ from 1e-6 to ½."""
+    from focalcal.calibration.scaling import _loss_capped_rows
+
+    rng = np.random.default_rng(21)
+    n, k = 3000, 10
+    labels = rng.integers(0, k, n)
+    logits = rng.normal(0, 1, (n, k)) * rng.choice([0.3, 2.0, 8.0], size=(n, 1))
+    logits[np.arange(n), labels] += rng.normal(0, 4, n)
+    probs = softmax(logits, axis=1)
+    one_hot = np.eye(k)[labels]
+    losses = logsumexp(logits, axis=1) - logits[np.arange(n), labels]
+    rows, weights = _loss_capped_rows(probs, one_hot, losses)
+
+    promises = np.empty(n)
+    for row in range(n):
+        residual = probs[row] - one_hot[row]
+        hessian = np.diag(probs[row]) - np.outer(probs[row], probs[row])
+        promises[row] = (residual @ residual) ** 2 / (2 * residual @ hessian @ residual)
+    wrong = probs[np.arange(n), labels] < 0.5
+    assert wrong[rows].all()
+    np.testing.assert_array_equal(rows, np.flatnonzero(wrong & (promises > losses)))
+    assert len(rows) > 300 and (promises[rows] / losses[rows]).max() > 1e3  # confidently wrong rows among them
+    for row, weight in zip(rows, weights):
+        residual = probs[row] - one_hot[row]
+        capped = np.diag(probs[row]) - np.outer(probs[row], probs[row]) + weight * np.outer(residual, residual)
+        assert (residual @ residual) ** 2 / (2 * residual @ capped @ residual) == pytest.approx(losses[row], rel=1e-9)
+    left = np.setdiff1d(np.flatnonzero(wrong), rows)
+    assert len(left) > 100 and (promises[left] <= losses[left]).all()
+
+    delta = np.logspace(-6, np.log10(0.5), 200)
+    two = np.column_stack([1 - delta, delta])
+    capped_two, _ = _loss_capped_rows(two, np.tile([1.0, 0.0], (200, 1)), -np.log(1 - delta))
+    assert len(capped_two) == 0 and (delta / (2 * (1 - delta)) < -np.log(1 - delta)).all()
+
+
+def test_newton_cg_products_add_the_capped_rows_curvature():
+    """With ``capped`` rows, the Hessian-vector product over a subset of the rows equals
+    Σ_n ((diag(p_n) − p_n p_nᵀ) + a_n r_n r_nᵀ) U_n x̃_nᵀ / N written out here, r_n = p_n − onehot(y_n),
+    to 1e-10 (relative) in float64 and 1e-5 of its largest entry in float32."""
+    from focalcal.calibration.scaling import _softmax_hessian_times
+
+    rng = np.random.default_rng(22)
+    n, k = 300, 7
+    labels = rng.integers(0, k, n)
+    design = np.column_stack([log_softmax(rng.normal(0, 3, (n, k)), axis=1), np.ones(n)])
+    probs = softmax(rng.normal(0, 4, (n, k)), axis=1)
+    residuals = probs - np.eye(k)[labels]
+    kept = np.sort(rng.choice(n, 250, replace=False))
+    capped = np.sort(rng.choice(kept, 40, replace=False))
+    weights = rng.uniform(0.1, 0.7, 40)
+    direction = rng.normal(size=(k, k + 1))
+    change = design @ direction.T
+    expected = np.zeros((k, k + 1))
+    extra = dict(zip(capped, weights))
+    for row in kept:
+        hessian = np.diag(probs[row]) - np.outer(probs[row], probs[row])
+        hessian += extra.get(row, 0.0) * np.outer(residuals[row], residuals[row])
+        expected += np.outer(hessian @ change[row], design[row]) / n
+    top = probs.argmax(axis=1)
+    for dtype, tolerance in ((np.float64, 1e-10), (np.float32, 1e-5)):
+        given = (np.searchsorted(kept, capped), residuals[capped].astype(dtype), weights.astype(dtype))
+        product = _softmax_hessian_times(direction, design[kept].astype(dtype), probs[kept].astype(dtype), top[kept],
+                                         n, given)
+        assert np.abs(product - expected).max() <= tolerance * np.abs(expected).max(), dtype
 
 
 @pytest.mark.parametrize("drop", [0.0, 1e-6, 1e-2])

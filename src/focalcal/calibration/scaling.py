@@ -107,6 +107,12 @@ PRODUCT_TRACE_DROP = 1e-6
 #: Gradients, objectives and steps are float64 always, so the optimum is float64's.
 SINGLE_PRECISION_MAX_PRODUCTS = 200
 
+#: Far from the optimum, while the gradient's root mean square entry is at least this, the Newton-CG
+#: model caps what each row the fit gets wrong can promise to lose at that row's loss
+#: (:func:`_loss_capped_rows`); nearer, the model is the Hessian's own, for Newton's fast local
+#: convergence (a smooth input keeps thousands of wrong rows at its optimum).
+LOSS_CAP_GRADIENT_RMS = 1e-4
+
 #: Matrix scaling by Newton's method up to this many classes: the dense Hessian has (K² + K)²
 #: entries (176,400 at K = 20), built from N·(K² + K)² products.
 NEWTON_MAX_CLASSES = 20
@@ -354,7 +360,8 @@ def _inverse_factors(blocks: np.ndarray) -> np.ndarray:
 
 
 def _softmax_hessian_times(direction: np.ndarray, design: np.ndarray, probs: np.ndarray,
-                           top: np.ndarray, n_rows: int | None = None) -> np.ndarray:
+                           top: np.ndarray, n_rows: int | None = None,
+                           capped: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> np.ndarray:
     """The mean NLL's Hessian times V (K, K + 1): (p ⊙ (U − Σ_j p_j U_j))ᵀ X̃ / N for U = X̃ Vᵀ.
 
     The mean is over ``n_rows`` rows (default: ``design``'s), of which ``design`` may hold a subset.
@@ -362,13 +369,51 @@ def _softmax_hessian_times(direction: np.ndarray, design: np.ndarray, probs: np.
     each row's most probable class ``top``: for a confident row, U_top − Σ_j p_j U_j is
     Σ_j p_j (U_top − U_j), about (1 − p_top) times U, and as a difference of two numbers near
     U_top it would keep none of float32's digits once 1 − p_top is below 1e-7.
+
+    ``capped`` = (rows of ``design``, their residuals r = p − onehot(y), weights a) adds each such
+    row's a r rᵀ to its logits' Hessian (:func:`_loss_capped_rows`): a r (r · U) to its row of
+    p ⊙ (U − Σ_j p_j U_j) (r sums to zero, so U's shift by U_top leaves r · U as it is).
     """
     n_rows = len(design) if n_rows is None else n_rows
     change = design @ direction.T.astype(design.dtype)  # U, then U − U_top, then p ⊙ (U − Σ_j p_j U_j)
     change -= change[np.arange(len(change)), top][:, None]
+    if capped is not None:
+        capped_rows, residuals, weights = capped
+        along = weights * np.einsum("nk,nk->n", residuals, change[capped_rows])
     change -= np.einsum("nk,nk->n", probs, change)[:, None]
     change *= probs
+    if capped is not None:
+        change[capped_rows] += along[:, None] * residuals
     return (change.T @ design).astype(np.float64) / n_rows
+
+
+def _loss_capped_rows(probs: np.ndarray, one_hot: np.ndarray, losses: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    r"""The rows whose Newton model promises to lose more than their whole loss, and the curvature that stops it.
+
+    A row's loss ℓ = logsumexp(z) − z_y is at least 0, so no step lowers it by more than ℓ. Its
+    quadratic model along its own gradient r = p − onehot(y), with A = diag(p) − ppᵀ, promises at
+    most ‖r‖⁴ / (2 rᵀ A r). On a row the fit gets wrong with confidence (p_y small, p_top near 1)
+    rᵀ A r is tiny and the promise is far beyond ℓ: CG's step then moves whole columns of W to
+    fix that row and turns the many rows they touch. Each row with p_y < ½ whose promise exceeds
+    ℓ gets the curvature a r rᵀ with
+
+    $$
+    a = rac{1}{2\ell} - rac{r^	op A r}{\lVert r 
+Vert^4},
+    $$
+
+    so that the promise equals ℓ. Rows with p_y ≥ ½ keep their model: with two classes and
+    p_y = 1 − δ the promise is δ / (2 (1 − δ)), below ℓ = −log(1 − δ). Returns the rows' indices
+    and their weights a.
+    """
+    residuals = probs - one_hot
+    squared = np.einsum("nk,nk->n", residuals, residuals)
+    mean = np.einsum("nk,nk->n", probs, residuals)
+    curvature = np.einsum("nk,nk->n", probs, residuals**2) - mean**2  # rᵀ A r
+    wrong = np.flatnonzero(np.einsum("nk,nk->n", probs, one_hot) < 0.5)  # |r_y| > ½: ‖r‖² > ¼, ℓ > log 2
+    weights = 0.5 / losses[wrong] - curvature[wrong] / squared[wrong] ** 2
+    kept = weights > 0
+    return wrong[kept], weights[kept]
 
 
 def fit_matrix_scaling_newton_cg(logits: np.ndarray, labels: np.ndarray, penalty_weights: np.ndarray, max_iter: int,
@@ -398,7 +443,12 @@ def fit_matrix_scaling_newton_cg(logits: np.ndarray, labels: np.ndarray, penalty
     probable class (:func:`_softmax_hessian_times`; float64 after a float32 solve that does not reach
     its target, :data:`SINGLE_PRECISION_MAX_PRODUCTS`), over the rows that carry all but
     :data:`PRODUCT_TRACE_DROP` of the Hessian's trace. Gradients, objectives and steps are float64
-    over every row, so the optimum is float64's.
+    over every row, so the optimum is float64's. While the gradient's root mean square entry is at
+    least :data:`LOSS_CAP_GRADIENT_RMS`, the products add to each row the fit gets wrong the
+    curvature that keeps its model from promising a decrease beyond its loss
+    (:func:`_loss_capped_rows`): without it, the first steps on an overconfident model's logits move
+    whole columns of W by hundreds to fix a few confidently wrong rows, and the line search then
+    cuts most of the following steps to a tenth or a third. That changes the steps, not the objective.
 
     ``warm_start`` starts from the optimum over W's diagonal and b alone (vector scaling under
     the same penalties, :func:`_diagonal_start`) instead of the identity. CG's
@@ -466,17 +516,17 @@ def fit_matrix_scaling_newton_cg(logits: np.ndarray, labels: np.ndarray, penalty
     rows = np.arange(n)
     squared_norms = np.einsum("na,na->n", design, design)
 
-    def objective(params):  # the log-softmax and the probabilities from one exp of the logits
+    def objective(params):  # the value, the probabilities and the rows' losses from one exp of the logits
         centred = design @ params.T
         centred -= centred.max(axis=1, keepdims=True)
         probs = np.exp(centred)
         total = probs.sum(axis=1)
         probs /= total[:, None]
-        nll = float((np.log(total) - centred[rows, labels]).mean())
-        return nll + float((weights * shifted(params) ** 2).sum()), probs
+        losses = np.log(total) - centred[rows, labels]
+        return float(losses.mean()) + float((weights * shifted(params) ** 2).sum()), probs, losses
 
     params = _diagonal_start(logits, labels, weights) if warm_start else np.column_stack([np.eye(k), np.zeros(k)])
-    value, probs = objective(params)
+    value, probs, losses = objective(params)
     ridge = 2 * weights
     jitter = 1e-12
     factors, built_traces, products, rebuild_after = None, None, 0, 0.0
@@ -492,12 +542,21 @@ def fit_matrix_scaling_newton_cg(logits: np.ndarray, labels: np.ndarray, penalty
 
         variance = probs * (1 - probs)
         counted = _rows_carrying(variance.sum(axis=1) * squared_norms, PRODUCT_TRACE_DROP)
+        capped = None
+        if np.linalg.norm(gradient) >= LOSS_CAP_GRADIENT_RMS * np.sqrt(gradient.size):
+            capped_rows, cap_weights = _loss_capped_rows(probs, one_hot, losses)
+            if len(capped_rows):
+                counted = np.union1d(counted, capped_rows)
+                product_dtype = np.float32 if single else np.float64
+                capped = (np.searchsorted(counted, capped_rows),
+                          (probs[capped_rows] - one_hot[capped_rows]).astype(product_dtype),
+                          cap_weights.astype(product_dtype))
         product_design = (design32 if single else design)[counted]
         product_probs = probs[counted].astype(np.float32) if single else probs[counted]
         most_probable = probs.argmax(axis=1)[counted]
 
-        def hessian_times(direction, probs=product_probs, design=product_design, top=most_probable):
-            return (_softmax_hessian_times(direction, design, probs, top, n) + ridge * shifted(direction)
+        def hessian_times(direction, probs=product_probs, design=product_design, top=most_probable, capped=capped):
+            return (_softmax_hessian_times(direction, design, probs, top, n, capped) + ridge * shifted(direction)
                     + jitter * direction)
 
         if preconditioner == "block":
@@ -534,7 +593,7 @@ def fit_matrix_scaling_newton_cg(logits: np.ndarray, labels: np.ndarray, penalty
         size = 1.0
         while size > 1e-10:
             candidate = params - size * step
-            new_value, new_probs = objective(candidate)
+            new_value, new_probs, new_losses = objective(candidate)
             if new_value <= value - 1e-4 * size * decrease:
                 break
             # the minimiser of the quadratic through value, slope −decrease and new_value, kept in [size/10, size/2]
@@ -543,7 +602,7 @@ def fit_matrix_scaling_newton_cg(logits: np.ndarray, labels: np.ndarray, penalty
         else:
             converged = decrease <= 1e-12 * max(abs(value), 1.0)
             break
-        params, value, probs = candidate, new_value, new_probs
+        params, value, probs, losses = candidate, new_value, new_probs, new_losses
     params = shifted(params)
     if not np.isfinite(params).all():
         raise RuntimeError("matrix scaling fit diverged (non-finite parameters); try a positive L2 penalty")
