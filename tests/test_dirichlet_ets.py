@@ -266,11 +266,12 @@ def test_newton_cg_reaches_each_benchmark_inputs_optimum_at_eight_classes(name, 
         params, (converged, _, _) = scaling.fit_matrix_scaling_newton_cg(features, labels, penalty, 10000, 1e-10)
         assert converged and abs(gap(params)) <= 1e-9, cap
     monkeypatch.setattr(scaling, "SINGLE_PRECISION_MAX_PRODUCTS", default_cap)
+    default_change = scaling.REBUILD_TRACE_CHANGE
     for change in (0.0, np.inf):  # rebuilds on the products alone; never a rebuild after the first blocks
         monkeypatch.setattr(scaling, "REBUILD_TRACE_CHANGE", change)
         params, (converged, _, _) = scaling.fit_matrix_scaling_newton_cg(features, labels, penalty, 10000, 1e-10)
         assert converged and abs(gap(params)) <= 1e-9, change
-    monkeypatch.setattr(scaling, "REBUILD_TRACE_CHANGE", 0.05)
+    monkeypatch.setattr(scaling, "REBUILD_TRACE_CHANGE", default_change)
     for rms in (np.inf, 0.0):  # the wrong rows' cap never taken; taken down to the optimum
         monkeypatch.setattr(scaling, "LOSS_CAP_GRADIENT_RMS", rms)
         params, (converged, _, _) = scaling.fit_matrix_scaling_newton_cg(features, labels, penalty, 10000, 1e-10)

@@ -398,8 +398,7 @@ def _loss_capped_rows(probs: np.ndarray, one_hot: np.ndarray, losses: np.ndarray
     ℓ gets the curvature a r rᵀ with
 
     $$
-    a = rac{1}{2\ell} - rac{r^	op A r}{\lVert r 
-Vert^4},
+    a = \frac{1}{2\ell} - \frac{r^\top A r}{\lVert r \rVert^4},
     $$
 
     so that the promise equals ℓ. Rows with p_y ≥ ½ keep their model: with two classes and
@@ -542,18 +541,16 @@ def fit_matrix_scaling_newton_cg(logits: np.ndarray, labels: np.ndarray, penalty
 
         variance = probs * (1 - probs)
         counted = _rows_carrying(variance.sum(axis=1) * squared_norms, PRODUCT_TRACE_DROP)
-        capped = None
-        if np.linalg.norm(gradient) >= LOSS_CAP_GRADIENT_RMS * np.sqrt(gradient.size):
-            capped_rows, cap_weights = _loss_capped_rows(probs, one_hot, losses)
-            if len(capped_rows):
-                counted = np.union1d(counted, capped_rows)
-                product_dtype = np.float32 if single else np.float64
-                capped = (np.searchsorted(counted, capped_rows),
-                          (probs[capped_rows] - one_hot[capped_rows]).astype(product_dtype),
-                          cap_weights.astype(product_dtype))
+        norm = np.linalg.norm(gradient)
+        capped_rows, cap_weights = (_loss_capped_rows(probs, one_hot, losses)
+                                    if norm >= LOSS_CAP_GRADIENT_RMS * np.sqrt(gradient.size) else ((), None))
+        counted = np.union1d(counted, capped_rows) if len(capped_rows) else counted
         product_design = (design32 if single else design)[counted]
         product_probs = probs[counted].astype(np.float32) if single else probs[counted]
         most_probable = probs.argmax(axis=1)[counted]
+        capped = (np.searchsorted(counted, capped_rows),
+                  (probs[capped_rows] - one_hot[capped_rows]).astype(product_design.dtype),
+                  cap_weights.astype(product_design.dtype)) if len(capped_rows) else None
 
         def hessian_times(direction, probs=product_probs, design=product_design, top=most_probable, capped=capped):
             return (_softmax_hessian_times(direction, design, probs, top, n, capped) + ridge * shifted(direction)
@@ -579,7 +576,6 @@ def fit_matrix_scaling_newton_cg(logits: np.ndarray, labels: np.ndarray, penalty
                 return residual / diagonal
 
         # The step's gradient is about CG's residual, so a residual below tol / 2 is all the last step needs.
-        norm = np.linalg.norm(gradient)
         step, products, reached = _preconditioned_cg(hessian_times, gradient, precondition,
                                                      max(min(0.5, np.sqrt(norm)) * norm, tol / 2),
                                                      SINGLE_PRECISION_MAX_PRODUCTS if single else 500,
